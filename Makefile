@@ -1,0 +1,46 @@
+# make serve: install everything and serve examples/models.  make test: install with test extras and run the suite.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+HOST ?= 127.0.0.1
+HTTP_PORT ?= 8000
+SKLEARN_EXAMPLE := examples/models/iris_sklearn/model.joblib
+
+.PHONY: serve test lint format install install-test examples bench clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+	$(PIP) install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-test: $(VENV)/.installed pyproject.toml
+	$(PIP) install --quiet -e '.[test]'
+	touch $@
+
+install: $(VENV)/.installed
+install-test: $(VENV)/.installed-test
+
+$(SKLEARN_EXAMPLE): examples/build_examples.py $(VENV)/.installed
+	$(PY) examples/build_examples.py sklearn
+
+examples: $(SKLEARN_EXAMPLE)
+
+serve: install examples
+	$(VENV)/bin/rosettaserve serve examples/models --host $(HOST) --http-port $(HTTP_PORT)
+
+lint: install-test
+	$(VENV)/bin/ruff check src tests examples bench
+	$(VENV)/bin/ruff format --check src tests examples bench
+	$(VENV)/bin/mypy
+
+format: install-test
+	$(VENV)/bin/ruff format src tests examples bench
+	$(VENV)/bin/ruff check --fix src tests examples bench
+
+test: install-test examples lint
+	$(PY) -m pytest -q
+
+clean:
+	rm -rf $(VENV) $(SKLEARN_EXAMPLE) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,3 @@
+from rosettaserve.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,218 @@
+"""The data plane every protocol adapter calls: lookup, validation, invocation, conversion."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from rosettaserve.core import dtypes
+from rosettaserve.core.codec import bytes_array
+from rosettaserve.core.errors import InvalidInput, ModelError, ModelNotFound, ModelNotReady
+from rosettaserve.core.registry import ModelVersion, Registry
+from rosettaserve.core.types import (
+    InferenceRequest,
+    InferenceResponse,
+    RequestedOutput,
+    Tensor,
+    TensorSpec,
+)
+
+SERVER_NAME = "rosettaserve"
+
+
+@dataclass
+class ServerInfo:
+    name: str = SERVER_NAME
+    version: str = "0.1.0"
+    extensions: list[str] = field(default_factory=list)
+    strict_readiness: bool = True
+
+
+class DataPlane:
+    def __init__(self, registry: Registry, info: ServerInfo | None = None) -> None:
+        self.registry = registry
+        self.info = info or ServerInfo()
+        self.started = False
+
+    # -- health and metadata -------------------------------------------------------------------
+
+    def live(self) -> bool:
+        return True
+
+    def ready(self) -> bool:
+        if not self.started:
+            return False
+        if not self.info.strict_readiness:
+            return True
+        return all(
+            v.ready
+            for name in self.registry.model_names()
+            for v in self.registry.versions(name) or []
+        )
+
+    def model_versions(self, name: str) -> list[ModelVersion]:
+        versions = self.registry.versions(name)
+        if versions is None:
+            raise ModelNotFound(f"unknown model '{name}'")
+        return versions
+
+    def resolve(self, name: str, version: str = "") -> ModelVersion:
+        """The version a request means: the one named, or the highest that is ready."""
+        versions = self.model_versions(name)
+        if version:
+            for candidate in versions:
+                if candidate.version == version:
+                    return candidate
+            served = ", ".join(v.version for v in versions) or "none"
+            raise ModelNotFound(
+                f"model '{name}' has no version {version} (served versions: {served})"
+            )
+        ready = [v for v in versions if v.ready]
+        if ready:
+            return ready[-1]
+        if versions:
+            return versions[-1]
+        raise ModelNotReady(f"model '{name}' has no version being served")
+
+    def ready_version(self, name: str, version: str = "") -> ModelVersion:
+        mv = self.resolve(name, version)
+        if not mv.ready:
+            why = f": {mv.reason}" if mv.reason else ""
+            raise ModelNotReady(
+                f"model '{name}' version {mv.version} is not ready ({mv.state.value}){why}"
+            )
+        return mv
+
+    # -- inference -----------------------------------------------------------------------------
+
+    async def infer(self, request: InferenceRequest) -> InferenceResponse:
+        mv = self.ready_version(request.model_name, request.model_version)
+        invoker = _prepare(mv, request)
+        if invoker.streams:
+            raise InvalidInput(
+                f"model '{mv.name}' streams its responses; call it through a streaming endpoint"
+            )
+        with mv.in_use():
+            result = await invoker.predict(_arrays(request), request.parameters)
+        return _response(mv, request, result)
+
+    async def infer_stream(self, request: InferenceRequest) -> AsyncIterator[InferenceResponse]:
+        mv = self.ready_version(request.model_name, request.model_version)
+        invoker = _prepare(mv, request)
+        with mv.in_use():
+            async for result in invoker.stream(_arrays(request), request.parameters):
+                yield _response(mv, request, result)
+
+
+def _prepare(mv: ModelVersion, request: InferenceRequest) -> Any:
+    check_inputs(mv, request.inputs)
+    check_outputs(mv, request.outputs)
+    assert mv.invoker is not None
+    return mv.invoker
+
+
+def _arrays(request: InferenceRequest) -> dict[str, np.ndarray]:
+    return {t.name: t.data for t in request.inputs}
+
+
+def check_inputs(mv: ModelVersion, inputs: list[Tensor]) -> None:
+    """Names, datatypes and shapes against the model's signature (when it declares one)."""
+    seen: set[str] = set()
+    specs = {s.name: s for s in mv.inputs}
+    for tensor in inputs:
+        if tensor.name in seen:
+            raise InvalidInput(f"input '{tensor.name}' appears more than once in the request")
+        seen.add(tensor.name)
+        spec = specs.get(tensor.name)
+        if spec is None:
+            if specs:
+                raise InvalidInput(
+                    f"unexpected input '{tensor.name}' for model '{mv.name}'; "
+                    f"it takes {sorted(specs)}"
+                )
+            continue
+        _check_tensor(mv, spec, tensor)
+    missing = [name for name in specs if name not in seen]
+    if missing:
+        raise InvalidInput(
+            f"model '{mv.name}' expects inputs {list(specs)}, but {missing} "
+            f"{'is' if len(missing) == 1 else 'are'} missing"
+        )
+
+
+def _check_tensor(mv: ModelVersion, spec: TensorSpec, tensor: Tensor) -> None:
+    if tensor.datatype != spec.datatype:
+        raise InvalidInput(
+            f"input '{tensor.name}' has datatype {tensor.datatype}, "
+            f"but model '{mv.name}' expects {spec.datatype}"
+        )
+    if not shape_matches(spec.shape, tensor.shape):
+        raise InvalidInput(
+            f"input '{tensor.name}' has shape {list(tensor.shape)}, "
+            f"but model '{mv.name}' expects {list(spec.shape)} (-1 = any size)"
+        )
+    if mv.max_batch_size > 0 and tensor.shape and tensor.shape[0] > mv.max_batch_size:
+        raise InvalidInput(
+            f"input '{tensor.name}' has batch size {tensor.shape[0]}, "
+            f"but model '{mv.name}' accepts at most {mv.max_batch_size}"
+        )
+
+
+def shape_matches(spec: tuple[int, ...], shape: tuple[int, ...]) -> bool:
+    return len(spec) == len(shape) and all(s in (-1, d) for s, d in zip(spec, shape, strict=True))
+
+
+def check_outputs(mv: ModelVersion, outputs: list[RequestedOutput] | None) -> None:
+    if outputs is None:
+        return
+    known = {s.name for s in mv.outputs}
+    seen: set[str] = set()
+    for out in outputs:
+        if out.name in seen:
+            raise InvalidInput(f"output '{out.name}' is requested more than once")
+        seen.add(out.name)
+        if known and out.name not in known:
+            raise InvalidInput(
+                f"unexpected output '{out.name}' for model '{mv.name}'; it has {sorted(known)}"
+            )
+
+
+def _response(mv: ModelVersion, request: InferenceRequest, result: Any) -> InferenceResponse:
+    if not isinstance(result, Mapping):
+        raise ModelError(
+            f"model '{mv.name}' returned {type(result).__name__}; predict must return "
+            "a dict of output name to array"
+        )
+    specs = {s.name: s for s in mv.outputs}
+    if request.outputs is None:
+        names = [n for n in specs if n in result] + [n for n in result if n not in specs]
+    else:
+        names = [o.name for o in request.outputs]
+    tensors = []
+    for name in names:
+        if name not in result:
+            raise ModelError(f"model '{mv.name}' did not return output '{name}'")
+        tensors.append(to_tensor(mv.name, name, result[name], specs.get(name)))
+    return InferenceResponse(
+        model_name=mv.name,
+        model_version=mv.version,
+        outputs=tensors,
+        id=request.id,
+    )
+
+
+def to_tensor(model: str, name: str, value: Any, spec: TensorSpec | None) -> Tensor:
+    """A model's returned value as a Tensor of its declared datatype (or its own dtype)."""
+    arr = value if isinstance(value, np.ndarray) else np.asarray(value)
+    try:
+        dt = dtypes.lookup(spec.datatype) if spec else dtypes.from_numpy(arr.dtype)
+        if dt.is_bytes:
+            arr = bytes_array(arr)
+        elif arr.dtype != dt.numpy:
+            arr = arr.astype(dt.numpy)
+    except (TypeError, ValueError, InvalidInput) as exc:
+        raise ModelError(f"model '{model}' returned an unusable output '{name}': {exc}") from exc
+    return Tensor(name, dt.name, tuple(arr.shape), arr)

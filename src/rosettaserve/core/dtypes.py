@@ -1,0 +1,68 @@
+"""The ONE datatype table: V2 datatype names, numpy dtypes and element sizes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import ml_dtypes
+import numpy as np
+
+from rosettaserve.core.errors import InvalidInput
+
+
+@dataclass(frozen=True, slots=True)
+class DType:
+    name: str
+    numpy: np.dtype
+    itemsize: int  # bytes per element on the wire; 0 = variable (BYTES)
+    json_ok: bool = True  # representable as plain JSON numbers/booleans/strings
+
+    @property
+    def is_bytes(self) -> bool:
+        return self.itemsize == 0
+
+
+def _dt(name: str, np_type: object, itemsize: int, json_ok: bool = True) -> DType:
+    return DType(name, np.dtype(np_type), itemsize, json_ok)  # type: ignore[call-overload]
+
+
+DTYPES: dict[str, DType] = {
+    d.name: d
+    for d in (
+        _dt("BOOL", np.bool_, 1),
+        _dt("UINT8", np.uint8, 1),
+        _dt("UINT16", np.uint16, 2),
+        _dt("UINT32", np.uint32, 4),
+        _dt("UINT64", np.uint64, 8),
+        _dt("INT8", np.int8, 1),
+        _dt("INT16", np.int16, 2),
+        _dt("INT32", np.int32, 4),
+        _dt("INT64", np.int64, 8),
+        _dt("FP16", np.float16, 2, json_ok=False),
+        _dt("FP32", np.float32, 4),
+        _dt("FP64", np.float64, 8),
+        _dt("BF16", ml_dtypes.bfloat16, 2, json_ok=False),
+        _dt("BYTES", np.object_, 0),
+    )
+}
+
+_BY_NUMPY: dict[np.dtype, DType] = {d.numpy: d for d in DTYPES.values() if not d.is_bytes}
+
+
+def lookup(name: str) -> DType:
+    """The table entry for a V2 datatype name, or a 400 naming the valid ones."""
+    try:
+        return DTYPES[name]
+    except (KeyError, TypeError):
+        valid = ", ".join(DTYPES)
+        raise InvalidInput(f"unknown datatype {name!r}; expected one of {valid}") from None
+
+
+def from_numpy(dtype: np.dtype) -> DType:
+    """The V2 datatype of a numpy array's dtype (str/bytes/object arrays are BYTES)."""
+    if dtype.kind in "OSU":
+        return DTYPES["BYTES"]
+    try:
+        return _BY_NUMPY[dtype]
+    except KeyError:
+        raise TypeError(f"numpy dtype {dtype} has no V2 datatype") from None

@@ -1,0 +1,72 @@
+"""The ONE error hierarchy. Every protocol maps these through core.status."""
+
+from __future__ import annotations
+
+from rosettaserve.core.status import ErrorKind
+
+
+class ServingError(Exception):
+    kind: ErrorKind = ErrorKind.INTERNAL
+
+    def __init__(self, message: str, *, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.headers = headers or {}
+
+    @property
+    def http_status(self) -> int:
+        return self.kind.http
+
+
+class InvalidInput(ServingError):
+    """The caller's request is malformed or does not fit the model (400)."""
+
+    kind = ErrorKind.INVALID_ARGUMENT
+
+
+class ModelNotFound(ServingError):
+    kind = ErrorKind.NOT_FOUND
+
+
+class NotFound(ServingError):
+    """A route or resource that is not a model does not exist."""
+
+    kind = ErrorKind.NOT_FOUND
+
+
+class MethodNotAllowed(ServingError):
+    kind = ErrorKind.METHOD_NOT_ALLOWED
+
+
+class ModelNotReady(ServingError):
+    kind = ErrorKind.UNAVAILABLE
+
+
+class PayloadTooLarge(ServingError):
+    kind = ErrorKind.PAYLOAD_TOO_LARGE
+
+
+class Overloaded(ServingError):
+    kind = ErrorKind.OVERLOADED
+
+
+class DeadlineExceeded(ServingError):
+    kind = ErrorKind.DEADLINE_EXCEEDED
+
+
+class Cancelled(ServingError):
+    kind = ErrorKind.CANCELLED
+
+
+class Unsupported(ServingError):
+    kind = ErrorKind.UNIMPLEMENTED
+
+
+class Forbidden(ServingError):
+    kind = ErrorKind.FORBIDDEN
+
+
+class ModelError(ServingError):
+    """The model itself failed (500)."""
+
+    kind = ErrorKind.INTERNAL

@@ -1,0 +1,109 @@
+"""The model base class users subclass, and how the server calls it."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rosettaserve.core.errors import InvalidInput, ModelError, ServingError
+from rosettaserve.core.executor import run_blocking
+from rosettaserve.core.types import TensorSpec
+
+Arrays = dict[str, np.ndarray]
+
+
+class Model:
+    """Base class of every model: user classes and the built-in runtimes alike.
+
+    ``predict`` takes a dict of named arrays and returns one; it may be sync or
+    ``async``, a generator (sync or async) for streaming models, and may accept a
+    ``parameters`` keyword to receive the request's parameters.
+    """
+
+    platform = "python"
+
+    def __init__(
+        self,
+        name: str = "",
+        version: str = "1",
+        path: str | Path = ".",
+        config: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.name = name
+        self.version = version
+        self.path = Path(path)
+        self.config: dict[str, Any] = dict(config or {})
+        self.inputs: list[TensorSpec] = []
+        self.outputs: list[TensorSpec] = []
+        self.max_batch_size = 0
+
+    def load(self) -> None:
+        """Load weights; ``self.path`` is the version folder."""
+
+    def unload(self) -> None:
+        """Release what ``load`` took."""
+
+    def predict(self, inputs: Arrays) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} does not implement predict()")
+
+
+class Invoker:
+    """Calls a model's ``predict`` the way its signature asks, off the event loop."""
+
+    def __init__(self, model: Model) -> None:
+        fn = model.predict
+        self._fn = fn
+        self.is_async = inspect.iscoroutinefunction(fn)
+        self.is_async_gen = inspect.isasyncgenfunction(fn)
+        self.is_gen = inspect.isgeneratorfunction(fn)
+        params = inspect.signature(fn).parameters
+        self._takes_parameters = "parameters" in params or any(
+            p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()
+        )
+
+    @property
+    def streams(self) -> bool:
+        return self.is_gen or self.is_async_gen
+
+    def _kwargs(self, parameters: dict[str, Any]) -> dict[str, Any]:
+        return {"parameters": parameters} if self._takes_parameters else {}
+
+    async def predict(self, inputs: Arrays, parameters: dict[str, Any]) -> Any:
+        kwargs = self._kwargs(parameters)
+        with _model_errors():
+            if self.is_async:
+                return await self._fn(inputs, **kwargs)
+            return await run_blocking(self._fn, inputs, **kwargs)
+
+    async def stream(self, inputs: Arrays, parameters: dict[str, Any]) -> AsyncIterator[Any]:
+        kwargs = self._kwargs(parameters)
+        with _model_errors():
+            if self.is_async_gen:
+                async for item in self._fn(inputs, **kwargs):
+                    yield item
+                return
+            if not self.is_gen:
+                yield await self.predict(inputs, parameters)
+                return
+            gen = iter(await run_blocking(self._fn, inputs, **kwargs))
+            done = object()
+            while (item := await run_blocking(next, gen, done)) is not done:
+                yield item
+
+
+@contextmanager
+def _model_errors() -> Iterator[None]:
+    """ValueError from a model means bad input (400); anything else is the model's fault."""
+    try:
+        yield
+    except ServingError:
+        raise
+    except ValueError as exc:
+        raise InvalidInput(str(exc) or "the model rejected the input") from exc
+    except Exception as exc:
+        raise ModelError(f"{type(exc).__name__}: {exc}") from exc

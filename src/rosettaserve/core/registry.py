@@ -1,0 +1,64 @@
+"""What the data plane needs to know about served models, independent of where they come from."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Protocol
+
+from rosettaserve.core.model import Invoker, Model
+from rosettaserve.core.types import TensorSpec
+
+
+class VersionState(Enum):
+    LOADING = "LOADING"
+    READY = "READY"
+    UNAVAILABLE = "UNAVAILABLE"  # failed to load; ``reason`` says why
+    UNLOADING = "UNLOADING"
+
+
+@dataclass(eq=False)
+class ModelVersion:
+    """One version of one model, as it stands now."""
+
+    name: str
+    version: str
+    runtime: str
+    state: VersionState = VersionState.LOADING
+    reason: str = ""
+    model: Model | None = None
+    invoker: Invoker | None = None
+    inputs: list[TensorSpec] = field(default_factory=list)
+    outputs: list[TensorSpec] = field(default_factory=list)
+    platform: str = ""
+    max_batch_size: int = 0
+    load_seconds: float = 0.0
+    inflight: int = 0
+    labels: list[str] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ready(self) -> bool:
+        return self.state is VersionState.READY
+
+    @contextmanager
+    def in_use(self) -> Iterator[None]:
+        self.inflight += 1
+        try:
+            yield
+        finally:
+            self.inflight -= 1
+
+
+class Registry(Protocol):
+    """The served models: implemented by the on-disk repository."""
+
+    def model_names(self) -> list[str]: ...
+
+    def versions(self, name: str) -> list[ModelVersion] | None:
+        """Served versions of ``name``, oldest first; None if the name is unknown."""
+        ...
+
+    def version_for_label(self, name: str, label: str) -> str | None: ...

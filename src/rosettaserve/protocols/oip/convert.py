@@ -1,0 +1,245 @@
+"""Open Inference Protocol REST JSON (+ binary tensor data extension) <-> core. Pure functions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import orjson
+
+from rosettaserve.core import dtypes
+from rosettaserve.core.codec import check_shape, from_json, from_raw, to_raw
+from rosettaserve.core.errors import InvalidInput
+from rosettaserve.core.registry import ModelVersion
+from rosettaserve.core.types import InferenceRequest, InferenceResponse, RequestedOutput, Tensor
+
+HEADER_LENGTH = "inference-header-content-length"
+BINARY_OUTPUT_KEY = "binary_data_output"
+BINARY_SIZE_KEY = "binary_data_size"
+BINARY_DATA_KEY = "binary_data"
+_NUMPY = orjson.OPT_SERIALIZE_NUMPY
+
+
+def json_length(header: str | None, body_size: int) -> int:
+    """How many leading body bytes are the JSON header (the rest is binary tensor data)."""
+    if header is None:
+        return body_size
+    value = header.strip()
+    if not value.isdigit() or int(value) > body_size:
+        raise InvalidInput(
+            f"Inference-Header-Content-Length must be an integer in [0, {body_size}] "
+            f"(the body size), got {header!r}"
+        )
+    if int(value) == 0:
+        raise InvalidInput(
+            "Inference-Header-Content-Length: 0 (a raw binary request without a JSON header) "
+            "is not supported; send a JSON header with binary_data_size"
+        )
+    return int(value)
+
+
+def parse_json(data: bytes | memoryview, what: str = "request body") -> Any:
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidInput(f"{what} is not valid JSON: {exc}") from None
+
+
+def parse_infer(body: bytes, header: str | None, model: str, version: str) -> InferenceRequest:
+    split = json_length(header, len(body))
+    view = memoryview(body)
+    doc = parse_json(view[:split])
+    if not isinstance(doc, dict):
+        raise InvalidInput("the inference request must be a JSON object with an 'inputs' list")
+    blobs = _Blobs(view[split:], model)
+    inputs = [_parse_input(item, i, blobs) for i, item in enumerate(_list(doc, "inputs", True))]
+    blobs.check_consumed()
+    parameters = _parameters(doc.get("parameters"), "request")
+    binary_default = bool(parameters.pop(BINARY_OUTPUT_KEY, False))
+    return InferenceRequest(
+        model_name=model,
+        model_version=version,
+        id=_request_id(doc.get("id")),
+        inputs=inputs,
+        outputs=_parse_outputs(doc.get("outputs")),
+        parameters=parameters,
+        context={BINARY_OUTPUT_KEY: binary_default},
+    )
+
+
+class _Blobs:
+    """The binary tail of a request, handed out in input order."""
+
+    def __init__(self, view: memoryview, model: str) -> None:
+        self.view, self.offset, self.model = view, 0, model
+
+    def take(self, size: int, name: str) -> memoryview:
+        end = self.offset + size
+        if end > len(self.view):
+            raise InvalidInput(
+                f"unexpected size for input '{name}': expecting {size} additional bytes but "
+                f"only {len(self.view) - self.offset} remain after the JSON header "
+                f"for model '{self.model}'"
+            )
+        chunk = self.view[self.offset : end]
+        self.offset = end
+        return chunk
+
+    def check_consumed(self) -> None:
+        extra = len(self.view) - self.offset
+        if extra:
+            raise InvalidInput(
+                f"unexpected additional input data for model '{self.model}': {extra} bytes "
+                "after the JSON header are not claimed by any input's binary_data_size"
+            )
+
+
+def _list(doc: dict[str, Any], key: str, required: bool) -> list[Any]:
+    value = doc.get(key)
+    if value is None and not required:
+        return []
+    if not isinstance(value, list):
+        raise InvalidInput(
+            f"'{key}' must be a JSON list" + (" and is required" if required else "")
+        )
+    return value
+
+
+def _parse_input(item: Any, index: int, blobs: _Blobs) -> Tensor:
+    if not isinstance(item, dict):
+        raise InvalidInput(f"inputs[{index}] must be a JSON object")
+    name = item.get("name")
+    if not isinstance(name, str):
+        raise InvalidInput(f"inputs[{index}] needs a string 'name'")
+    if "datatype" not in item:
+        raise InvalidInput(f"input '{name}' needs a 'datatype'")
+    if "shape" not in item:
+        raise InvalidInput(f"input '{name}' needs a 'shape'")
+    dtype = dtypes.lookup(item["datatype"])
+    shape = check_shape(item["shape"], name)
+    params = _parameters(item.get("parameters"), f"input '{name}'")
+    size = params.get(BINARY_SIZE_KEY)
+    has_data = "data" in item
+    if has_data == (size is not None):
+        raise InvalidInput(
+            f"input '{name}' must set exactly one of 'data' or 'binary_data_size' in 'parameters'"
+        )
+    if size is not None:
+        if type(size) is not int or size < 0:
+            raise InvalidInput(
+                f"'binary_data_size' of input '{name}' must be a non-negative integer"
+            )
+        data = from_raw(blobs.take(size, name), dtype, shape, name)
+    else:
+        data = from_json(item["data"], dtype, shape, name)
+    return Tensor(name, dtype.name, shape, data, params)
+
+
+def _parse_outputs(value: Any) -> list[RequestedOutput] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list):
+        raise InvalidInput("'outputs' must be a JSON list of {\"name\": ...} objects")
+    outputs = []
+    for i, item in enumerate(value):
+        if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+            raise InvalidInput(f"outputs[{i}] must be an object with a string 'name'")
+        outputs.append(RequestedOutput(item["name"], _parameters(item.get("parameters"), "output")))
+    return outputs
+
+
+def _parameters(value: Any, owner: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InvalidInput(f"'parameters' of the {owner} must be a JSON object")
+    return value
+
+
+def _request_id(value: Any) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    raise InvalidInput(f"'id' must be a string, got {type(value).__name__}")
+
+
+# -- responses ---------------------------------------------------------------------------------
+
+
+def encode_infer(
+    response: InferenceResponse, request: InferenceRequest
+) -> tuple[bytes, int | None]:
+    """The response body and, when it carries binary data, the JSON header's length."""
+    default_binary = bool(request.context.get(BINARY_OUTPUT_KEY, False))
+    wanted = {o.name: o.parameters for o in request.outputs or ()}
+    blobs: list[Any] = []
+    outputs = []
+    for tensor in response.outputs:
+        params = wanted.get(tensor.name, {})
+        binary = bool(params.get(BINARY_DATA_KEY, default_binary))
+        outputs.append(_encode_output(tensor, binary, blobs))
+    doc: dict[str, Any] = {}
+    if response.id is not None:
+        doc["id"] = response.id
+    doc["model_name"] = response.model_name
+    doc["model_version"] = response.model_version
+    if response.parameters:
+        doc["parameters"] = response.parameters
+    doc["outputs"] = outputs
+    header = orjson.dumps(doc, option=_NUMPY)
+    if not blobs:
+        return header, None
+    return b"".join([header, *blobs]), len(header)
+
+
+def _encode_output(tensor: Tensor, binary: bool, blobs: list[Any]) -> dict[str, Any]:
+    dtype = dtypes.lookup(tensor.datatype)
+    out: dict[str, Any] = {"name": tensor.name, "datatype": dtype.name, "shape": list(tensor.shape)}
+    params = dict(tensor.parameters)
+    if binary:
+        raw = to_raw(tensor.data, dtype)
+        blobs.append(raw)
+        params[BINARY_SIZE_KEY] = len(raw)
+    else:
+        out["data"] = json_data(tensor, dtype)
+    if params:
+        out["parameters"] = params
+    return out
+
+
+def json_data(tensor: Tensor, dtype: dtypes.DType) -> Any:
+    if not dtype.json_ok:
+        raise InvalidInput(
+            f"output '{tensor.name}' is {dtype.name}, which JSON cannot carry; "
+            'request it with "parameters": {"binary_data": true}'
+        )
+    flat = tensor.data.reshape(-1)
+    if dtype.is_bytes:
+        try:
+            return [item.decode() for item in flat]
+        except UnicodeDecodeError:
+            raise InvalidInput(
+                f"output '{tensor.name}' holds bytes that are not UTF-8 text; "
+                'request it with "parameters": {"binary_data": true}'
+            ) from None
+    return np.ascontiguousarray(flat)
+
+
+# -- metadata ----------------------------------------------------------------------------------
+
+
+def model_metadata(mv: ModelVersion, versions: list[ModelVersion]) -> dict[str, Any]:
+    properties = {"state": mv.state.value, "runtime": mv.runtime}
+    if mv.reason:
+        properties["reason"] = mv.reason
+    return {
+        "name": mv.name,
+        "versions": [v.version for v in versions],
+        "platform": mv.platform or mv.runtime,
+        "inputs": [_tensor_metadata(s) for s in mv.inputs],
+        "outputs": [_tensor_metadata(s) for s in mv.outputs],
+        "properties": properties,
+    }
+
+
+def _tensor_metadata(spec: Any) -> dict[str, Any]:
+    return {"name": spec.name, "datatype": spec.datatype, "shape": list(spec.shape)}

@@ -1,0 +1,1 @@
+"""The on-disk model repository."""

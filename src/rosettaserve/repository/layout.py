@@ -1,0 +1,38 @@
+"""Where models and versions live on disk."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from rosettaserve.repository.config import CONFIG_FILE
+
+_SKIP = {"__pycache__"}
+
+
+@dataclass(frozen=True)
+class ModelDir:
+    name: str
+    path: Path
+    versions: dict[int, Path]  # version number -> folder holding that version's files
+    config_mtime: float  # changes when model.yaml is edited; 0.0 when missing
+
+
+def scan_repository(root: Path) -> dict[str, ModelDir]:
+    """Every model folder under ``root`` (hidden folders and caches are skipped)."""
+    found: dict[str, ModelDir] = {}
+    for child in sorted(root.iterdir()):
+        if child.is_dir() and not child.name.startswith(".") and child.name not in _SKIP:
+            found[child.name] = scan_model(child)
+    return found
+
+
+def scan_model(path: Path) -> ModelDir:
+    numeric = {int(p.name): p for p in path.iterdir() if p.is_dir() and p.name.isdigit()}
+    config = path / CONFIG_FILE
+    try:
+        mtime = os.stat(config).st_mtime
+    except OSError:
+        mtime = 0.0
+    return ModelDir(path.name, path, numeric or {1: path}, mtime)

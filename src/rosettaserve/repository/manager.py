@@ -1,0 +1,198 @@
+"""The model repository as the server sees it: what is served, loading, unloading, polling."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rosettaserve.core.executor import run_blocking
+from rosettaserve.core.model import Invoker
+from rosettaserve.core.registry import ModelVersion, VersionState
+from rosettaserve.repository.config import ConfigError, ModelConfig, read_config
+from rosettaserve.repository.layout import ModelDir, scan_model, scan_repository
+from rosettaserve.runtimes import create_model
+
+log = logging.getLogger("rosettaserve.repository")
+Reporter = Callable[[list[ModelVersion]], None]  # called once per batch of loaded versions
+DRAIN_TIMEOUT_S = 60.0
+
+
+@dataclass
+class ModelEntry:
+    dir: ModelDir
+    config: ModelConfig | None
+    error: str = ""
+    versions: list[ModelVersion] = field(default_factory=list)  # served, oldest first
+
+
+class ModelRepository:
+    def __init__(self, root: Path, report: Reporter | None = None) -> None:
+        self.root = root
+        self._entries: dict[str, ModelEntry] = {}
+        self._report = report or (lambda versions: None)
+
+    # -- Registry protocol ---------------------------------------------------------------------
+
+    def model_names(self) -> list[str]:
+        return list(self._entries)
+
+    def versions(self, name: str) -> list[ModelVersion] | None:
+        entry = self._entries.get(name)
+        return None if entry is None else entry.versions
+
+    def version_for_label(self, name: str, label: str) -> str | None:
+        entry = self._entries.get(name)
+        if entry is None or entry.config is None:
+            return None
+        return entry.config.labels.get(label)
+
+    def config(self, name: str) -> ModelConfig | None:
+        entry = self._entries.get(name)
+        return None if entry is None else entry.config
+
+    # -- loading -------------------------------------------------------------------------------
+
+    async def load_all(self) -> None:
+        for model_dir in scan_repository(self.root).values():
+            await self._add_model(model_dir)
+
+    async def _add_model(self, model_dir: ModelDir) -> None:
+        entry = _entry(model_dir)
+        self._entries[model_dir.name] = entry
+        await self._load_versions(entry, _wanted(entry))
+
+    async def _load_versions(self, entry: ModelEntry, numbers: list[int]) -> None:
+        fresh = [self._placeholder(entry, n) for n in numbers]
+        entry.versions = sorted([*entry.versions, *fresh], key=lambda v: int(v.version))
+        for mv in fresh:
+            await self._load_one(entry, mv)
+        if fresh:
+            self._report(fresh)
+
+    def _placeholder(self, entry: ModelEntry, number: int) -> ModelVersion:
+        config = entry.config
+        return ModelVersion(
+            name=entry.dir.name,
+            version=str(number),
+            runtime=config.runtime if config else "?",
+            inputs=list(config.inputs) if config else [],
+            outputs=list(config.outputs) if config else [],
+            max_batch_size=config.max_batch_size if config else 0,
+            labels=[k for k, v in (config.labels if config else {}).items() if v == str(number)],
+        )
+
+    async def _load_one(self, entry: ModelEntry, mv: ModelVersion) -> None:
+        start = time.perf_counter()
+        if entry.config is None:
+            _fail(mv, entry.error)
+        else:
+            path = entry.dir.versions[int(mv.version)]
+            try:
+                await run_blocking(_load_blocking, mv, path, entry.config)
+            except Exception as exc:  # any failure keeps the server and other models serving
+                _fail(mv, f"{type(exc).__name__}: {exc}" if not _is_plain(exc) else str(exc))
+        mv.load_seconds = time.perf_counter() - start
+
+    # -- unloading -----------------------------------------------------------------------------
+
+    async def unload_version(self, entry: ModelEntry, mv: ModelVersion) -> None:
+        """Stop routing to ``mv``, let requests in flight finish, then release it."""
+        entry.versions = [v for v in entry.versions if v is not mv]
+        mv.state = VersionState.UNLOADING
+        deadline = time.monotonic() + DRAIN_TIMEOUT_S
+        while mv.inflight and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        if mv.model is not None:
+            try:
+                await run_blocking(mv.model.unload)
+            except Exception:
+                log.exception("unloading %s version %s failed", mv.name, mv.version)
+        log.info("unloaded model %s version %s", mv.name, mv.version)
+
+    async def unload_all(self) -> None:
+        for entry in list(self._entries.values()):
+            for mv in list(entry.versions):
+                await self.unload_version(entry, mv)
+        self._entries.clear()
+
+    # -- polling -------------------------------------------------------------------------------
+
+    async def poll(self) -> None:
+        """Bring the served set in line with the disk: new, removed and edited models/versions."""
+        on_disk = scan_repository(self.root)
+        for name in [n for n in self._entries if n not in on_disk]:
+            gone = self._entries.pop(name)
+            for mv in list(gone.versions):
+                await self.unload_version(gone, mv)
+        for name, model_dir in on_disk.items():
+            entry = self._entries.get(name)
+            if entry is None:
+                await self._add_model(model_dir)
+            elif model_dir.config_mtime != entry.dir.config_mtime:
+                await self._replace_model(entry, model_dir)
+            else:
+                await self._sync_versions(entry, scan_model(model_dir.path))
+
+    async def _sync_versions(self, entry: ModelEntry, model_dir: ModelDir) -> None:
+        entry.dir = model_dir
+        wanted = set(_wanted(entry))
+        have = {int(v.version): v for v in entry.versions}
+        await self._load_versions(entry, sorted(wanted - set(have)))
+        for number in set(have) - wanted:
+            await self.unload_version(entry, have[number])
+
+    async def _replace_model(self, old: ModelEntry, model_dir: ModelDir) -> None:
+        """model.yaml changed: load the new definition beside the old, then swap."""
+        staged = _entry(model_dir)
+        await self._load_versions(staged, _wanted(staged))
+        self._entries[model_dir.name] = staged
+        for mv in list(old.versions):
+            await self.unload_version(old, mv)
+
+    async def poll_forever(self, interval: float) -> None:
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.poll()
+            except Exception:
+                log.exception("polling the model repository failed")
+
+
+def _entry(model_dir: ModelDir) -> ModelEntry:
+    try:
+        return ModelEntry(model_dir, read_config(model_dir.path))
+    except Exception as exc:
+        return ModelEntry(model_dir, None, str(exc))
+
+
+def _wanted(entry: ModelEntry) -> list[int]:
+    numbers = list(entry.dir.versions)
+    return entry.config.version_policy.select(numbers) if entry.config else [max(numbers)]
+
+
+def _load_blocking(mv: ModelVersion, path: Path, config: ModelConfig) -> None:
+    model = create_model(mv.name, mv.version, path, config)
+    model.load()
+    if not model.inputs or not model.outputs:
+        raise ValueError(
+            f"runtime {config.runtime} cannot tell this model's signature: "
+            "declare 'inputs' and 'outputs' in model.yaml (or set them in load())"
+        )
+    mv.model, mv.invoker = model, Invoker(model)
+    mv.inputs, mv.outputs = list(model.inputs), list(model.outputs)
+    mv.platform, mv.max_batch_size = model.platform, model.max_batch_size
+    mv.state = VersionState.READY
+
+
+def _fail(mv: ModelVersion, reason: str) -> None:
+    mv.state, mv.reason = VersionState.UNAVAILABLE, reason
+    log.error("model %s version %s failed to load: %s", mv.name, mv.version, reason)
+
+
+def _is_plain(exc: Exception) -> bool:
+    """Errors whose message already says everything (no need to prefix the type)."""
+    return isinstance(exc, ConfigError | ValueError | FileNotFoundError)

@@ -1,0 +1,19 @@
+"""Server configuration: one typed object, built once at start and passed down."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_MAX_REQUEST_SIZE = 256 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Settings:
+    repository: Path
+    host: str = "127.0.0.1"
+    http_port: int = 8000
+    max_request_size: int = DEFAULT_MAX_REQUEST_SIZE
+    poll_interval: float = 0.0  # seconds; 0 = off
+    strict_readiness: bool = True
+    log_level: str = "info"

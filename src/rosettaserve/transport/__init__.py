@@ -1,0 +1,1 @@
+"""Transports: HTTP (and later gRPC) servers built from the enabled protocols."""

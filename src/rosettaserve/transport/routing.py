@@ -1,0 +1,98 @@
+"""HTTP requests, responses and routes as every REST protocol sees them (no framework types)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from rosettaserve.core.errors import MethodNotAllowed, NotFound, ServingError
+
+
+@dataclass(slots=True)
+class HttpRequest:
+    method: str
+    path: str
+    query: bytes
+    headers: dict[str, str]  # lower-case names
+    body: bytes
+    params: dict[str, str] = field(default_factory=dict)
+
+    def header(self, name: str) -> str | None:
+        return self.headers.get(name)
+
+
+@dataclass(slots=True)
+class HttpResponse:
+    status: int
+    body: bytes = b""
+    content_type: str = "application/json"
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+Handler = Callable[[HttpRequest], Awaitable[HttpResponse]]
+ErrorRenderer = Callable[[ServingError], HttpResponse]
+
+
+def json_response(
+    doc: Any, status: int = 200, headers: dict[str, str] | None = None
+) -> HttpResponse:
+    return HttpResponse(status, orjson.dumps(doc), "application/json", headers or {})
+
+
+def error_body(exc: ServingError) -> HttpResponse:
+    """The Open Inference Protocol's error shape, the default for routes that name none."""
+    return json_response({"error": exc.message}, exc.http_status, exc.headers)
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    method: str
+    pattern: str  # a regex over the whole path, with named groups for parameters
+    handler: Handler
+    on_error: ErrorRenderer = error_body
+
+
+class Router:
+    """Exact paths by dict lookup; patterned paths by one regex each, in declaration order."""
+
+    def __init__(self, routes: list[Route]) -> None:
+        self._exact: dict[str, dict[str, Route]] = {}
+        self._patterns: list[tuple[re.Pattern[str], dict[str, Route]]] = []
+        index: dict[str, dict[str, Route]] = {}
+        for route in routes:
+            methods = index.setdefault(route.pattern, {})
+            methods[route.method] = route
+        for pattern, methods in index.items():
+            if _is_literal(pattern):
+                self._exact[pattern] = methods
+            else:
+                self._patterns.append((re.compile(pattern), methods))
+
+    def match(self, method: str, path: str) -> tuple[Route, dict[str, str]]:
+        methods = self._exact.get(path)
+        params: dict[str, str] = {}
+        if methods is None:
+            for regex, candidates in self._patterns:
+                found = regex.fullmatch(path)
+                if found:
+                    methods = candidates
+                    params = {k: v for k, v in found.groupdict().items() if v is not None}
+                    break
+        if methods is None:
+            raise NotFound(f"Not Found: no route for {method} {path}")
+        route = methods.get(method)
+        if route is None:
+            allowed = ", ".join(sorted(methods))
+            raise MethodNotAllowed(
+                f"Method Not Allowed: {method} {path} (allowed: {allowed})",
+                headers={"allow": allowed},
+            )
+        return route, params
+
+
+def _is_literal(pattern: str) -> bool:
+    return not any(ch in pattern for ch in "()[]?*+\\^$|{}")

@@ -1,0 +1,77 @@
+"""Start a real rosettaserve process on loopback with ephemeral ports, for integration tests."""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+START_TIMEOUT_S = 60.0
+
+
+@dataclass
+class ServerProcess:
+    proc: subprocess.Popen[str]
+    http_url: str  # http://127.0.0.1:PORT
+    lines: list[str] = field(default_factory=list)
+
+    @property
+    def http_hostport(self) -> str:
+        return self.http_url.removeprefix("http://")
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return self.proc.wait()
+
+
+def start_server(repo: Path, *args: str, wait_ready: bool = True) -> ServerProcess:
+    cmd = [sys.executable, "-m", "rosettaserve", "serve", str(repo), "--http-port", "0", *args]
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
+    )
+    lines: list[str] = []
+    found: queue.Queue[str] = queue.Queue()
+
+    def pump() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line.rstrip("\n"))
+            if line.startswith("http: "):
+                found.put(line.split(" ", 1)[1].strip())
+
+    threading.Thread(target=pump, daemon=True).start()
+    try:
+        url = found.get(timeout=START_TIMEOUT_S)
+    except queue.Empty:
+        proc.kill()
+        raise RuntimeError("server did not print its URL:\n" + "\n".join(lines)) from None
+    server = ServerProcess(proc, url, lines)
+    if wait_ready:
+        wait_until_ready(server)
+    return server
+
+
+def wait_until_ready(server: ServerProcess) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(server.http_url + "/v2/health/ready", timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.05)
+    raise RuntimeError("server never became ready:\n" + "\n".join(server.lines))
