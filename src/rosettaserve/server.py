@@ -3,13 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import signal
 import socket
-from collections.abc import Iterator
-
-import uvicorn
 
 from rosettaserve import __version__
 from rosettaserve.core.dataplane import DataPlane, ServerInfo
@@ -18,17 +14,10 @@ from rosettaserve.observability.startup import model_line, say, summary_line
 from rosettaserve.protocols.oip import rest as oip_rest
 from rosettaserve.repository.manager import ModelRepository
 from rosettaserve.settings import Settings
+from rosettaserve.transport.h1 import HttpServer
 from rosettaserve.transport.http import HttpApp
 
 log = logging.getLogger("rosettaserve")
-
-
-class _UvicornServer(uvicorn.Server):
-    """Uvicorn without its own signal handling: we drain and exit 0 on SIGTERM ourselves."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -57,48 +46,35 @@ class Server:
             strict_readiness=settings.strict_readiness,
         )
         self.dataplane = DataPlane(self.repository, info)
-        self.app = HttpApp(oip_rest.routes(self.dataplane), settings.max_request_size)
+        self.app = HttpApp(oip_rest.routes(self.dataplane))
+        self._stopping = asyncio.Event()
+        self.http_url = ""
 
     async def run(self) -> None:
         s = self.settings
         sock = bind(s.host, s.http_port)
-        port = sock.getsockname()[1]
-        http = _UvicornServer(
-            uvicorn.Config(
-                self.app,
-                loop="none",
-                http="httptools",
-                lifespan="off",
-                proxy_headers=False,
-                server_header=False,
-                date_header=False,
-                access_log=False,
-                log_level="warning",
-            )
-        )
+        self.http_url = f"http://{url_host(s.host)}:{sock.getsockname()[1]}"
+        http = HttpServer(self.app, s.max_request_size)
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, self._stop, http)
-        serving = asyncio.create_task(http.serve(sockets=[sock]))
+            loop.add_signal_handler(sig, self._stopping.set)
+        await http.start(sock)
         say(f"rosettaserve {__version__}: loading repository {s.repository}")
-        await self.repository.load_all()
-        say(summary_line(self._all_versions()))
-        say(f"http: http://{url_host(s.host)}:{port}")
-        self.dataplane.started = True
-        poller = None
-        if s.poll_interval > 0:
-            poller = asyncio.create_task(self.repository.poll_forever(s.poll_interval))
-        await serving
-        if poller is not None:
-            poller.cancel()
+        loading = asyncio.create_task(self._load())
+        await self._stopping.wait()
+        say("rosettaserve: draining in-flight requests, then stopping")
+        loading.cancel()
+        await http.shutdown()
         await self.repository.unload_all()
         say("rosettaserve stopped")
 
-    def _stop(self, http: uvicorn.Server) -> None:
-        if http.should_exit:
-            http.force_exit = True
-        http.should_exit = True
-        say("rosettaserve: draining in-flight requests, then stopping")
+    async def _load(self) -> None:
+        await self.repository.load_all()
+        say(summary_line(self._all_versions()))
+        say(f"http: {self.http_url}")
+        self.dataplane.started = True
+        if self.settings.poll_interval > 0:
+            await self.repository.poll_forever(self.settings.poll_interval)
 
     def _all_versions(self) -> list[ModelVersion]:
         repo = self.repository

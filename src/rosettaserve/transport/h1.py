@@ -1,0 +1,260 @@
+"""A lean HTTP/1.1 server on httptools.
+
+Each response leaves in one ``writelines`` (one writev: head and body together), pipelined
+requests are answered in order, bodies are bounded before they are buffered, idle connections
+time out, and shutdown drains the requests in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from collections import deque
+from http import HTTPStatus
+from typing import Any
+
+import httptools
+
+from rosettaserve.core.errors import InvalidInput, PayloadTooLarge, ServingError
+from rosettaserve.transport.routing import HttpResponse, error_body
+
+log = logging.getLogger("rosettaserve.http")
+
+IDLE_TIMEOUT_S = 30.0
+MAX_PIPELINE = 32
+MAX_HEADER_BYTES = 64 * 1024
+MAX_DISCARD_BYTES = 64 * 1024 * 1024
+_STATUS_LINES = {s.value: f"HTTP/1.1 {s.value} {s.phrase}\r\n".encode() for s in HTTPStatus}
+_CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+
+
+class Pending:
+    __slots__ = ("body", "error", "headers", "keep_alive", "method", "url")
+
+    def __init__(self, method: str, url: bytes, headers: dict[str, str], body: bytes) -> None:
+        self.method, self.url, self.headers, self.body = method, url, headers, body
+        self.keep_alive = True
+        self.error: ServingError | None = None
+
+
+class Connection(asyncio.Protocol):
+    def __init__(self, server: HttpServer) -> None:
+        self.server = server
+        self.parser = httptools.HttpRequestParser(self)
+        self.transport: asyncio.Transport | None = None
+        self.queue: deque[Pending] = deque()
+        self.task: asyncio.Task[None] | None = None
+        self.idle: asyncio.TimerHandle | None = None
+        self.paused = False
+        self._reset()
+
+    def _reset(self) -> None:
+        self.url = b""
+        self.headers: dict[str, str] = {}
+        self.header_bytes = 0
+        self.chunks: list[bytes] = []
+        self.size = 0
+        self.error: ServingError | None = None
+        self.discarding = False
+
+    # -- asyncio.Protocol ----------------------------------------------------------------------
+
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.server.connections.add(self)
+        self._arm_idle()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.server.connections.discard(self)
+        self.transport = None
+        if self.task is not None:
+            self.task.cancel()  # the client went away: stop its work
+        self._cancel_idle()
+
+    def data_received(self, data: bytes) -> None:
+        self._cancel_idle()
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            self._reject_now(InvalidInput("protocol upgrades are not supported on this port"))
+        except httptools.HttpParserError as exc:
+            self._reject_now(InvalidInput(f"malformed HTTP request: {exc}"))
+
+    # -- httptools callbacks -------------------------------------------------------------------
+
+    def on_message_begin(self) -> None:
+        self._reset()
+
+    def on_url(self, url: bytes) -> None:
+        self.url += url
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self.header_bytes += len(name) + len(value)
+        if self.header_bytes > MAX_HEADER_BYTES:
+            raise httptools.HttpParserError(f"headers larger than {MAX_HEADER_BYTES} bytes")
+        key = name.decode("latin-1").lower()
+        text = value.decode("latin-1")
+        self.headers[key] = f"{self.headers[key]}, {text}" if key in self.headers else text
+
+    def on_headers_complete(self) -> None:
+        limit = self.server.max_request_size
+        declared = self.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > limit:
+            self._too_large(too_large(int(declared), limit))
+        elif self.headers.get("expect", "").lower() == "100-continue" and self.transport:
+            self.transport.write(_CONTINUE)
+
+    def on_body(self, body: bytes) -> None:
+        self.size += len(body)
+        if self.discarding:
+            if self.size > MAX_DISCARD_BYTES and self.transport is not None:
+                self.transport.close()
+            return
+        if self.error is None and self.size > self.server.max_request_size:
+            self._too_large(too_large(None, self.server.max_request_size))
+        if self.error is None:
+            self.chunks.append(body)
+
+    def on_message_complete(self) -> None:
+        if self.discarding:
+            if self.transport is not None:
+                self.transport.close()
+            return
+        body = self.chunks[0] if len(self.chunks) == 1 else b"".join(self.chunks)
+        pending = Pending(self.parser.get_method().decode(), self.url, self.headers, body)
+        pending.keep_alive = self.parser.should_keep_alive()
+        pending.error = self.error
+        self.queue.append(pending)
+        if len(self.queue) > MAX_PIPELINE and self.transport is not None:
+            self.transport.pause_reading()
+            self.paused = True
+        if self.task is None:
+            self.task = asyncio.get_running_loop().create_task(self._serve_queue())
+
+    # -- answering -----------------------------------------------------------------------------
+
+    async def _serve_queue(self) -> None:
+        app = self.server.app
+        while self.queue:
+            pending = self.queue.popleft()
+            if self.paused and len(self.queue) < MAX_PIPELINE // 2 and self.transport:
+                self.transport.resume_reading()
+                self.paused = False
+            if pending.error is not None:
+                response = error_body(pending.error)
+            else:
+                response = await app.respond(
+                    pending.method, pending.url, pending.headers, pending.body
+                )
+            if self.transport is None:
+                return
+            keep_alive = pending.keep_alive and not self.server.closing
+            self.transport.writelines([head(response, keep_alive), response.body])
+            if not keep_alive:
+                self.transport.close()
+                return
+        self.task = None
+        self._arm_idle()
+
+    def _too_large(self, error: ServingError) -> None:
+        self.chunks.clear()
+        if self.task is None and not self.queue:
+            self._reject_now(error)
+        else:
+            self.error = error
+
+    def _reject_now(self, error: ServingError) -> None:
+        """Answer before the body is read, then discard what the client still sends and close."""
+        if self.transport is None or self.discarding:
+            return
+        response = error_body(error)
+        self.transport.writelines([head(response, keep_alive=False), response.body])
+        self.discarding = True
+        if isinstance(error, InvalidInput):  # the stream cannot be parsed any further
+            self.transport.close()
+
+    # -- idle timeout --------------------------------------------------------------------------
+
+    def _arm_idle(self) -> None:
+        self._cancel_idle()
+        loop = asyncio.get_running_loop()
+        self.idle = loop.call_later(self.server.idle_timeout, self._close_idle)
+
+    def _cancel_idle(self) -> None:
+        if self.idle is not None:
+            self.idle.cancel()
+            self.idle = None
+
+    def _close_idle(self) -> None:
+        if self.task is None and self.transport is not None:
+            self.transport.close()
+
+    @property
+    def busy(self) -> bool:
+        return self.task is not None
+
+
+def head(response: HttpResponse, keep_alive: bool) -> bytes:
+    status = _STATUS_LINES.get(response.status) or f"HTTP/1.1 {response.status} \r\n".encode()
+    parts = [
+        status,
+        b"content-type: ",
+        response.content_type.encode(),
+        b"\r\ncontent-length: ",
+        str(len(response.body)).encode(),
+        b"\r\n",
+    ]
+    for name, value in response.headers.items():
+        parts += [name.encode(), b": ", value.encode(), b"\r\n"]
+    if not keep_alive:
+        parts.append(b"connection: close\r\n")
+    parts.append(b"\r\n")
+    return b"".join(parts)
+
+
+def too_large(size: int | None, limit: int) -> PayloadTooLarge:
+    what = f"of {size} bytes" if size is not None else f"of more than {limit} bytes"
+    return PayloadTooLarge(
+        f"request body {what} exceeds the limit of {limit} bytes "
+        "(start the server with a larger --max-request-size)"
+    )
+
+
+class HttpServer:
+    def __init__(
+        self, app: Any, max_request_size: int, idle_timeout: float = IDLE_TIMEOUT_S
+    ) -> None:
+        self.app = app
+        self.max_request_size = max_request_size
+        self.idle_timeout = idle_timeout
+        self.connections: set[Connection] = set()
+        self.closing = False
+        self._server: asyncio.Server | None = None
+
+    async def start(self, sock: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(lambda: Connection(self), sock=sock, backlog=2048)
+
+    async def shutdown(self, timeout: float | None = None) -> None:
+        """Stop accepting, let requests in flight finish (then close), close idle connections."""
+        self.closing = True
+        if self._server is not None:
+            self._server.close()
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        while True:
+            for conn in list(self.connections):
+                if not conn.busy and conn.transport is not None:
+                    conn.transport.close()
+            if not any(c.busy for c in self.connections):
+                break
+            if deadline is not None and loop.time() > deadline:
+                break
+            await asyncio.sleep(0.01)
+        for conn in list(self.connections):
+            if conn.transport is not None:
+                conn.transport.abort()
