@@ -21,6 +21,7 @@ class ServerProcess:
     proc: subprocess.Popen[str]
     http_url: str  # http://127.0.0.1:PORT
     lines: list[str] = field(default_factory=list)
+    grpc_address: str = ""  # 127.0.0.1:PORT
 
     @property
     def http_hostport(self) -> str:
@@ -37,7 +38,8 @@ class ServerProcess:
 
 
 def start_server(repo: Path, *args: str, wait_ready: bool = True) -> ServerProcess:
-    cmd = [sys.executable, "-m", "rosettaserve", "serve", str(repo), "--http-port", "0", *args]
+    cmd = [sys.executable, "-m", "rosettaserve", "serve", str(repo), "--http-port", "0"]
+    cmd += ["--grpc-port", "0", *args]
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     proc = subprocess.Popen(
         cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
@@ -49,16 +51,19 @@ def start_server(repo: Path, *args: str, wait_ready: bool = True) -> ServerProce
         assert proc.stdout is not None
         for line in proc.stdout:
             lines.append(line.rstrip("\n"))
-            if line.startswith("http: "):
-                found.put(line.split(" ", 1)[1].strip())
+            if line.startswith(("http: ", "grpc: ")):
+                found.put(line.strip())
 
     threading.Thread(target=pump, daemon=True).start()
+    addresses: dict[str, str] = {}
     try:
-        url = found.get(timeout=START_TIMEOUT_S)
+        while len(addresses) < 2:
+            kind, address = found.get(timeout=START_TIMEOUT_S).split(" ", 1)
+            addresses[kind] = address
     except queue.Empty:
         proc.kill()
-        raise RuntimeError("server did not print its URL:\n" + "\n".join(lines)) from None
-    server = ServerProcess(proc, url, lines)
+        raise RuntimeError("server did not print its addresses:\n" + "\n".join(lines)) from None
+    server = ServerProcess(proc, addresses["http:"], lines, addresses["grpc:"])
     if wait_ready:
         wait_until_ready(server)
     return server

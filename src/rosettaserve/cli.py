@@ -8,14 +8,18 @@ import sys
 from pathlib import Path
 
 from rosettaserve import __version__
-from rosettaserve.settings import DEFAULT_MAX_REQUEST_SIZE, Settings
+from rosettaserve.settings import (
+    DEFAULT_GRPC_MAX_MESSAGE_SIZE,
+    DEFAULT_MAX_REQUEST_SIZE,
+    Settings,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="rosettaserve",
-        description="One model server for every serving protocol: Open Inference Protocol (V2) "
-        "REST today; see the README for what is built.",
+        description="One model server for every serving protocol: the Open Inference Protocol (V2) "
+        "over REST and gRPC today; see the README for what is built.",
     )
     parser.add_argument("--version", action="version", version=f"rosettaserve {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -32,6 +36,25 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=8000,
         help="HTTP port for every REST protocol (0 = any free)",
+    )
+    serve.add_argument(
+        "--grpc-port",
+        type=int,
+        default=8001,
+        help="gRPC port for every gRPC service (0 = any free)",
+    )
+    serve.add_argument(
+        "--grpc-max-message-size",
+        type=int,
+        default=DEFAULT_GRPC_MAX_MESSAGE_SIZE,
+        metavar="BYTES",
+        help="largest gRPC message received or sent",
+    )
+    serve.add_argument(
+        "--enable-model-control",
+        action="store_true",
+        help="allow the model repository extension to load and unload models on request "
+        "(only models inside REPO)",
     )
     serve.add_argument(
         "--max-request-size",
@@ -72,6 +95,9 @@ def main(argv: list[str] | None = None) -> int:
         repository=args.repository,
         host=args.host,
         http_port=args.http_port,
+        grpc_port=args.grpc_port,
+        grpc_max_message_size=args.grpc_max_message_size,
+        enable_model_control=args.enable_model_control,
         max_request_size=args.max_request_size,
         poll_interval=args.poll_interval,
         strict_readiness=args.strict_readiness,

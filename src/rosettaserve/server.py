@@ -7,17 +7,22 @@ import logging
 import signal
 import socket
 
+import grpc
+
 from rosettaserve import __version__
 from rosettaserve.core.dataplane import DataPlane, ServerInfo
 from rosettaserve.core.registry import ModelVersion
 from rosettaserve.observability.startup import model_line, say, summary_line
+from rosettaserve.protocols.oip import grpc as oip_grpc
 from rosettaserve.protocols.oip import rest as oip_rest
 from rosettaserve.repository.manager import ModelRepository
 from rosettaserve.settings import Settings
+from rosettaserve.transport.grpc import ServiceTable, build_server
 from rosettaserve.transport.h1 import HttpServer
 from rosettaserve.transport.http import HttpApp
 
 log = logging.getLogger("rosettaserve")
+DRAIN_GRACE_S = 60.0
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -40,15 +45,27 @@ class Server:
         self.repository = ModelRepository(
             settings.repository, report=lambda vs: say(model_line(vs))
         )
+        control = settings.enable_model_control
         info = ServerInfo(
             version=__version__,
-            extensions=list(oip_rest.EXTENSIONS),
+            extensions=oip_rest.extensions(model_control=control),
             strict_readiness=settings.strict_readiness,
         )
-        self.dataplane = DataPlane(self.repository, info)
+        self.dataplane = DataPlane(self.repository, info, self.repository if control else None)
         self.app = HttpApp(oip_rest.routes(self.dataplane))
         self._stopping = asyncio.Event()
         self.http_url = ""
+        self.grpc_address = ""
+
+    def _grpc_server(self) -> grpc.aio.Server:
+        s = self.settings
+        services: list[ServiceTable] = [
+            (oip_grpc.SERVICE, oip_grpc.OipServicer(self.dataplane), oip_grpc.RPCS)
+        ]
+        server = build_server(services, s.grpc_max_message_size)
+        port = server.add_insecure_port(f"{url_host(s.host)}:{s.grpc_port}")
+        self.grpc_address = f"{url_host(s.host)}:{port}"
+        return server
 
     async def run(self) -> None:
         s = self.settings
@@ -59,12 +76,14 @@ class Server:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._stopping.set)
         await http.start(sock)
+        grpc_server = self._grpc_server()
+        await grpc_server.start()
         say(f"rosettaserve {__version__}: loading repository {s.repository}")
         loading = asyncio.create_task(self._load())
         await self._stopping.wait()
         say("rosettaserve: draining in-flight requests, then stopping")
         loading.cancel()
-        await http.shutdown()
+        await asyncio.gather(http.shutdown(), grpc_server.stop(grace=DRAIN_GRACE_S))
         await self.repository.unload_all()
         say("rosettaserve stopped")
 
@@ -72,6 +91,7 @@ class Server:
         await self.repository.load_all()
         say(summary_line(self._all_versions()))
         say(f"http: {self.http_url}")
+        say(f"grpc: {self.grpc_address}")
         self.dataplane.started = True
         if self.settings.poll_interval > 0:
             await self.repository.poll_forever(self.settings.poll_interval)

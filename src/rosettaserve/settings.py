@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 DEFAULT_MAX_REQUEST_SIZE = 256 * 1024 * 1024
+DEFAULT_GRPC_MAX_MESSAGE_SIZE = 512 * 1024 * 1024  # a 256 MiB tensor and then some
 
 
 @dataclass(frozen=True)
@@ -13,6 +14,9 @@ class Settings:
     repository: Path
     host: str = "127.0.0.1"
     http_port: int = 8000
+    grpc_port: int = 8001
+    grpc_max_message_size: int = DEFAULT_GRPC_MAX_MESSAGE_SIZE
+    enable_model_control: bool = False
     max_request_size: int = DEFAULT_MAX_REQUEST_SIZE
     poll_interval: float = 0.0  # seconds; 0 = off
     strict_readiness: bool = True

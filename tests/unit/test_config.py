@@ -52,7 +52,10 @@ def test_version_policy_selects(policy: VersionPolicy, expected: list[int]) -> N
         ({"runtime": "onnx", "max_batch_size": -1}, "'max_batch_size' must be"),
         ({"runtime": "onnx", "inputs": [{"name": "x", "datatype": "FP33"}]}, "unknown datatype"),
         ({"runtime": "onnx", "inputs": [{"datatype": "FP32"}]}, "needs a 'name'"),
-        ({"runtime": "onnx", "inputs": [{"name": "x", "datatype": "FP32", "shape": [-2]}]}, "shape"),
+        (
+            {"runtime": "onnx", "inputs": [{"name": "x", "datatype": "FP32", "shape": [-2]}]},
+            "shape",
+        ),
         ({"runtime": "onnx", "version_policy": {"latest": 0}}, "'version_policy' must be"),
         ({"runtime": "onnx", "version_policy": {"newest": 1}}, "'version_policy' must be"),
         ({"runtime": "onnx", "labels": {"stable": "one"}}, "'labels' must map"),

@@ -4,14 +4,22 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
+from time import perf_counter_ns
 from typing import Any
 
 import numpy as np
 
 from rosettaserve.core import dtypes
 from rosettaserve.core.codec import bytes_array
-from rosettaserve.core.errors import InvalidInput, ModelError, ModelNotFound, ModelNotReady
-from rosettaserve.core.registry import ModelVersion, Registry
+from rosettaserve.core.errors import (
+    Forbidden,
+    InvalidInput,
+    ModelError,
+    ModelNotFound,
+    ModelNotReady,
+    ServingError,
+)
+from rosettaserve.core.registry import IndexEntry, ModelControl, ModelVersion, Registry
 from rosettaserve.core.types import (
     InferenceRequest,
     InferenceResponse,
@@ -32,9 +40,15 @@ class ServerInfo:
 
 
 class DataPlane:
-    def __init__(self, registry: Registry, info: ServerInfo | None = None) -> None:
+    def __init__(
+        self,
+        registry: Registry,
+        info: ServerInfo | None = None,
+        control: ModelControl | None = None,
+    ) -> None:
         self.registry = registry
         self.info = info or ServerInfo()
+        self.control = control  # None: model control is off
         self.started = False
 
     # -- health and metadata -------------------------------------------------------------------
@@ -75,7 +89,34 @@ class DataPlane:
             return ready[-1]
         if versions:
             return versions[-1]
-        raise ModelNotReady(f"model '{name}' has no version being served")
+        raise ModelNotFound(f"model '{name}' has no available versions (it is unloaded)")
+
+    def select_versions(self, name: str = "", version: str = "") -> list[ModelVersion]:
+        """Every served version, every version of ``name``, or the one version named."""
+        if not name:
+            return [v for n in self.registry.model_names() for v in self.registry.versions(n) or []]
+        if version:
+            return [self.resolve(name, version)]
+        return list(self.model_versions(name))
+
+    # -- model control (repository extension) --------------------------------------------------
+
+    def _control(self) -> ModelControl:
+        if self.control is None:
+            raise Forbidden(
+                "model control is disabled; start the server with --enable-model-control"
+            )
+        return self.control
+
+    def repository_index(self, ready_only: bool = False) -> list[IndexEntry]:
+        entries = self._control().index()
+        return [e for e in entries if e.state == "READY"] if ready_only else entries
+
+    async def load_model(self, name: str) -> None:
+        await self._control().load_model(check_model_name(name))
+
+    async def unload_model(self, name: str) -> None:
+        await self._control().unload_model(check_model_name(name))
 
     def ready_version(self, name: str, version: str = "") -> ModelVersion:
         mv = self.resolve(name, version)
@@ -90,21 +131,54 @@ class DataPlane:
 
     async def infer(self, request: InferenceRequest) -> InferenceResponse:
         mv = self.ready_version(request.model_name, request.model_version)
-        invoker = _prepare(mv, request)
-        if invoker.streams:
-            raise InvalidInput(
-                f"model '{mv.name}' streams its responses; call it through a streaming endpoint"
-            )
-        with mv.in_use():
-            result = await invoker.predict(_arrays(request), request.parameters)
-        return _response(mv, request, result)
+        start = perf_counter_ns()
+        try:
+            invoker = _prepare(mv, request)
+            if invoker.streams:
+                raise InvalidInput(
+                    f"model '{mv.name}' streams its responses; call it through a streaming endpoint"
+                )
+            with mv.in_use():
+                ran = perf_counter_ns()
+                result = await invoker.predict(_arrays(request), request.parameters)
+                done = perf_counter_ns()
+            response = _response(mv, request, result)
+        except ServingError:
+            mv.stats.record_failure(start)
+            raise
+        mv.stats.record_success(batch_size(mv, request), start, ran, done, perf_counter_ns())
+        return response
 
     async def infer_stream(self, request: InferenceRequest) -> AsyncIterator[InferenceResponse]:
         mv = self.ready_version(request.model_name, request.model_version)
-        invoker = _prepare(mv, request)
-        with mv.in_use():
-            async for result in invoker.stream(_arrays(request), request.parameters):
-                yield _response(mv, request, result)
+        start = perf_counter_ns()
+        try:
+            invoker = _prepare(mv, request)
+            with mv.in_use():
+                ran = perf_counter_ns()
+                async for result in invoker.stream(_arrays(request), request.parameters):
+                    yield _response(mv, request, result)
+        except ServingError:
+            mv.stats.record_failure(start)
+            raise
+        now = perf_counter_ns()
+        mv.stats.record_success(batch_size(mv, request), start, ran, now, now)
+
+
+def check_model_name(name: str) -> str:
+    """A model name from a request may only name a folder directly inside the repository."""
+    if not name or ".." in name or any(c in name for c in "/\\\x00"):
+        raise InvalidInput(
+            f"invalid model name {name!r}: a model is named by its folder in the repository "
+            "(no paths, '..' or NUL)"
+        )
+    return name
+
+
+def batch_size(mv: ModelVersion, request: InferenceRequest) -> int:
+    if mv.max_batch_size > 0 and request.inputs and request.inputs[0].shape:
+        return request.inputs[0].shape[0]
+    return 1
 
 
 def _prepare(mv: ModelVersion, request: InferenceRequest) -> Any:

@@ -9,6 +9,7 @@ from enum import Enum
 from typing import Any, Protocol
 
 from rosettaserve.core.model import Invoker, Model
+from rosettaserve.core.stats import ModelStats
 from rosettaserve.core.types import TensorSpec
 
 
@@ -38,6 +39,7 @@ class ModelVersion:
     inflight: int = 0
     labels: list[str] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
+    stats: ModelStats = field(default_factory=ModelStats)
 
     @property
     def ready(self) -> bool:
@@ -62,3 +64,21 @@ class Registry(Protocol):
         ...
 
     def version_for_label(self, name: str, label: str) -> str | None: ...
+
+
+@dataclass(frozen=True)
+class IndexEntry:
+    name: str
+    version: str
+    state: str
+    reason: str
+
+
+class ModelControl(Protocol):
+    """Loading and unloading on request (the model repository extension)."""
+
+    def index(self) -> list[IndexEntry]: ...
+
+    async def load_model(self, name: str) -> None: ...
+
+    async def unload_model(self, name: str) -> None: ...

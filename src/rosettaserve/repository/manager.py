@@ -9,9 +9,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rosettaserve.core.errors import ModelNotFound, ModelNotReady
 from rosettaserve.core.executor import run_blocking
 from rosettaserve.core.model import Invoker
-from rosettaserve.core.registry import ModelVersion, VersionState
+from rosettaserve.core.registry import IndexEntry, ModelVersion, VersionState
 from rosettaserve.repository.config import ConfigError, ModelConfig, read_config
 from rosettaserve.repository.layout import ModelDir, scan_model, scan_repository
 from rosettaserve.runtimes import create_model
@@ -27,6 +28,7 @@ class ModelEntry:
     config: ModelConfig | None
     error: str = ""
     versions: list[ModelVersion] = field(default_factory=list)  # served, oldest first
+    unloaded: bool = False  # unloaded on request: polling leaves it alone until loaded again
 
 
 class ModelRepository:
@@ -119,6 +121,44 @@ class ModelRepository:
                 await self.unload_version(entry, mv)
         self._entries.clear()
 
+    # -- model control (on request) ------------------------------------------------------------
+
+    def index(self) -> list[IndexEntry]:
+        """Every model folder of the repository, loaded or not, with each served version."""
+        rows: list[IndexEntry] = []
+        for name in sorted(scan_repository(self.root)):
+            entry = self._entries.get(name)
+            if entry is None or not entry.versions:
+                why = "unloaded" if entry is not None else "not loaded"
+                rows.append(IndexEntry(name, "", VersionState.UNAVAILABLE.value, why))
+                continue
+            rows.extend(
+                IndexEntry(name, v.version, v.state.value, v.reason) for v in entry.versions
+            )
+        return rows
+
+    async def load_model(self, name: str) -> None:
+        """Load (or load anew) the model folder ``name`` of the repository."""
+        path = self.root / name
+        if not path.is_dir() or name.startswith("."):
+            raise ModelNotFound(f"no model folder '{name}' in the repository")
+        entry = self._entries.get(name)
+        if entry is None:
+            await self._add_model(scan_model(path))
+        else:
+            await self._replace_model(entry, scan_model(path))
+        failed = [v for v in self._entries[name].versions if not v.ready]
+        if failed:
+            raise ModelNotReady(f"model '{name}' failed to load: {failed[0].reason}")
+
+    async def unload_model(self, name: str) -> None:
+        entry = self._entries.get(name)
+        if entry is None:
+            raise ModelNotFound(f"unknown model '{name}'")
+        entry.unloaded = True
+        for mv in list(entry.versions):
+            await self.unload_version(entry, mv)
+
     # -- polling -------------------------------------------------------------------------------
 
     async def poll(self) -> None:
@@ -132,6 +172,8 @@ class ModelRepository:
             entry = self._entries.get(name)
             if entry is None:
                 await self._add_model(model_dir)
+            elif entry.unloaded:
+                continue
             elif model_dir.config_mtime != entry.dir.config_mtime:
                 await self._replace_model(entry, model_dir)
             else:

@@ -2,15 +2,37 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rosettaserve.core.dataplane import DataPlane
+from rosettaserve.core.errors import InvalidInput
 from rosettaserve.protocols.oip import convert
+from rosettaserve.protocols.oip import extensions as ext
 from rosettaserve.transport.routing import HttpRequest, HttpResponse, Route, json_response
 
 MODEL = r"/v2/models/(?P<model>[^/]+)(?:/versions/(?P<version>[0-9]+))?"
-EXTENSIONS = ["binary_tensor_data", "parameters"]
+REPO_MODEL = r"/v2/repository/models/(?P<model>[^/]+)"
+BASE_EXTENSIONS = ["binary_tensor_data", "parameters", "model_configuration", "statistics"]
 
 
-def routes(dp: DataPlane) -> list[Route]:
+def extensions(model_control: bool) -> list[str]:
+    return BASE_EXTENSIONS + (["model_repository"] if model_control else [])
+
+
+def _version(req: HttpRequest) -> str:
+    return req.params.get("version", "")
+
+
+def _optional_json(req: HttpRequest) -> dict[str, Any]:
+    if not req.body.strip():
+        return {}
+    doc = convert.parse_json(req.body)
+    if not isinstance(doc, dict):
+        raise InvalidInput("the request body must be a JSON object")
+    return doc
+
+
+def health_routes(dp: DataPlane) -> list[Route]:
     async def live(req: HttpRequest) -> HttpResponse:
         return json_response({"live": True})
 
@@ -18,6 +40,21 @@ def routes(dp: DataPlane) -> list[Route]:
         is_ready = dp.ready()
         return json_response({"ready": is_ready}, 200 if is_ready else 503)
 
+    async def model_ready(req: HttpRequest) -> HttpResponse:
+        mv = dp.resolve(req.params["model"], _version(req))
+        doc = {"name": mv.name, "ready": mv.ready}
+        if mv.reason:
+            doc["error"] = mv.reason
+        return json_response(doc, 200 if mv.ready else 503)
+
+    return [
+        Route("GET", "/v2/health/live", live),
+        Route("GET", "/v2/health/ready", ready),
+        Route("GET", MODEL + "/ready", model_ready),
+    ]
+
+
+def metadata_routes(dp: DataPlane) -> list[Route]:
     async def server_metadata(req: HttpRequest) -> HttpResponse:
         info = dp.info
         return json_response(
@@ -26,40 +63,74 @@ def routes(dp: DataPlane) -> list[Route]:
 
     async def model_metadata(req: HttpRequest) -> HttpResponse:
         name = req.params["model"]
-        mv = dp.resolve(name, req.params.get("version", ""))
+        mv = dp.resolve(name, _version(req))
         return json_response(convert.model_metadata(mv, dp.model_versions(name)))
 
-    async def model_ready(req: HttpRequest) -> HttpResponse:
-        mv = dp.resolve(req.params["model"], req.params.get("version", ""))
-        doc = {"name": mv.name, "ready": mv.ready}
-        if mv.reason:
-            doc["error"] = mv.reason
-        return json_response(doc, 200 if mv.ready else 503)
+    async def model_config(req: HttpRequest) -> HttpResponse:
+        return json_response(ext.model_config(dp.resolve(req.params["model"], _version(req))))
 
+    async def statistics(req: HttpRequest) -> HttpResponse:
+        versions = dp.select_versions(req.params.get("model", ""), _version(req))
+        return json_response({"model_stats": [ext.model_statistics(v) for v in versions]})
+
+    return [
+        Route("GET", "/v2", server_metadata),
+        Route("GET", "/v2/", server_metadata),
+        Route("GET", "/v2/models/stats", statistics),
+        Route("GET", MODEL, model_metadata),
+        Route("GET", MODEL + "/config", model_config),
+        Route("GET", MODEL + "/stats", statistics),
+    ]
+
+
+def infer_routes(dp: DataPlane) -> list[Route]:
     async def infer(req: HttpRequest) -> HttpResponse:
         request = convert.parse_infer(
-            req.body,
-            req.header(convert.HEADER_LENGTH),
-            req.params["model"],
-            req.params.get("version", ""),
+            req.body, req.header(convert.HEADER_LENGTH), req.params["model"], _version(req)
         )
         response = await dp.infer(request)
         body, header_length = convert.encode_infer(response, request)
         if header_length is None:
             return HttpResponse(200, body)
-        return HttpResponse(
-            200,
-            body,
-            "application/octet-stream",
-            {"inference-header-content-length": str(header_length)},
+        headers = {convert.HEADER_LENGTH: str(header_length)}
+        return HttpResponse(200, body, "application/octet-stream", headers)
+
+    return [Route("POST", MODEL + "/infer", infer)]
+
+
+def repository_routes(dp: DataPlane) -> list[Route]:
+    async def index(req: HttpRequest) -> HttpResponse:
+        ready = _optional_json(req).get("ready", False)
+        if not isinstance(ready, bool):
+            raise InvalidInput("Invalid value for 'ready': expected a boolean")
+        rows = dp.repository_index(ready)
+        return json_response(
+            [
+                {"name": r.name, "state": r.state, "reason": r.reason}
+                | ({"version": r.version} if r.version else {})
+                for r in rows
+            ]
         )
 
+    async def load(req: HttpRequest) -> HttpResponse:
+        params = _optional_json(req).get("parameters") or {}
+        if not isinstance(params, dict):
+            raise InvalidInput("'parameters' must be a JSON object")
+        ext.refuse_load_parameters(params)
+        await dp.load_model(req.params["model"])
+        return HttpResponse(200, b"")
+
+    async def unload(req: HttpRequest) -> HttpResponse:
+        _optional_json(req)
+        await dp.unload_model(req.params["model"])
+        return HttpResponse(200, b"")
+
     return [
-        Route("GET", "/v2/health/live", live),
-        Route("GET", "/v2/health/ready", ready),
-        Route("GET", "/v2", server_metadata),
-        Route("GET", "/v2/", server_metadata),
-        Route("GET", MODEL, model_metadata),
-        Route("GET", MODEL + "/ready", model_ready),
-        Route("POST", MODEL + "/infer", infer),
+        Route("POST", "/v2/repository/index", index),
+        Route("POST", REPO_MODEL + "/load", load),
+        Route("POST", REPO_MODEL + "/unload", unload),
     ]
+
+
+def routes(dp: DataPlane) -> list[Route]:
+    return health_routes(dp) + metadata_routes(dp) + infer_routes(dp) + repository_routes(dp)

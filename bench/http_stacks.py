@@ -1,0 +1,324 @@
+"""HTTP stacks under load: raw ASGI vs Starlette vs rosettaserve's V2 infer (JSON and binary).
+
+Run:  bash bench/run_http.sh   (or .venv/bin/python bench/http_stacks.py --help)
+
+Every configuration gets a fresh server pinned to --server-cpu; this process and wrk are pinned
+to --load-cpu. Per configuration: warm-up, then --runs wrk runs of --duration s at
+--connections keep-alive connections (req/s and wrk's p50/p99 under load, median over runs),
+then --runs x --latency-requests sequential requests on one kept-alive http.client connection.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import re
+import shlex
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+INFER = "/v2/models/versioned_python/versions/1/infer"
+JSON_BODY = b'{"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[1,4],"data":[1,2,3,4]}]}'
+BIN_HEADER = (
+    b'{"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[1,4],'
+    b'"parameters":{"binary_data_size":16}}]}'
+)
+BIN_BODY = BIN_HEADER + b"\x00\x00\x80?\x00\x00\x00@\x00\x00@@\x00\x00\x80@"  # FP32 1,2,3,4
+
+
+@dataclass
+class Config:
+    name: str
+    server: list[str]  # {port} is substituted
+    path: str
+    body: bytes
+    headers: dict[str, str] = field(default_factory=dict)
+    expect: Any = None  # expected OUTPUT0 data; None = the echo of body
+
+
+ROSETTA = [str(BIN / "rosettaserve"), "serve", "examples/models", "--http-port", "{port}"]
+ROSETTA += ["--log-level", "warning"]
+SELF = [sys.executable, str(Path(__file__).resolve()), "serve"]
+JSON_CT = {"Content-Type": "application/json"}
+CONFIGS = [
+    Config("raw-asgi", [*SELF, "raw", "{port}"], "/echo", JSON_BODY, JSON_CT),
+    Config("starlette", [*SELF, "starlette", "{port}"], "/echo", JSON_BODY, JSON_CT),
+    Config("rosetta-json", ROSETTA, INFER, JSON_BODY, JSON_CT, [1.0, 2.0, 3.0, 4.0]),
+    Config(
+        "rosetta-binary",
+        ROSETTA,
+        INFER,
+        BIN_BODY,
+        {
+            "Content-Type": "application/octet-stream",
+            "Inference-Header-Content-Length": str(len(BIN_HEADER)),
+        },
+        [1.0, 2.0, 3.0, 4.0],
+    ),
+]
+
+
+# -- the baseline servers (run in a child process: http_stacks.py serve {raw,starlette} PORT) --
+
+
+async def raw_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    if scope["type"] != "http":
+        return
+    chunks, more = [], True
+    while more:
+        message = await receive()
+        chunks.append(message.get("body", b""))
+        more = message.get("more_body", False)
+    status, out = 404, b'{"error":"not found"}'
+    if scope["method"] == "POST" and scope["path"] == "/echo":
+        status, out = 200, orjson.dumps(orjson.loads(b"".join(chunks)))
+    headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(out))]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": out})
+
+
+def starlette_app() -> Any:
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    async def echo(request: Request) -> Response:
+        body = orjson.dumps(orjson.loads(await request.body()))
+        return Response(body, media_type="application/json")
+
+    return Starlette(routes=[Route("/echo", echo, methods=["POST"])])
+
+
+def serve(kind: str, port: int) -> None:
+    import uvicorn
+
+    app = raw_app if kind == "raw" else starlette_app()
+    # The same uvicorn settings as rosettaserve.server.Server.run.
+    uvicorn.run(
+        app,
+        host="127.0.0.1",
+        port=port,
+        loop="uvloop",
+        http="httptools",
+        lifespan="off",
+        proxy_headers=False,
+        server_header=False,
+        date_header=False,
+        access_log=False,
+        log_level="warning",
+    )
+
+
+# -- the driver ---------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def request(conn: http.client.HTTPConnection, cfg: Config) -> bytes:
+    conn.request("POST", cfg.path, cfg.body, cfg.headers)
+    resp = conn.getresponse()
+    data = resp.read()
+    if resp.status != 200:
+        raise RuntimeError(f"{cfg.name}: HTTP {resp.status}: {data[:200]!r}")
+    return data
+
+
+def check(cfg: Config, data: bytes) -> None:
+    if cfg.expect is None:
+        ok = orjson.loads(data) == orjson.loads(cfg.body)
+    else:
+        ok = orjson.loads(data)["outputs"][0]["data"] == cfg.expect
+    if not ok:
+        raise RuntimeError(f"{cfg.name}: unexpected response {data[:200]!r}")
+
+
+def wait_ready(cfg: Config, port: int, proc: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{cfg.name}: server exited with {proc.returncode}")
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            check(cfg, request(conn, cfg))
+            conn.close()
+            return
+        except (OSError, RuntimeError):
+            time.sleep(0.2)
+    raise RuntimeError(f"{cfg.name}: server not ready")
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def core_busy(cpu: int) -> float:
+    """Busy seconds of one core since boot (everything but idle and iowait), from /proc/stat."""
+    for line in Path("/proc/stat").read_text().splitlines():
+        if line.startswith(f"cpu{cpu} "):
+            ticks = [int(x) for x in line.split()[1:9]]
+            return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
+    raise ValueError(f"no cpu{cpu} in /proc/stat")
+
+
+def wait_quiet(cpus: list[int], limit: float, threshold: float = 10.0) -> float:
+    """Wait (up to limit s) until other processes leave the cores idle; return their busy %."""
+    deadline = time.monotonic() + limit
+    while True:
+        before = [core_busy(c) for c in cpus]
+        time.sleep(1.0)
+        busy = max(100 * (core_busy(c) - b) for c, b in zip(cpus, before, strict=True))
+        if busy < threshold or time.monotonic() > deadline:
+            return busy
+
+
+def to_ms(value: str) -> float:
+    num, unit = re.fullmatch(r"([\d.]+)(us|ms|s)", value).groups()  # type: ignore[union-attr]
+    return float(num) * {"us": 1e-3, "ms": 1.0, "s": 1e3}[unit]
+
+
+def wrk(cmd: list[str]) -> dict[str, float]:
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    bad = re.search(r"Non-2xx or 3xx responses: (\d+)|Socket errors: (.*)", out)
+    if bad:
+        raise RuntimeError(f"wrk reported errors:\n{out}")
+    return {
+        "rps": float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)),  # type: ignore[union-attr]
+        "p50": to_ms(re.search(r"^\s+50%\s+(\S+)", out, re.M).group(1)),  # type: ignore[union-attr]
+        "p99": to_ms(re.search(r"^\s+99%\s+(\S+)", out, re.M).group(1)),  # type: ignore[union-attr]
+    }
+
+
+def lua_script(cfg: Config, tmp: Path) -> Path:
+    body = tmp / f"{cfg.name}.body"
+    body.write_bytes(cfg.body)
+    lines = [f'local f = assert(io.open("{body}", "rb"))', "wrk.body = f:read('*a')", "f:close()"]
+    lines.append('wrk.method = "POST"')
+    lines += [f'wrk.headers["{k}"] = "{v}"' for k, v in cfg.headers.items()]
+    script = tmp / f"{cfg.name}.lua"
+    script.write_text("\n".join(lines) + "\n")
+    return script
+
+
+def latency(cfg: Config, port: int, n: int) -> tuple[float, float]:
+    conn = http.client.HTTPConnection("127.0.0.1", port)
+    for _ in range(200):
+        request(conn, cfg)
+    samples = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        request(conn, cfg)
+        samples.append((time.perf_counter() - t0) * 1e3)
+    conn.close()
+    return statistics.median(samples), statistics.quantiles(samples, n=100)[98]
+
+
+def bench(cfg: Config, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    port = free_port()
+    server = ["taskset", "-c", str(args.server_cpu)] + [a.format(port=port) for a in cfg.server]
+    proc = subprocess.Popen(server, cwd=ROOT, stdout=subprocess.DEVNULL)
+    try:
+        wait_ready(cfg, port, proc)
+        load = ["taskset", "-c", str(args.load_cpu), "wrk", "-t1", f"-c{args.connections}"]
+        load += ["--latency", "-s", str(lua_script(cfg, tmp)), f"http://127.0.0.1:{port}{cfg.path}"]
+        wrk([*load[:4], f"-d{args.warmup}s", *load[4:]])
+        cmd = [*load[:4], f"-d{args.duration}s", *load[4:]]
+        print(
+            f"# {cfg.name}: server: {shlex.join(server)}\n# {cfg.name}: load:   {shlex.join(cmd)}"
+        )
+        runs = []
+        cores = [args.server_cpu, args.load_cpu]
+        for i in range(args.runs):
+            idle_busy = wait_quiet(cores, args.quiet_wait)
+            cpu0, core0, t0 = cpu_seconds(proc.pid), core_busy(args.server_cpu), time.monotonic()
+            r = wrk(cmd)
+            elapsed = time.monotonic() - t0
+            r["cpu"] = 100 * (cpu_seconds(proc.pid) - cpu0) / elapsed
+            r["other"] = 100 * (core_busy(args.server_cpu) - core0) / elapsed - r["cpu"]
+            r["pre_busy"] = idle_busy
+            runs.append(r)
+            print(
+                f"{cfg.name} run {i + 1}: {r['rps']:.0f} req/s p50 {r['p50']:.2f} ms "
+                f"p99 {r['p99']:.2f} ms server cpu {r['cpu']:.0f}% other on core "
+                f"{args.server_cpu} {r['other']:.0f}% (cores busy {r['pre_busy']:.0f}% before)",
+                flush=True,
+            )
+        lat = []
+        for i in range(args.runs):
+            wait_quiet(cores, args.quiet_wait)
+            p50, p99 = latency(cfg, port, args.latency_requests)
+            lat.append((p50, p99))
+            print(
+                f"{cfg.name} sequential latency run {i + 1} ({args.latency_requests} req, "
+                f"http.client on cpu {args.load_cpu}): median {p50:.3f} ms p99 {p99:.3f} ms"
+            )
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+    med["rps_all"] = [round(r["rps"]) for r in runs]
+    med["lat_p50"] = statistics.median(p for p, _ in lat)
+    med["lat_p99"] = statistics.median(p for _, p in lat)
+    med["lat_p99_max"] = max(p for _, p in lat)
+    return med
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--server-cpu", type=int, default=0)
+    parser.add_argument("--load-cpu", type=int, default=1)
+    parser.add_argument("--duration", type=int, default=6, help="seconds per measured wrk run")
+    parser.add_argument("--warmup", type=int, default=3, help="seconds of wrk warm-up")
+    parser.add_argument("--runs", type=int, default=5, help="measured runs per configuration")
+    parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument("--latency-requests", type=int, default=2000)
+    parser.add_argument(
+        "--quiet-wait", type=float, default=120, help="max s to wait for idle cores per run"
+    )
+    parser.add_argument("--only", nargs="*", choices=[c.name for c in CONFIGS])
+    args = parser.parse_args()
+    os.sched_setaffinity(0, {args.load_cpu})  # the http.client latency loop runs here
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for cfg in CONFIGS:
+            if not args.only or cfg.name in args.only:
+                results[cfg.name] = bench(cfg, args, Path(tmp))
+    base = next(iter(results.values()))["rps"]
+    print(
+        f"\n{'config':15} {'req/s median':>12} {'ratio':>6} {'load p50':>9} {'load p99':>9} "
+        f"{'srv cpu':>7} {'other':>5} {'seq p50':>8} {'seq p99':>8}  req/s per run"
+    )
+    for name, m in results.items():
+        print(
+            f"{name:15} {m['rps']:12.0f} {m['rps'] / base:6.2f} {m['p50']:7.2f}ms "
+            f"{m['p99']:7.2f}ms {m['cpu']:6.0f}% {m['other']:4.0f}% {m['lat_p50']:6.3f}ms {m['lat_p99']:6.3f}ms  "
+            f"{m['rps_all']}"
+        )
+    slow = [n for n, m in results.items() if m["lat_p99_max"] >= 5.0]
+    print("sequential latency p99 < 5 ms in every run:", "FAIL " + str(slow) if slow else "PASS")
+    print(json.dumps({"args": vars(args), "results": results}))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "serve":
+        serve(sys.argv[2], int(sys.argv[3]))
+    else:
+        main()

@@ -1,0 +1,88 @@
+"""Triton's model configuration, statistics and repository documents, built once for REST and gRPC.
+
+REST sends these dicts as JSON; gRPC parses the same dicts into the protobuf messages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from rosettaserve.core.errors import Unsupported
+from rosettaserve.core.registry import ModelVersion
+from rosettaserve.core.stats import Duration
+from rosettaserve.core.types import TensorSpec
+
+
+def config_type(datatype: str) -> str:
+    return "TYPE_STRING" if datatype == "BYTES" else f"TYPE_{datatype}"
+
+
+def model_config(mv: ModelVersion) -> dict[str, Any]:
+    """Triton's ModelConfig: dims exclude the batch dim when max_batch_size > 0."""
+    batch = mv.max_batch_size
+
+    def dims(spec: TensorSpec) -> list[int]:
+        return list(spec.shape[1:] if batch > 0 and spec.shape else spec.shape)
+
+    doc: dict[str, Any] = {
+        "name": mv.name,
+        "platform": mv.platform or mv.runtime,
+        "backend": mv.runtime,
+        "max_batch_size": batch,
+        "input": [
+            {"name": s.name, "data_type": config_type(s.datatype), "dims": dims(s)}
+            for s in mv.inputs
+        ],
+        "output": [
+            {"name": s.name, "data_type": config_type(s.datatype), "dims": dims(s)}
+            for s in mv.outputs
+        ],
+    }
+    if mv.invoker is not None and mv.invoker.streams:
+        doc["model_transaction_policy"] = {"decoupled": True}
+    return doc
+
+
+def _duration(d: Duration) -> dict[str, int]:
+    return {"count": d.count, "ns": d.ns}
+
+
+def model_statistics(mv: ModelVersion) -> dict[str, Any]:
+    s = mv.stats
+    return {
+        "name": mv.name,
+        "version": mv.version,
+        "last_inference": s.last_inference_ms,
+        "inference_count": s.inference_count,
+        "execution_count": s.execution_count,
+        "inference_stats": {
+            "success": _duration(s.success),
+            "fail": _duration(s.fail),
+            "queue": _duration(s.queue),
+            "compute_input": _duration(s.compute_input),
+            "compute_infer": _duration(s.compute_infer),
+            "compute_output": _duration(s.compute_output),
+            "cache_hit": _duration(Duration()),
+            "cache_miss": _duration(Duration()),
+        },
+        "batch_stats": [
+            {
+                "batch_size": size,
+                "compute_input": _duration(b.compute_input),
+                "compute_infer": _duration(b.compute_infer),
+                "compute_output": _duration(b.compute_output),
+            }
+            for size, b in sorted(s.batches.items())
+        ],
+        "memory_usage": [],
+    }
+
+
+def refuse_load_parameters(parameters: Iterable[str]) -> None:
+    for key in parameters:
+        if key == "config" or key.startswith("file:"):
+            raise Unsupported(
+                f"load parameter '{key}' is not supported: this server loads models only "
+                "from the folders of its repository"
+            )

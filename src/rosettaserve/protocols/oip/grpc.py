@@ -1,0 +1,126 @@
+"""Open Inference Protocol over gRPC (Triton's GRPCInferenceService): each rpc a few lines."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from google.protobuf.json_format import ParseDict
+
+from rosettaserve.core.dataplane import DataPlane
+from rosettaserve.core.errors import ServingError
+from rosettaserve.protocols.oip import convert, extensions
+from rosettaserve.protocols.oip.grpc_convert import encode_infer, parameters_from, parse_infer
+from rosettaserve.protocols.oip.pb import grpc_service_pb2 as pb
+
+SERVICE = "inference.GRPCInferenceService"
+EMPTY_FINAL = "triton_enable_empty_final_response"
+FINAL_FLAG = "triton_final_response"
+
+
+class OipServicer:
+    def __init__(self, dp: DataPlane) -> None:
+        self.dp = dp
+
+    async def ServerLive(self, request: Any, context: Any) -> Any:
+        return pb.ServerLiveResponse(live=self.dp.live())
+
+    async def ServerReady(self, request: Any, context: Any) -> Any:
+        return pb.ServerReadyResponse(ready=self.dp.ready())
+
+    async def ModelReady(self, request: Any, context: Any) -> Any:
+        return pb.ModelReadyResponse(ready=self.dp.resolve(request.name, request.version).ready)
+
+    async def ServerMetadata(self, request: Any, context: Any) -> Any:
+        info = self.dp.info
+        return pb.ServerMetadataResponse(
+            name=info.name, version=info.version, extensions=info.extensions
+        )
+
+    async def ModelMetadata(self, request: Any, context: Any) -> Any:
+        mv = self.dp.resolve(request.name, request.version)
+        doc = convert.model_metadata(mv, self.dp.model_versions(request.name))
+        return ParseDict(doc, pb.ModelMetadataResponse())
+
+    async def ModelInfer(self, request: Any, context: Any) -> Any:
+        return encode_infer(await self.dp.infer(parse_infer(request)))
+
+    async def ModelStreamInfer(
+        self, requests: AsyncIterator[Any], context: Any
+    ) -> AsyncIterator[Any]:
+        """Errors travel in-band (error_message) and the stream stays open."""
+        async for request in requests:
+            try:
+                async for reply in self._stream_one(request):
+                    yield reply
+            except ServingError as exc:
+                yield pb.ModelStreamInferResponse(error_message=exc.message)
+
+    async def _stream_one(self, request: Any) -> AsyncIterator[Any]:
+        empty_final = bool(parameters_from(request.parameters).get(EMPTY_FINAL))
+        core_request = parse_infer(request)
+        mv = self.dp.ready_version(core_request.model_name, core_request.model_version)
+        decoupled = mv.invoker is not None and mv.invoker.streams
+        async for response in self.dp.infer_stream(core_request):
+            msg = encode_infer(response)
+            if empty_final:
+                msg.parameters[FINAL_FLAG].bool_param = not decoupled
+            yield pb.ModelStreamInferResponse(infer_response=msg)
+        if empty_final and decoupled:
+            final = pb.ModelInferResponse(
+                model_name=mv.name, model_version=mv.version, id=request.id
+            )
+            final.parameters[FINAL_FLAG].bool_param = True
+            yield pb.ModelStreamInferResponse(infer_response=final)
+
+    async def ModelConfig(self, request: Any, context: Any) -> Any:
+        mv = self.dp.resolve(request.name, request.version)
+        return ParseDict({"config": extensions.model_config(mv)}, pb.ModelConfigResponse())
+
+    async def ModelStatistics(self, request: Any, context: Any) -> Any:
+        stats = [
+            extensions.model_statistics(v)
+            for v in self.dp.select_versions(request.name, request.version)
+        ]
+        return ParseDict({"model_stats": stats}, pb.ModelStatisticsResponse())
+
+    async def RepositoryIndex(self, request: Any, context: Any) -> Any:
+        rows = self.dp.repository_index(request.ready)
+        return pb.RepositoryIndexResponse(
+            models=[
+                pb.RepositoryIndexResponse.ModelIndex(
+                    name=r.name, version=r.version, state=r.state, reason=r.reason
+                )
+                for r in rows
+            ]
+        )
+
+    async def RepositoryModelLoad(self, request: Any, context: Any) -> Any:
+        extensions.refuse_load_parameters(request.parameters)
+        await self.dp.load_model(request.model_name)
+        return pb.RepositoryModelLoadResponse()
+
+    async def RepositoryModelUnload(self, request: Any, context: Any) -> Any:
+        await self.dp.unload_model(request.model_name)
+        return pb.RepositoryModelUnloadResponse()
+
+
+# rpc name -> (request type, response type, client streams and server streams)
+RPCS: dict[str, tuple[Any, Any, bool]] = {
+    "ServerLive": (pb.ServerLiveRequest, pb.ServerLiveResponse, False),
+    "ServerReady": (pb.ServerReadyRequest, pb.ServerReadyResponse, False),
+    "ModelReady": (pb.ModelReadyRequest, pb.ModelReadyResponse, False),
+    "ServerMetadata": (pb.ServerMetadataRequest, pb.ServerMetadataResponse, False),
+    "ModelMetadata": (pb.ModelMetadataRequest, pb.ModelMetadataResponse, False),
+    "ModelInfer": (pb.ModelInferRequest, pb.ModelInferResponse, False),
+    "ModelStreamInfer": (pb.ModelInferRequest, pb.ModelStreamInferResponse, True),
+    "ModelConfig": (pb.ModelConfigRequest, pb.ModelConfigResponse, False),
+    "ModelStatistics": (pb.ModelStatisticsRequest, pb.ModelStatisticsResponse, False),
+    "RepositoryIndex": (pb.RepositoryIndexRequest, pb.RepositoryIndexResponse, False),
+    "RepositoryModelLoad": (pb.RepositoryModelLoadRequest, pb.RepositoryModelLoadResponse, False),
+    "RepositoryModelUnload": (
+        pb.RepositoryModelUnloadRequest,
+        pb.RepositoryModelUnloadResponse,
+        False,
+    ),
+}

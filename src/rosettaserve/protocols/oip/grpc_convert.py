@@ -1,0 +1,139 @@
+"""Open Inference Protocol gRPC messages <-> core. Pure functions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from rosettaserve.core import dtypes
+from rosettaserve.core.codec import check_shape, element_count, from_raw, to_raw
+from rosettaserve.core.errors import InvalidInput
+from rosettaserve.core.types import InferenceRequest, InferenceResponse, RequestedOutput, Tensor
+from rosettaserve.protocols.oip.pb import grpc_service_pb2 as pb
+
+# V2 datatype -> the InferTensorContents field that carries it (FP16/BF16 travel raw only)
+CONTENTS_FIELD = {
+    "BOOL": "bool_contents",
+    "UINT8": "uint_contents",
+    "UINT16": "uint_contents",
+    "UINT32": "uint_contents",
+    "UINT64": "uint64_contents",
+    "INT8": "int_contents",
+    "INT16": "int_contents",
+    "INT32": "int_contents",
+    "INT64": "int64_contents",
+    "FP32": "fp32_contents",
+    "FP64": "fp64_contents",
+    "BYTES": "bytes_contents",
+}
+
+
+def parameter_value(param: Any) -> Any:
+    """An InferParameter's value (fields 1-5: bool, int64, string, double, uint64)."""
+    choice = param.WhichOneof("parameter_choice")
+    return None if choice is None else getattr(param, choice)
+
+
+def parameters_from(params: Any) -> dict[str, Any]:
+    return {key: parameter_value(value) for key, value in params.items()}
+
+
+def set_parameter(target: Any, value: Any) -> None:
+    if isinstance(value, bool):
+        target.bool_param = value
+    elif isinstance(value, int):
+        if value > 2**63 - 1:
+            target.uint64_param = value
+        else:
+            target.int64_param = value
+    elif isinstance(value, float):
+        target.double_param = value
+    else:
+        target.string_param = str(value)
+
+
+def parse_infer(msg: Any) -> InferenceRequest:
+    raw = list(msg.raw_input_contents)
+    if raw and any(t.HasField("contents") for t in msg.inputs):
+        raise InvalidInput(
+            "contents field must not be specified when using raw_input_contents: "
+            "send every input raw, or every input in typed contents"
+        )
+    if raw and len(raw) != len(msg.inputs):
+        raise InvalidInput(
+            f"raw_input_contents holds {len(raw)} buffers for {len(msg.inputs)} inputs; "
+            "send one buffer per input, in input order"
+        )
+    inputs = [_parse_input(t, raw[i] if raw else None) for i, t in enumerate(msg.inputs)]
+    outputs = [RequestedOutput(o.name, parameters_from(o.parameters)) for o in msg.outputs] or None
+    return InferenceRequest(
+        model_name=msg.model_name,
+        model_version=msg.model_version,
+        id=msg.id,
+        inputs=inputs,
+        outputs=outputs,
+        parameters=parameters_from(msg.parameters),
+    )
+
+
+def _parse_input(t: Any, raw: bytes | None) -> Tensor:
+    dtype = dtypes.lookup(t.datatype)
+    shape = check_shape(list(t.shape), t.name)
+    params = parameters_from(t.parameters)
+    if raw is not None:
+        data = from_raw(raw, dtype, shape, t.name)
+    else:
+        data = _from_contents(t, dtype, shape)
+    return Tensor(t.name, dtype.name, shape, data, params)
+
+
+def _from_contents(t: Any, dtype: dtypes.DType, shape: tuple[int, ...]) -> np.ndarray:
+    field = CONTENTS_FIELD.get(dtype.name)
+    if field is None:
+        raise InvalidInput(f"{dtype.name} input '{t.name}' must be sent in raw_input_contents")
+    values = getattr(t.contents, field)
+    count = element_count(shape)
+    if len(values) != count:
+        raise InvalidInput(
+            f"input '{t.name}' has shape {list(shape)} ({count} elements) but its "
+            f"contents.{field} holds {len(values)}"
+        )
+    if dtype.is_bytes:
+        out = np.empty(count, dtype=object)
+        out[:] = list(values)
+        return out.reshape(shape)
+    wide = np.array(values, dtype=np.dtype(_WIDE[field]))
+    if wide.size and dtype.numpy.kind in "iu" and dtype.numpy.itemsize < wide.dtype.itemsize:
+        info = np.iinfo(dtype.numpy)
+        if wide.min() < info.min or wide.max() > info.max:
+            raise InvalidInput(f"input '{t.name}' holds values outside the {dtype.name} range")
+    return wide.astype(dtype.numpy, copy=False).reshape(shape)
+
+
+_WIDE = {
+    "bool_contents": "bool",
+    "int_contents": "int32",
+    "int64_contents": "int64",
+    "uint_contents": "uint32",
+    "uint64_contents": "uint64",
+    "fp32_contents": "float32",
+    "fp64_contents": "float64",
+}
+
+
+def encode_infer(response: InferenceResponse) -> Any:
+    """Outputs go in raw_output_contents, aligned with `outputs` (tritonclient reads only that)."""
+    msg = pb.ModelInferResponse(
+        model_name=response.model_name,
+        model_version=response.model_version,
+        id=response.id or "",
+    )
+    for key, value in response.parameters.items():
+        set_parameter(msg.parameters[key], value)
+    for tensor in response.outputs:
+        out = msg.outputs.add(name=tensor.name, datatype=tensor.datatype, shape=tensor.shape)
+        for key, value in tensor.parameters.items():
+            set_parameter(out.parameters[key], value)
+        msg.raw_output_contents.append(bytes(to_raw(tensor.data, dtypes.lookup(tensor.datatype))))
+    return msg
