@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import struct
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -500,16 +499,13 @@ def test_catalogue_is_large_and_unique() -> None:
 
 @pytest.mark.parametrize("row", CASES, ids=[row.name for row in CASES])
 def test_bad_request(client: httpx.Client, row: Case) -> None:
-    started = time.monotonic()
     response = send(client, row)
-    elapsed = time.monotonic() - started
     assert_live(client)  # first: a malformed request must never take the server down
     got = (response.status_code, response.content[:600])
     assert response.status_code == row.status, got
     message = error_message(response)
     missing = [part for part in row.message if part not in message]
     assert not missing, f"{missing} not in error message {message!r}"
-    assert elapsed < 10.0, f"a malformed request took {elapsed:.1f}s"
 
 
 def test_method_not_allowed_names_allowed_methods(client: httpx.Client) -> None:

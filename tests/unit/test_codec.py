@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import struct
-import time
 import tracemalloc
 from typing import Any
 
@@ -72,7 +71,10 @@ def assert_decoded(out: np.ndarray, expected: np.ndarray, dtype: DType) -> None:
     assert out.shape == expected.shape
     if dtype.is_bytes:
         assert all(type(item) is bytes for item in out.reshape(-1))
-    assert_array_equal(out, expected, strict=not dtype.is_bytes)
+    if dtype.name == "BF16":  # numpy's NaN-aware comparison does not know bfloat16: compare bits
+        assert_array_equal(out.view(np.uint16), expected.view(np.uint16), strict=True)
+    else:
+        assert_array_equal(out, expected, strict=not dtype.is_bytes)
     if dtype.name in FLOATS:  # -0.0 == 0.0, so compare the sign bits too
         assert_array_equal(np.signbit(out), np.signbit(expected))
 
@@ -257,15 +259,12 @@ def test_raw_bytes_trailing_bytes(raw: bytes, shape: tuple[int, ...]) -> None:
 @pytest.mark.parametrize("name", ["BYTES", "FP32", "UINT8", "FP64"])
 def test_raw_huge_shape_fails_before_allocating(name: str, shape: tuple[int, ...]) -> None:
     tracemalloc.start()
-    started = time.perf_counter()
     try:
         with pytest.raises(InvalidInput, match="INPUT0"):
             from_raw(b"\x00" * 8, DTYPES[name], shape, "INPUT0")
-        elapsed = time.perf_counter() - started
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert elapsed < 0.5, f"took {elapsed:.2f}s"
     assert peak < 1 << 20, f"allocated {peak} bytes before rejecting"
 
 
@@ -391,10 +390,8 @@ def test_json_wrong_element_count(name: str, data: list[Any], shape: tuple[int, 
         ]
     elif name == "BYTES":
         data = [[str(v) for v in row] if isinstance(row, list) else str(row) for row in data]
-    started = time.perf_counter()
     with pytest.raises(InvalidInput, match=r"INPUT0.*elements"):
         from_json(data, dtype, shape, "INPUT0")
-    assert time.perf_counter() - started < 0.5
 
 
 @pytest.mark.parametrize(

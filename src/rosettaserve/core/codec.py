@@ -10,6 +10,7 @@ import struct
 from typing import Any
 
 import numpy as np
+import orjson
 
 from rosettaserve.core.dtypes import DType
 from rosettaserve.core.errors import InvalidInput
@@ -93,8 +94,8 @@ def to_raw(data: np.ndarray, dtype: DType) -> Buffer:
             parts.append(_LEN.pack(len(raw)))
             parts.append(raw)
         return b"".join(parts)
-    contiguous = np.ascontiguousarray(data, dtype=dtype.numpy)
-    return memoryview(contiguous.data).cast("B")
+    contiguous = np.ascontiguousarray(data, dtype=dtype.numpy).reshape(-1)
+    return contiguous.view(np.uint8).data  # a byte view works for bfloat16 and empty arrays too
 
 
 def as_bytes(item: Any) -> bytes:
@@ -127,28 +128,16 @@ def from_json(data: Any, dtype: DType, shape: tuple[int, ...], name: str) -> np.
         )
     if not isinstance(data, list):
         data = [data]
-    if dtype.is_bytes:
-        flat = _flatten_strings(data, name)
-        _check_count(len(flat), count, shape, name)
-        out = np.empty(count, dtype=object)
-        for i, item in enumerate(flat):
-            out[i] = item.encode() if isinstance(item, str) else item
-        return out.reshape(shape)
-    if len(data) > count and _is_flat(data):
-        _check_count(len(data), count, shape, name)
-    try:
-        arr = np.asarray(data)
-    except (ValueError, OverflowError):
-        raise InvalidInput(
-            f"'data' of tensor '{name}' is ragged or holds mixed types: "
-            "nested lists must all have the same length"
-        ) from None
+    if _is_flat(data):
+        _check_count(len(data), count, shape, name)  # cheap, before any conversion
+    convert = _python_array if dtype.is_bytes else _numeric_array
+    arr = convert(data, dtype, name)
     _check_count(arr.size, count, shape, name)
-    return _coerce(arr, dtype, name).reshape(shape)
+    return arr.reshape(shape)
 
 
 def _is_flat(data: list[Any]) -> bool:
-    return not data or not isinstance(data[0], list)
+    return not data or not (isinstance(data[0], list) or isinstance(data[-1], list))
 
 
 def _check_count(got: int, expected: int, shape: tuple[int, ...], name: str) -> None:
@@ -159,25 +148,62 @@ def _check_count(got: int, expected: int, shape: tuple[int, ...], name: str) -> 
         )
 
 
-def _flatten_strings(data: list[Any], name: str) -> list[str | bytes]:
-    flat: list[str | bytes] = []
-    stack: list[Any] = [iter(data)]
-    while stack:
-        for item in stack[-1]:
-            if isinstance(item, list):
-                stack.append(iter(item))
-                break
-            if not isinstance(item, str):
-                raise InvalidInput(
-                    f"BYTES tensor '{name}' must hold JSON strings, got {type(item).__name__}"
-                )
-            flat.append(item)
-        else:
-            stack.pop()
-    return flat
+def _numeric_array(data: list[Any], dtype: DType, name: str) -> np.ndarray:
+    """numpy's C conversion when it is exact; the element-by-element path when it is not."""
+    try:
+        arr = np.asarray(data)
+    except (ValueError, OverflowError):
+        return _python_array(data, dtype, name)
+    want, kind = dtype.numpy.kind, arr.dtype.kind
+    if kind == "O" or (want in "iu" and kind == "f") or (kind in "iuf" and _has_bool(data)):
+        return _python_array(data, dtype, name)  # big ints, bools among numbers, ragged
+    return _coerce(arr, dtype, name)
 
 
-_KIND_NAMES = {"b": "booleans", "i": "integers", "u": "integers", "f": "numbers"}
+def _has_bool(data: list[Any]) -> bool:
+    """Does a list that numpy read as numbers hide JSON booleans? (numbers never hold t or f)"""
+    text = orjson.dumps(data)
+    return b"t" in text or b"f" in text
+
+
+def _python_array(data: list[Any], dtype: DType, name: str) -> np.ndarray:
+    try:
+        nested = np.array(data, dtype=object)
+    except ValueError:
+        raise InvalidInput(
+            f"'data' of tensor '{name}' is ragged or nested too deeply: nested lists must all "
+            "have the same length, and the data at most 64 levels deep"
+        ) from None
+    flat = nested.reshape(-1)
+    _check_elements(flat, dtype, name)
+    if dtype.is_bytes:
+        return bytes_array(flat).reshape(nested.shape)
+    return _coerce(flat, dtype, name).reshape(nested.shape)
+
+
+_ACCEPTS: dict[str, tuple[type, ...]] = {"b": (bool,), "i": (int,), "u": (int,), "f": (int, float)}
+_KIND_NAMES = {"b": "booleans", "i": "integers", "u": "integers", "f": "numbers", "O": "strings"}
+
+
+def _check_elements(flat: np.ndarray, dtype: DType, name: str) -> None:
+    want = "O" if dtype.is_bytes else dtype.numpy.kind
+    accepts = (str,) if want == "O" else _ACCEPTS[want]
+    for item in flat:
+        if isinstance(item, list):
+            raise InvalidInput(
+                f"'data' of tensor '{name}' is ragged: nested lists must all have the same length"
+            )
+        ok = isinstance(item, accepts) and (want == "b" or not isinstance(item, bool))
+        if not ok:
+            raise InvalidInput(
+                f"tensor '{name}' of datatype {dtype.name} must hold JSON "
+                f"{_KIND_NAMES[want]}, got {_json_kind(item)} {item!r:.40}"
+            )
+
+
+def _json_kind(item: Any) -> str:
+    names = {bool: "boolean", int: "integer", float: "number", str: "string", list: "list"}
+    return names.get(type(item), "null" if item is None else type(item).__name__)
 
 
 def _coerce(arr: np.ndarray, dtype: DType, name: str) -> np.ndarray:
@@ -185,19 +211,25 @@ def _coerce(arr: np.ndarray, dtype: DType, name: str) -> np.ndarray:
     if arr.size == 0:
         return np.empty(arr.shape, dtype=target)
     kind, want = arr.dtype.kind, target.kind
-    allowed = {"b": "b", "i": "iu", "u": "iu", "f": "iuf"}[want]
-    if kind not in allowed:
-        got = _KIND_NAMES.get(kind, "non-numeric values")
+    if kind == "O":  # Python objects, already checked element by element
+        if want in "iu":
+            _check_range(int(min(arr)), int(max(arr)), dtype, name)
+        with np.errstate(over="ignore"):
+            return np.array(arr.tolist(), dtype=target)
+    if kind not in {"b": "b", "i": "iu", "u": "iu", "f": "iuf"}[want]:
         raise InvalidInput(
             f"tensor '{name}' of datatype {dtype.name} must hold JSON {_KIND_NAMES[want]}, "
-            f"got {got}"
+            f"got {_KIND_NAMES.get(kind, 'other values')}"
         )
     if want in "iu" and arr.dtype != target:
-        info = np.iinfo(target)
-        low, high = int(arr.min()), int(arr.max())
-        if low < info.min or high > info.max:
-            raise InvalidInput(
-                f"tensor '{name}' holds values outside the {dtype.name} range "
-                f"[{info.min}, {info.max}]"
-            )
-    return arr.astype(target, copy=False)
+        _check_range(int(arr.min()), int(arr.max()), dtype, name)
+    with np.errstate(over="ignore"):  # FP64 -> FP32 beyond its range is inf, as in C
+        return arr.astype(target, copy=False)
+
+
+def _check_range(low: int, high: int, dtype: DType, name: str) -> None:
+    info = np.iinfo(dtype.numpy)
+    if low < info.min or high > info.max:
+        raise InvalidInput(
+            f"tensor '{name}' holds values outside the {dtype.name} range [{info.min}, {info.max}]"
+        )

@@ -49,13 +49,14 @@ DTYPES: dict[str, DType] = {
 _BY_NUMPY: dict[np.dtype, DType] = {d.numpy: d for d in DTYPES.values() if not d.is_bytes}
 
 
-def lookup(name: str) -> DType:
-    """The table entry for a V2 datatype name, or a 400 naming the valid ones."""
+def lookup(name: str, tensor: str | None = None) -> DType:
+    """The table entry for a V2 datatype name, or a 400 naming the tensor and the valid names."""
     try:
         return DTYPES[name]
     except (KeyError, TypeError):
+        where = f" of tensor '{tensor}'" if tensor is not None else ""
         valid = ", ".join(DTYPES)
-        raise InvalidInput(f"unknown datatype {name!r}; expected one of {valid}") from None
+        raise InvalidInput(f"unknown datatype {name!r}{where}; expected one of {valid}") from None
 
 
 def from_numpy(dtype: np.dtype) -> DType:

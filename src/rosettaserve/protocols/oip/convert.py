@@ -48,7 +48,15 @@ def parse_json(data: bytes | memoryview, what: str = "request body") -> Any:
 def parse_infer(body: bytes, header: str | None, model: str, version: str) -> InferenceRequest:
     split = json_length(header, len(body))
     view = memoryview(body)
-    doc = parse_json(view[:split])
+    try:
+        doc = parse_json(view[:split])
+    except InvalidInput as exc:
+        if header is None and b"binary_data_size" in body:
+            raise InvalidInput(
+                f"{exc.message}; a body that carries binary tensor data needs the "
+                "Inference-Header-Content-Length header (the JSON part's length)"
+            ) from None
+        raise
     if not isinstance(doc, dict):
         raise InvalidInput("the inference request must be a JSON object with an 'inputs' list")
     blobs = _Blobs(view[split:], model)
@@ -115,7 +123,7 @@ def _parse_input(item: Any, index: int, blobs: _Blobs) -> Tensor:
         raise InvalidInput(f"input '{name}' needs a 'datatype'")
     if "shape" not in item:
         raise InvalidInput(f"input '{name}' needs a 'shape'")
-    dtype = dtypes.lookup(item["datatype"])
+    dtype = dtypes.lookup(item["datatype"], name)
     shape = check_shape(item["shape"], name)
     params = _parameters(item.get("parameters"), f"input '{name}'")
     size = params.get(BINARY_SIZE_KEY)

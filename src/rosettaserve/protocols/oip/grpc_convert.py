@@ -78,7 +78,7 @@ def parse_infer(msg: Any) -> InferenceRequest:
 
 
 def _parse_input(t: Any, raw: bytes | None) -> Tensor:
-    dtype = dtypes.lookup(t.datatype)
+    dtype = dtypes.lookup(t.datatype, t.name)
     shape = check_shape(list(t.shape), t.name)
     params = parameters_from(t.parameters)
     if raw is not None:
