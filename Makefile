@@ -7,7 +7,7 @@ HOST ?= 127.0.0.1
 HTTP_PORT ?= 8000
 SKLEARN_EXAMPLE := examples/models/iris_sklearn/model.joblib
 
-.PHONY: serve test lint format install install-test examples bench clean
+.PHONY: serve test lint format install install-test examples protos clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,17 +30,25 @@ examples: $(SKLEARN_EXAMPLE)
 serve: install examples
 	$(VENV)/bin/rosettaserve serve examples/models --host $(HOST) --http-port $(HTTP_PORT)
 
+LINTED := src tests tests_tritongrpc examples bench scripts
+
 lint: install-test
-	$(VENV)/bin/ruff check src tests examples bench
-	$(VENV)/bin/ruff format --check src tests examples bench
+	$(VENV)/bin/ruff check $(LINTED)
+	$(VENV)/bin/ruff format --check $(LINTED)
 	$(VENV)/bin/mypy
 
 format: install-test
-	$(VENV)/bin/ruff format src tests examples bench
-	$(VENV)/bin/ruff check --fix src tests examples bench
+	$(VENV)/bin/ruff format $(LINTED)
+	$(VENV)/bin/ruff check --fix $(LINTED)
 
+# tritonclient.grpc and kserve cannot share a process (both register package `inference` in
+# protobuf's default pool), so the tritonclient.grpc suite runs as its own pytest invocation.
 test: install-test examples lint
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q tests_tritongrpc
+
+protos: install-test
+	$(PY) scripts/generate_protos.py
 
 clean:
 	rm -rf $(VENV) $(SKLEARN_EXAMPLE) .pytest_cache .mypy_cache .ruff_cache

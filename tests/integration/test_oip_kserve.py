@@ -656,14 +656,17 @@ def test_int64_uint64_extremes(
 
 @pytest.mark.parametrize(
     ("in_binary", "out_binary"),
-    [(False, False), (False, True), (True, False), (True, True)],
-    ids=["json-json", "json-binary", "binary-json", "binary-binary"],
+    [(False, False), (False, True), (True, True)],
+    ids=["json-json", "json-binary", "binary-binary"],
 )
 @pytest.mark.parametrize("shape", [[1, 0], [0, 0]])
 @pytest.mark.parametrize("dtype", ["BOOL", "INT64", "FP32", "BYTES"])
 def test_empty_tensors(
     server: ServerProcess, dtype: str, shape: list[int], in_binary: bool, out_binary: bool
 ) -> None:
+    # binary input: for an empty tensor kserve's to_rest() sends "data": null beside
+    # "binary_data_size": 0 (it treats b"" as no raw data); KServe's own server reads the
+    # null as absent and takes the 0-byte binary input.
     data = np.empty(shape, dtype=NUMPY_TYPES[dtype])
     model = f"identity_{dtype.lower()}"
     req = request(

@@ -129,10 +129,10 @@ def from_json(data: Any, dtype: DType, shape: tuple[int, ...], name: str) -> np.
     if not isinstance(data, list):
         data = [data]
     if _is_flat(data):
-        _check_count(len(data), count, shape, name)  # cheap, before any conversion
+        check_count(len(data), count, shape, name)  # cheap, before any conversion
     convert = _python_array if dtype.is_bytes else _numeric_array
     arr = convert(data, dtype, name)
-    _check_count(arr.size, count, shape, name)
+    check_count(arr.size, count, shape, name)
     return arr.reshape(shape)
 
 
@@ -140,7 +140,7 @@ def _is_flat(data: list[Any]) -> bool:
     return not data or not (isinstance(data[0], list) or isinstance(data[-1], list))
 
 
-def _check_count(got: int, expected: int, shape: tuple[int, ...], name: str) -> None:
+def check_count(got: int, expected: int, shape: tuple[int, ...], name: str) -> None:
     if got != expected:
         raise InvalidInput(
             f"tensor '{name}' has shape {list(shape)} ({expected} elements) "
@@ -213,7 +213,7 @@ def _coerce(arr: np.ndarray, dtype: DType, name: str) -> np.ndarray:
     kind, want = arr.dtype.kind, target.kind
     if kind == "O":  # Python objects, already checked element by element
         if want in "iu":
-            _check_range(int(min(arr)), int(max(arr)), dtype, name)
+            check_range(int(min(arr)), int(max(arr)), dtype, name)
         with np.errstate(over="ignore"):
             return np.array(arr.tolist(), dtype=target)
     if kind not in {"b": "b", "i": "iu", "u": "iu", "f": "iuf"}[want]:
@@ -222,12 +222,12 @@ def _coerce(arr: np.ndarray, dtype: DType, name: str) -> np.ndarray:
             f"got {_KIND_NAMES.get(kind, 'other values')}"
         )
     if want in "iu" and arr.dtype != target:
-        _check_range(int(arr.min()), int(arr.max()), dtype, name)
+        check_range(int(arr.min()), int(arr.max()), dtype, name)
     with np.errstate(over="ignore"):  # FP64 -> FP32 beyond its range is inf, as in C
         return arr.astype(target, copy=False)
 
 
-def _check_range(low: int, high: int, dtype: DType, name: str) -> None:
+def check_range(low: int, high: int, dtype: DType, name: str) -> None:
     info = np.iinfo(dtype.numpy)
     if low < info.min or high > info.max:
         raise InvalidInput(

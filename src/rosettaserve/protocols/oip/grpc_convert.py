@@ -7,7 +7,14 @@ from typing import Any
 import numpy as np
 
 from rosettaserve.core import dtypes
-from rosettaserve.core.codec import check_shape, element_count, from_raw, to_raw
+from rosettaserve.core.codec import (
+    check_count,
+    check_range,
+    check_shape,
+    element_count,
+    from_raw,
+    to_raw,
+)
 from rosettaserve.core.errors import InvalidInput
 from rosettaserve.core.types import InferenceRequest, InferenceResponse, RequestedOutput, Tensor
 from rosettaserve.protocols.oip.pb import grpc_service_pb2 as pb
@@ -93,21 +100,14 @@ def _from_contents(t: Any, dtype: dtypes.DType, shape: tuple[int, ...]) -> np.nd
     if field is None:
         raise InvalidInput(f"{dtype.name} input '{t.name}' must be sent in raw_input_contents")
     values = getattr(t.contents, field)
-    count = element_count(shape)
-    if len(values) != count:
-        raise InvalidInput(
-            f"input '{t.name}' has shape {list(shape)} ({count} elements) but its "
-            f"contents.{field} holds {len(values)}"
-        )
+    check_count(len(values), element_count(shape), shape, t.name)
     if dtype.is_bytes:
-        out = np.empty(count, dtype=object)
+        out = np.empty(len(values), dtype=object)
         out[:] = list(values)
         return out.reshape(shape)
     wide = np.array(values, dtype=np.dtype(_WIDE[field]))
     if wide.size and dtype.numpy.kind in "iu" and dtype.numpy.itemsize < wide.dtype.itemsize:
-        info = np.iinfo(dtype.numpy)
-        if wide.min() < info.min or wide.max() > info.max:
-            raise InvalidInput(f"input '{t.name}' holds values outside the {dtype.name} range")
+        check_range(int(wide.min()), int(wide.max()), dtype, t.name)
     return wide.astype(dtype.numpy, copy=False).reshape(shape)
 
 
