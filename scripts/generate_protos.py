@@ -29,16 +29,17 @@ def generate(out: Path) -> list[Path]:
     return sorted(p.relative_to(out) for p in out.rglob("*_pb2.py*"))
 
 
+def _same(checked_in: Path, generated: Path) -> bool:
+    return checked_in.is_file() and checked_in.read_bytes() == generated.read_bytes()
+
+
 def main(argv: list[str]) -> int:
     if "--check" not in argv:
         generate(SRC)
         return 0
     with tempfile.TemporaryDirectory() as tmp:
-        stale = [
-            str(rel)
-            for rel in generate(Path(tmp))
-            if not (SRC / rel).is_file() or (SRC / rel).read_bytes() != (Path(tmp) / rel).read_bytes()
-        ]
+        fresh = Path(tmp)
+        stale = [str(rel) for rel in generate(fresh) if not _same(SRC / rel, fresh / rel)]
     if stale:
         print("generated protobuf code is stale; run scripts/generate_protos.py:", *stale)
         return 1

@@ -212,6 +212,7 @@ def test_missing_repository_is_a_clear_error(tmp_path: Path) -> None:
         [sys.executable, "-m", "rosettaserve", "serve", str(tmp_path / "nope")],
         capture_output=True,
         text=True,
+        check=False,
     )
     assert done.returncode == 2
     assert "is not a folder" in done.stderr

@@ -127,7 +127,7 @@ def _parse_input(item: Any, index: int, blobs: _Blobs) -> Tensor:
     shape = check_shape(item["shape"], name)
     params = _parameters(item.get("parameters"), f"input '{name}'")
     size = params.get(BINARY_SIZE_KEY)
-    has_data = "data" in item
+    has_data = item.get("data") is not None  # kserve's client sends "data": null beside binary
     if has_data == (size is not None):
         raise InvalidInput(
             f"input '{name}' must set exactly one of 'data' or 'binary_data_size' in 'parameters'"
