@@ -25,6 +25,7 @@ IDLE_TIMEOUT_S = 30.0
 MAX_PIPELINE = 32
 MAX_HEADER_BYTES = 64 * 1024
 MAX_DISCARD_BYTES = 64 * 1024 * 1024
+LINGER_S = 5.0  # how long a rejected upload may go on being discarded
 _STATUS_LINES = {s.value: f"HTTP/1.1 {s.value} {s.phrase}\r\n".encode() for s in HTTPStatus}
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 
@@ -47,6 +48,8 @@ class Connection(asyncio.Protocol):
         self.task: asyncio.Task[None] | None = None
         self.idle: asyncio.TimerHandle | None = None
         self.paused = False
+        self.writable = asyncio.Event()
+        self.writable.set()
         self._reset()
 
     def _reset(self) -> None:
@@ -74,6 +77,12 @@ class Connection(asyncio.Protocol):
         if self.task is not None:
             self.task.cancel()  # the client went away: stop its work
         self._cancel_idle()
+
+    def pause_writing(self) -> None:
+        self.writable.clear()
+
+    def resume_writing(self) -> None:
+        self.writable.set()
 
     def data_received(self, data: bytes) -> None:
         self._cancel_idle()
@@ -153,12 +162,34 @@ class Connection(asyncio.Protocol):
             if self.transport is None:
                 return
             keep_alive = pending.keep_alive and not self.server.closing
-            self.transport.writelines([head(response, keep_alive), response.body])
-            if not keep_alive:
+            if response.stream is not None:
+                keep_alive = await self._write_stream(response, keep_alive)
+            else:
+                self.transport.writelines([head(response, keep_alive), response.body])
+            if not keep_alive or self.transport is None:
                 self.transport.close()
                 return
         self.task = None
         self._arm_idle()
+
+    async def _write_stream(self, response: HttpResponse, keep_alive: bool) -> bool:
+        """Chunked transfer encoding, one chunk per item, waiting while the client is slow."""
+        assert response.stream is not None
+        assert self.transport is not None
+        self.transport.write(head(response, keep_alive, chunked=True))
+        try:
+            async for chunk in response.stream:
+                if self.transport is None:
+                    return False
+                if chunk:
+                    self.transport.writelines([b"%x\r\n" % len(chunk), chunk, b"\r\n"])
+                    await self.writable.wait()
+        except Exception:
+            log.exception("a streaming response failed midway; closing the connection")
+            return False
+        if self.transport is not None:
+            self.transport.write(b"0\r\n\r\n")
+        return keep_alive
 
     def _too_large(self, error: ServingError) -> None:
         self.chunks.clear()
@@ -176,6 +207,11 @@ class Connection(asyncio.Protocol):
         self.discarding = True
         if isinstance(error, InvalidInput):  # the stream cannot be parsed any further
             self.transport.close()
+        elif self.transport.can_write_eof():
+            # half-close: the client sees the answer and EOF; what it still sends is discarded
+            # (closing outright could reset the connection before it reads the answer)
+            self.transport.write_eof()
+            asyncio.get_running_loop().call_later(LINGER_S, self._close)
 
     # -- idle timeout --------------------------------------------------------------------------
 
@@ -189,6 +225,10 @@ class Connection(asyncio.Protocol):
             self.idle.cancel()
             self.idle = None
 
+    def _close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
     def _close_idle(self) -> None:
         if self.task is None and self.transport is not None:
             self.transport.close()
@@ -198,16 +238,12 @@ class Connection(asyncio.Protocol):
         return self.task is not None
 
 
-def head(response: HttpResponse, keep_alive: bool) -> bytes:
+def head(response: HttpResponse, keep_alive: bool, chunked: bool = False) -> bytes:
     status = _STATUS_LINES.get(response.status) or f"HTTP/1.1 {response.status} \r\n".encode()
-    parts = [
-        status,
-        b"content-type: ",
-        response.content_type.encode(),
-        b"\r\ncontent-length: ",
-        str(len(response.body)).encode(),
-        b"\r\n",
-    ]
+    length = (
+        b"transfer-encoding: chunked" if chunked else b"content-length: %d" % len(response.body)
+    )
+    parts = [status, b"content-type: ", response.content_type.encode(), b"\r\n", length, b"\r\n"]
     for name, value in response.headers.items():
         parts += [name.encode(), b": ", value.encode(), b"\r\n"]
     if not keep_alive:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +31,7 @@ class HttpResponse:
     body: bytes = b""
     content_type: str = "application/json"
     headers: dict[str, str] = field(default_factory=dict)
+    stream: AsyncIterator[bytes] | None = None  # set: sent chunk by chunk, `body` unused
 
 
 Handler = Callable[[HttpRequest], Awaitable[HttpResponse]]

@@ -1,0 +1,100 @@
+"""The HTTP/1.1 server on a real loopback socket: keep-alive, pipelining, streaming, limits."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator
+from typing import Any
+
+from rosettaserve.transport.h1 import HttpServer
+from rosettaserve.transport.routing import HttpResponse
+
+
+class EchoApp:
+    async def respond(
+        self, method: str, raw_url: bytes, headers: dict[str, str], body: bytes
+    ) -> HttpResponse:
+        if raw_url == b"/stream":
+            return HttpResponse(200, content_type="text/plain", stream=self._chunks())
+        return HttpResponse(200, method.encode() + b" " + raw_url + b" " + body, "text/plain")
+
+    async def _chunks(self) -> AsyncIterator[bytes]:
+        for word in (b"one", b"", b"two"):
+            await asyncio.sleep(0)
+            yield word
+
+
+async def exchange(request: bytes, max_request_size: int = 1 << 20) -> bytes:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen()
+    sock.setblocking(False)
+    server = HttpServer(EchoApp(), max_request_size)
+    await server.start(sock)
+    reader, writer = await asyncio.open_connection(*sock.getsockname())
+    writer.write(request)
+    await writer.drain()
+    data = await asyncio.wait_for(reader.read(), timeout=10)  # the server closes at the end
+    writer.close()
+    await server.shutdown(timeout=5)
+    return data
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+def test_pipelined_requests_are_answered_in_order() -> None:
+    data = run(
+        exchange(
+            b"POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhi"
+            b"GET /b HTTP/1.1\r\nHost: x\r\n\r\n"
+            b"GET /c HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        )
+    )
+    bodies = [part.split(b"\r\n\r\n", 1)[1] for part in data.split(b"HTTP/1.1 200 OK")[1:]]
+    assert [b.split(b"HTTP")[0] for b in bodies] == [b"POST /a hi", b"GET /b ", b"GET /c "]
+    assert data.count(b"connection: close") == 1
+
+
+def test_streaming_response_is_chunked() -> None:
+    data = run(exchange(b"GET /stream HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"))
+    head, body = data.split(b"\r\n\r\n", 1)
+    assert b"transfer-encoding: chunked" in head
+    assert b"content-length" not in head
+    assert body == b"3\r\none\r\n3\r\ntwo\r\n0\r\n\r\n"
+
+
+def test_chunked_request_body_is_read() -> None:
+    data = run(
+        exchange(
+            b"POST /c HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n"
+            b"\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n"
+        )
+    )
+    assert data.endswith(b"POST /c abcde")
+
+
+def test_body_over_the_limit_is_413_before_it_is_read() -> None:
+    data = run(exchange(b"POST /big HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\n\r\nxx", 100))
+    assert data.startswith(b"HTTP/1.1 413 Request Entity Too Large")
+    assert b"--max-request-size" in data
+    assert b"connection: close" in data
+
+
+def test_malformed_request_is_400_and_closed() -> None:
+    data = run(exchange(b"NOT HTTP AT ALL\r\n\r\n"))
+    assert data.startswith(b"HTTP/1.1 400 Bad Request")
+    assert b"malformed HTTP request" in data
+
+
+def test_expect_continue_is_answered() -> None:
+    data = run(
+        exchange(
+            b"POST /e HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nExpect: 100-continue\r\n"
+            b"Connection: close\r\n\r\nabc"
+        )
+    )
+    assert data.startswith(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK")
+    assert data.endswith(b"POST /e abc")
