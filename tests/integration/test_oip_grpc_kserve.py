@@ -1,0 +1,398 @@
+"""The real server's gRPC endpoint driven by kserve's official ``InferenceGRPCClient`` (grpc.aio).
+
+The client is async; each test runs it with ``asyncio.run`` on a fresh client. kserve sends
+``binary_data=True`` inputs as ``raw_input_contents`` (still tagged with the REST-only
+``binary_data_size`` parameter) and ``binary_data=False`` inputs as typed ``contents``
+(``fp32_contents``, ``bytes_contents``, ...), so both of the server's input decoders are
+exercised. Expected values are computed independently: onnxruntime on the repository's ONNX file,
+joblib on the repository's copy of the pickle.
+
+What kserve's gRPC client cannot do (covered by tests_tritongrpc/, with Triton's gRPC client):
+metadata, config, statistics, repository and streaming rpcs, float/uint64 parameters, BF16, and
+FP16 as typed contents. Triton's gRPC client cannot share a process with kserve (their protobuf
+descriptors clash), which is why those tests live in their own directory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import zlib
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import grpc
+import joblib
+import ml_dtypes
+import numpy as np
+import onnxruntime as ort
+import pytest
+from kserve import InferenceGRPCClient, InferInput, InferRequest, InferResponse
+from kserve.protocol.infer_type import RequestedOutput
+
+from tests.serverproc import ServerProcess
+
+ROOT = Path(__file__).resolve().parents[2]
+MLP_FILE = ROOT / "examples" / "models" / "mlp_onnx" / "1" / "model.onnx"
+
+# kserve has no BF16; FP16 cannot travel as typed contents (the protocol has no field for it)
+BINARY_DTYPES = [
+    "BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64",
+    "FP16", "FP32", "FP64", "BYTES",
+]  # fmt: skip
+CONTENTS_DTYPES = [d for d in BINARY_DTYPES if d != "FP16"]
+NUMPY_TYPES: dict[str, Any] = {
+    "BOOL": np.bool_,
+    "UINT8": np.uint8,
+    "UINT16": np.uint16,
+    "UINT32": np.uint32,
+    "UINT64": np.uint64,
+    "INT8": np.int8,
+    "INT16": np.int16,
+    "INT32": np.int32,
+    "INT64": np.int64,
+    "FP16": np.float16,
+    "FP32": np.float32,
+    "FP64": np.float64,
+    "BYTES": np.object_,
+}
+MODES = [pytest.param(True, id="raw"), pytest.param(False, id="contents")]
+T = TypeVar("T")
+
+
+# -- helpers (local to this module) ------------------------------------------------------------
+
+
+def run(server: ServerProcess, fn: Callable[[InferenceGRPCClient], Awaitable[T]]) -> T:
+    """Run ``fn(client)`` on a fresh event loop with a fresh client (no retries)."""
+
+    async def main() -> T:
+        client = InferenceGRPCClient(server.grpc_address, timeout=60, retries=0)
+        try:
+            return await fn(client)
+        finally:
+            await client.close()
+
+    return asyncio.run(main())
+
+
+def infer(server: ServerProcess, request: InferRequest) -> InferResponse:
+    return run(server, lambda c: c.infer(request))
+
+
+def expect_error(
+    server: ServerProcess,
+    fn: Callable[[InferenceGRPCClient], Awaitable[Any]],
+    code: Any,
+    *frags: str,
+) -> grpc.aio.AioRpcError:
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        run(server, fn)
+    exc = info.value
+    assert exc.code() == code, (exc.code(), exc.details())
+    for fragment in frags:
+        assert fragment in (exc.details() or ""), exc.details()
+    return exc
+
+
+def kinput(name: str, array: np.ndarray, datatype: str, binary: bool) -> InferInput:
+    inp = InferInput(name, list(array.shape), datatype)
+    inp.set_data_from_numpy(array, binary_data=binary)
+    return inp
+
+
+def request(model: str, inputs: list[InferInput], **kwargs: Any) -> InferRequest:
+    return InferRequest(model_name=model, infer_inputs=inputs, **kwargs)
+
+
+def assert_wire_encoding(req: InferRequest, binary: bool) -> None:
+    """The request kserve builds really is raw (or really is typed contents)."""
+    msg = req.to_grpc()
+    if binary:
+        assert len(msg.raw_input_contents) == len(msg.inputs)
+        assert not any(t.HasField("contents") for t in msg.inputs)
+    else:
+        assert len(msg.raw_input_contents) == 0
+        assert all(t.HasField("contents") for t in msg.inputs)
+
+
+def value(response: InferResponse, name: str) -> np.ndarray:
+    out = response.get_output_by_name(name)
+    assert out is not None, f"output {name} missing"
+    return out.as_numpy()
+
+
+def output_names(response: InferResponse) -> list[str]:
+    return [o.name for o in response.outputs]
+
+
+def as_bytes_list(array: np.ndarray) -> list[bytes]:
+    return [x if isinstance(x, bytes) else str(x).encode() for x in array.ravel()]
+
+
+def rng_for(tag: str) -> np.random.Generator:
+    return np.random.default_rng(zlib.crc32(tag.encode()))
+
+
+def sample(dtype: str, binary: bool) -> np.ndarray:
+    """A [2, 4] tensor with edge values; kserve's typed-contents path needs UTF-8 BYTES."""
+    rng = rng_for("kserve-grpc" + dtype)
+    if dtype == "BOOL":
+        return np.array([[False, True, True, False], [True, True, False, False]])
+    if dtype == "BYTES":
+        last = b"\xff\xfe\x00raw" if binary else "h\u00e9llo".encode()
+        items = [b"", b"a\x00b", b"\x00", b"plain", b"\x00\x00", b"", b"end\x00", last]
+        return np.array(items, dtype=object).reshape(2, 4)
+    np_type = NUMPY_TYPES[dtype]
+    if dtype.startswith(("UINT", "INT")):
+        info = np.iinfo(np_type)
+        rand = rng.integers(info.min, info.max, size=4, dtype=np_type, endpoint=True)
+        return np.array([[info.min, info.max, 0, 1], rand], dtype=np_type)
+    finfo = ml_dtypes.finfo(np_type)
+    row = [float(finfo.max), float(finfo.min), float(finfo.smallest_normal), 3.0]
+    return np.array([row, [np.inf, -np.inf, np.nan, -0.0]], dtype=np_type)
+
+
+def assert_same(got: np.ndarray, expected: np.ndarray, dtype: str) -> None:
+    assert got.shape == expected.shape, (got.shape, expected.shape)
+    if dtype == "BYTES":
+        assert as_bytes_list(got) == as_bytes_list(expected)
+    else:
+        assert got.dtype == expected.dtype, (got.dtype, expected.dtype)
+        assert got.tobytes() == expected.tobytes(), (got, expected)
+
+
+def assert_still_serving(server: ServerProcess) -> None:
+    async def check(c: InferenceGRPCClient) -> None:
+        assert await c.is_server_live() is True
+        assert await c.is_server_ready() is True
+        x = np.array([[3.0, -1.0]], dtype=np.float32)
+        req = request("versioned_python", [kinput("INPUT0", x, "FP32", True)], model_version="1")
+        response = await c.infer(req)
+        np.testing.assert_array_equal(value(response, "OUTPUT0"), x)
+
+    run(server, check)
+
+
+def params_of(response: InferResponse) -> dict[str, Any]:
+    (raw,) = value(response, "PARAMS").ravel()
+    doc: dict[str, Any] = json.loads(raw)
+    return doc
+
+
+@pytest.fixture(scope="module")
+def mlp_session() -> ort.InferenceSession:
+    return ort.InferenceSession(str(MLP_FILE), providers=["CPUExecutionProvider"])
+
+
+@pytest.fixture(scope="module")
+def iris(repo: Path) -> Any:
+    return joblib.load(repo / "iris_sklearn" / "model.joblib")
+
+
+# -- health --------------------------------------------------------------------------------------
+
+
+def test_server_live_and_ready(server: ServerProcess) -> None:
+    async def check(c: InferenceGRPCClient) -> tuple[bool, bool]:
+        return await c.is_server_live(), await c.is_server_ready()
+
+    assert run(server, check) == (True, True)
+
+
+def test_model_ready(server: ServerProcess) -> None:
+    async def check(c: InferenceGRPCClient) -> list[bool]:
+        names = ["mlp_onnx", "iris_sklearn", "text_python", "versioned_python", "stream_python"]
+        return [await c.is_model_ready(n) for n in names]
+
+    assert run(server, check) == [True] * 5
+    expect_error(
+        server,
+        lambda c: c.is_model_ready("no_such_model"),
+        grpc.StatusCode.NOT_FOUND,
+        "no_such_model",
+    )
+    assert_still_serving(server)
+
+
+# -- inference -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("binary", MODES)
+def test_infer_mlp_onnx(
+    server: ServerProcess, mlp_session: ort.InferenceSession, binary: bool
+) -> None:
+    x = rng_for(f"mlp{binary}").standard_normal((6, 4)).astype(np.float32)
+    (expected,) = mlp_session.run(None, {"INPUT0": x})
+    req = request("mlp_onnx", [kinput("INPUT0", x, "FP32", binary)], request_id="mlp-1")
+    assert_wire_encoding(req, binary)
+    response = infer(server, req)
+    assert response.model_name == "mlp_onnx"
+    assert response.model_version == "1"
+    assert response.id == "mlp-1"
+    assert output_names(response) == ["OUTPUT0"]
+    got = value(response, "OUTPUT0")
+    assert got.dtype == np.float32
+    assert got.shape == (6, 3)
+    np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("binary", MODES)
+def test_infer_iris_sklearn(server: ServerProcess, iris: Any, binary: bool) -> None:
+    x = np.array(
+        [[5.0, 3.4, 1.5, 0.2], [6.4, 3.2, 5.3, 2.3], [5.7, 2.8, 4.1, 1.3]], dtype=np.float64
+    )
+    req = request("iris_sklearn", [kinput("input", x, "FP64", binary)])
+    assert_wire_encoding(req, binary)
+    response = infer(server, req)
+    assert output_names(response) == ["predict", "predict_proba"]
+    assert as_bytes_list(value(response, "predict")) == [str(c).encode() for c in iris.predict(x)]
+    proba = value(response, "predict_proba")
+    assert proba.dtype == np.float64
+    np.testing.assert_allclose(proba, iris.predict_proba(x), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("binary", MODES)
+def test_infer_text_python(server: ServerProcess, binary: bool) -> None:
+    words = ["kserve", "", "stra\u00dfe", "nul\x00byte", "\u00e7a va"]
+    text = np.array([w.encode() for w in words], dtype=object)
+    req = request("text_python", [kinput("TEXT", text, "BYTES", binary)])
+    assert_wire_encoding(req, binary)
+    response = infer(server, req)
+    assert as_bytes_list(value(response, "UPPER")) == [w.upper().encode() for w in words]
+    lengths = value(response, "LENGTH")
+    assert lengths.dtype == np.int64
+    assert lengths.tolist() == [len(w.encode()) for w in words]
+
+
+@pytest.mark.parametrize("binary", MODES)
+def test_infer_versions(server: ServerProcess, binary: bool) -> None:
+    x = np.array([[1.0, -2.0], [0.25, 8.0]], dtype=np.float32)
+    expected = {"1": x, "2": x * np.float32(2.0)}
+    for version in ("1", "2"):
+        req = request(
+            "versioned_python", [kinput("INPUT0", x, "FP32", binary)], model_version=version
+        )
+        response = infer(server, req)
+        assert response.model_version == version
+        np.testing.assert_array_equal(value(response, "OUTPUT0"), expected[version])
+    latest = infer(server, request("versioned_python", [kinput("INPUT0", x, "FP32", binary)]))
+    assert latest.model_version == "2"
+    np.testing.assert_array_equal(value(latest, "OUTPUT0"), expected["2"])
+    unknown = request("versioned_python", [kinput("INPUT0", x, "FP32", binary)], model_version="6")
+    expect_error(server, lambda c: c.infer(unknown), grpc.StatusCode.NOT_FOUND, "6")
+
+
+@pytest.mark.parametrize("binary", MODES)
+def test_requested_outputs(server: ServerProcess, iris: Any, binary: bool) -> None:
+    x = np.array([[5.8, 2.7, 5.1, 1.9]], dtype=np.float64)
+    req = request(
+        "iris_sklearn",
+        [kinput("input", x, "FP64", binary)],
+        request_outputs=[RequestedOutput("predict_proba")],
+    )
+    response = infer(server, req)
+    assert output_names(response) == ["predict_proba"]
+    np.testing.assert_allclose(value(response, "predict_proba"), iris.predict_proba(x))
+
+
+@pytest.mark.parametrize("binary", MODES)
+def test_parameters_reach_model(server: ServerProcess, binary: bool) -> None:
+    sent = {"mode": "fast", "blank": "", "n": -12, "huge": 2**62, "on": True, "off": False}
+    x = np.array([1, 2, 3], dtype=np.int32)
+    req = request("params_async", [kinput("INPUT0", x, "INT32", binary)], parameters=sent)
+    assert_wire_encoding(req, binary)
+    response = infer(server, req)
+    got = params_of(response)
+    # kserve tags raw inputs with binary_data_size; that is an input parameter, not a request one
+    assert got == sent
+    assert got["on"] is True
+    assert got["off"] is False
+    assert value(response, "OUTPUT0").tolist() == [2, 3, 4]
+
+
+@pytest.mark.parametrize("binary", MODES)
+def test_model_errors(server: ServerProcess, binary: bool) -> None:
+    x = np.array([1], dtype=np.int32)
+
+    def failing(kind: str) -> InferRequest:
+        return request(
+            "params_async", [kinput("INPUT0", x, "INT32", binary)], parameters={"fail": kind}
+        )
+
+    value_error, crash = failing("value"), failing("crash")
+    expect_error(
+        server,
+        lambda c: c.infer(value_error),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "asked for a ValueError",
+    )
+    expect_error(
+        server,
+        lambda c: c.infer(crash),
+        grpc.StatusCode.INTERNAL,
+        "RuntimeError",
+        "asked for a crash",
+    )
+    assert_still_serving(server)
+
+
+def test_unknown_model_and_bad_input(server: ServerProcess) -> None:
+    x = np.array([[1.0, 2.0, 3.0, 4.0]], dtype=np.float32)
+    unknown = request("no_such_model", [kinput("INPUT0", x, "FP32", True)])
+    expect_error(server, lambda c: c.infer(unknown), grpc.StatusCode.NOT_FOUND, "no_such_model")
+    wrong_type = request("mlp_onnx", [kinput("INPUT0", x.astype(np.float64), "FP64", False)])
+    expect_error(server, lambda c: c.infer(wrong_type), grpc.StatusCode.INVALID_ARGUMENT, "FP64")
+    # typed contents whose element count does not match the shape
+    short = InferInput("INPUT0", [1, 4], "FP32", data=[1.0, 2.0, 3.0])
+    expect_error(
+        server,
+        lambda c: c.infer(request("mlp_onnx", [short])),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "INPUT0",
+    )
+    assert_still_serving(server)
+
+
+# -- datatypes -----------------------------------------------------------------------------------
+
+
+ROUNDTRIPS = [pytest.param(d, True, id=f"{d}-raw") for d in BINARY_DTYPES] + [
+    pytest.param(d, False, id=f"{d}-contents") for d in CONTENTS_DTYPES
+]
+
+
+@pytest.mark.parametrize(("dtype", "binary"), ROUNDTRIPS)
+def test_identity_roundtrip(server: ServerProcess, dtype: str, binary: bool) -> None:
+    x = sample(dtype, binary)
+    req = request(f"identity_{dtype.lower()}", [kinput("INPUT0", x, dtype, binary)])
+    assert_wire_encoding(req, binary)
+    response = infer(server, req)
+    (out,) = response.outputs
+    assert out.datatype == dtype
+    assert list(out.shape) == [2, 4]
+    assert_same(value(response, "OUTPUT0"), x, dtype)
+
+
+def test_out_of_range_typed_contents(server: ServerProcess) -> None:
+    """int_contents carries INT8 as int32: a value outside INT8 must be refused, not wrapped."""
+    bad = InferInput("INPUT0", [1, 2], "INT8", data=[127, 300])
+    expect_error(
+        server,
+        lambda c: c.infer(request("identity_int8", [bad])),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "INT8",
+    )
+    ok = InferInput("INPUT0", [1, 2], "INT8", data=[127, -128])
+    response = infer(server, request("identity_int8", [ok]))
+    assert value(response, "OUTPUT0").tolist() == [[127, -128]]
+    assert_still_serving(server)
+
+
+def test_large_tensor_roundtrip(server: ServerProcess) -> None:
+    x = rng_for("kserve-big").standard_normal((8, 1 << 20), dtype=np.float32)  # 32 MiB
+    response = infer(server, request("identity_fp32", [kinput("INPUT0", x, "FP32", True)]))
+    got = value(response, "OUTPUT0")
+    assert got.shape == x.shape
+    assert got.tobytes() == x.tobytes()
