@@ -6,17 +6,18 @@ PIP := $(PY) -m pip
 HOST ?= 127.0.0.1
 HTTP_PORT ?= 8000
 SKLEARN_EXAMPLE := examples/models/iris_sklearn/model.joblib
+LLM_EXAMPLE := examples/models/tiny_llama/model.safetensors
 
 .PHONY: serve test lint format install install-test examples protos clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
-	$(PIP) install --quiet -e .
+	$(PIP) install --quiet -e '.[llm]'
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed pyproject.toml
-	$(PIP) install --quiet -e '.[test]'
+	$(PIP) install --quiet -e '.[test,llm]'
 	touch $@
 
 install: $(VENV)/.installed
@@ -25,7 +26,11 @@ install-test: $(VENV)/.installed-test
 $(SKLEARN_EXAMPLE): examples/build_examples.py $(VENV)/.installed
 	$(PY) examples/build_examples.py sklearn
 
-examples: $(SKLEARN_EXAMPLE)
+# the tiny LLM is committed; this rebuilds it (from a fixed seed) only when it is missing
+$(LLM_EXAMPLE): | $(VENV)/.installed
+	$(PY) examples/build_llm.py
+
+examples: $(SKLEARN_EXAMPLE) $(LLM_EXAMPLE)
 
 serve: install examples
 	$(VENV)/bin/rosettaserve serve examples/models --host $(HOST) --http-port $(HTTP_PORT)

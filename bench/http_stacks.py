@@ -17,6 +17,7 @@ import os
 import re
 import resource
 import shlex
+import shutil
 import socket
 import statistics
 import subprocess
@@ -218,7 +219,14 @@ class Probe:
             b - a for a, b in zip(self.start, self.snapshot(), strict=True)
         )
         self.server = 100 * srv / t
-        self.other = max(100 * (core0 - srv) / t, 100 * (core1 - load) / t)
+        self.other = (100 * (core0 - srv) / t, 100 * (core1 - load) / t)
+
+    def clean(self, args: argparse.Namespace) -> bool:
+        return self.other[0] <= args.max_other and self.other[1] <= args.max_other_load
+
+    def __str__(self) -> str:
+        core0, core1 = self.other
+        return f"others used {core0:.0f}% of the server core, {core1:.0f}% of the load core"
 
 
 def wait_quiet(cores: tuple[int, ...], limit: float, threshold: float = 5.0) -> None:
@@ -231,16 +239,24 @@ def wait_quiet(cores: tuple[int, ...], limit: float, threshold: float = 5.0) -> 
             return
 
 
+class Disturbed(Exception):
+    """A run spoiled by other processes: measure it again."""
+
+
 def measured(fn: Callable[[], T], probe: Probe, args: argparse.Namespace) -> tuple[T, Probe]:
-    """fn() on quiet cores: retried while other processes used > --max-other % of a core."""
-    for attempt in range(1, args.attempts + 1):
+    """fn() on quiet cores, measured again while others used more than --max-other(-load)."""
+    for _ in range(args.attempts):
         wait_quiet(probe.cores, args.quiet_wait)
-        with probe:
-            result = fn()
-        if probe.other <= args.max_other or attempt == args.attempts:
+        try:
+            with probe:
+                result = fn()
+        except Disturbed as exc:
+            print(f"  (discarded: {exc}; measuring again)")
+            continue
+        if probe.clean(args):
             return result, probe
-        print(f"  (discarded: other processes used {probe.other:.0f}% of a core; measuring again)")
-    raise AssertionError("unreachable")
+        print(f"  (discarded: {probe}; measuring again)")
+    raise RuntimeError(f"no undisturbed run in {args.attempts} attempts")
 
 
 def to_ms(value: str) -> float:
@@ -251,8 +267,10 @@ def to_ms(value: str) -> float:
 def wrk(cmd: list[str]) -> dict[str, float]:
     done = subprocess.run(cmd, check=False, capture_output=True, text=True)
     out = done.stdout
-    if done.returncode or re.search(r"Non-2xx or 3xx responses|Socket errors", out):
+    if done.returncode or "Non-2xx or 3xx responses" in out:
         raise RuntimeError(f"wrk failed ({done.returncode}):\n{out}{done.stderr}")
+    if "Socket errors" in out:  # timeouts: a starved run (see measured)
+        raise Disturbed(re.search(r"Socket errors: .*", out).group(0))  # type: ignore[union-attr]
     return {
         "rps": float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)),  # type: ignore[union-attr]
         "p50": to_ms(re.search(r"^\s+50%\s+(\S+)", out, re.M).group(1)),  # type: ignore[union-attr]
@@ -302,11 +320,11 @@ def bench(cfg: Config, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         runs = []
         for i in range(args.runs):
             r, p = measured(lambda: wrk(cmd), probe, args)
-            r |= {"cpu": p.server, "other": p.other}
+            r |= {"cpu": p.server, "other0": p.other[0], "other1": p.other[1]}
             runs.append(r)
             print(
                 f"{cfg.name} wrk run {i + 1}: {r['rps']:.0f} req/s, p50 {r['p50']:.2f} ms, "
-                f"p99 {r['p99']:.2f} ms, server cpu {p.server:.0f}%, other {p.other:.0f}%",
+                f"p99 {r['p99']:.2f} ms, server cpu {p.server:.0f}%, {p}",
                 flush=True,
             )
         print(
@@ -318,8 +336,7 @@ def bench(cfg: Config, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             (p50, p99), p = measured(lambda: latency(cfg, port, args.latency_requests), probe, args)
             lat.append((p50, p99))
             print(
-                f"{cfg.name} latency run {i + 1}: median {p50:.3f} ms, p99 {p99:.3f} ms, "
-                f"other {p.other:.0f}%",
+                f"{cfg.name} latency run {i + 1}: median {p50:.3f} ms, p99 {p99:.3f} ms, {p}",
                 flush=True,
             )
     except Exception:
@@ -346,16 +363,20 @@ def main() -> None:
     add = parser.add_argument
     add("--server-cpu", type=int, default=0)
     add("--load-cpu", type=int, default=1)
-    add("--duration", type=int, default=6, help="seconds per measured wrk run")
+    add("--duration", type=int, default=5, help="seconds per measured wrk run")
     add("--warmup", type=int, default=3, help="seconds of wrk warm-up")
     add("--runs", type=int, default=5, help="measured runs per configuration (>= 3)")
     add("--connections", type=int, default=16)
     add("--latency-requests", type=int, default=2000)
-    add("--max-other", type=float, default=10, help="max %% of a core used by other processes")
-    add("--attempts", type=int, default=10, help="tries per run to get one under --max-other")
-    add("--quiet-wait", type=float, default=60, help="max s to wait for idle cores before a run")
+    add("--max-other", type=float, default=10, help="max %% of the server core used by others")
+    add("--max-other-load", type=float, default=25, help="the same for the load core")
+    add("--attempts", type=int, default=30, help="tries per run to get one under --max-other")
+    add("--quiet-wait", type=float, default=300, help="max s to wait for idle cores before a run")
     add("--only", nargs="*", choices=[c.name for c in CONFIGS])
     args = parser.parse_args()
+    git = ["git", "-C", str(ROOT), "describe", "--always", "--dirty"]
+    rev = subprocess.run(git, check=False, capture_output=True, text=True)
+    print(f"# {time.strftime('%F %T')} git {rev.stdout.strip()} wrk {shutil.which('wrk')}")
     os.sched_setaffinity(0, {args.load_cpu})  # the http.client latency loop runs here
     results = {}
     with tempfile.TemporaryDirectory() as tmp:

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
+import time
 import timeit
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -86,10 +89,22 @@ def measure(fn: Callable[[], Any], repeat: int) -> float:
     return statistics.median(timer.repeat(repeat=repeat, number=number)) / number
 
 
+def busy(cpus: set[int]) -> float:
+    """Busy seconds of these cores since boot (/proc/stat, everything but idle and iowait)."""
+    total = 0
+    for line in Path("/proc/stat").read_text().splitlines():
+        name, *ticks = line.split()
+        if name.startswith("cpu") and name[3:].isdigit() and int(name[3:]) in cpus:
+            total += sum(int(t) for t in ticks[:8]) - int(ticks[3]) - int(ticks[4])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5, help="timeit runs per row (>= 3)")
     args = parser.parse_args()
+    cpus = os.sched_getaffinity(0)
+    t0, busy0, own0 = time.monotonic(), busy(cpus), time.process_time()
     big = big_request()
     arr = np.random.default_rng(1).random((1, BIG_N), dtype=np.float32)
     cases: list[tuple[str, dict[str, Callable[[], Any]]]] = []
@@ -112,6 +127,8 @@ def main() -> None:
             size = len(result) if isinstance(result, bytes) else ""
             print(f"{label:34} {name:28} {t * 1e6:13.2f} {base / t:7.2f} {size:>10}")
     check(big, arr)
+    other = busy(cpus) - busy0 - (time.process_time() - own0)
+    print(f"cpus {sorted(cpus)}: other processes used {100 * other / (time.monotonic() - t0):.0f}%")
 
 
 def check(big: bytes, arr: np.ndarray) -> None:

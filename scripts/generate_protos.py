@@ -15,7 +15,11 @@ import tempfile
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parent.parent / "src"
-PROTO_DIRS = ["rosettaserve/protocols/oip/pb"]
+PROTO_DIRS = [
+    "rosettaserve/protocols/oip/pb",
+    "rosettaserve/protocols/grps/pb",
+    "rosettaserve/protocols/health/pb",
+]
 
 
 def generate(out: Path) -> list[Path]:

@@ -78,6 +78,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="report ready once the server is up, even if some model failed to load",
     )
     serve.add_argument(
+        "--grps-default-model",
+        default="",
+        metavar="NAME[-VERSION]",
+        help="the model a grps request runs when it names none (in its payload or ?model=)",
+    )
+    serve.add_argument(
         "--log-level",
         default="info",
         choices=["debug", "info", "warning", "error"],
@@ -101,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         max_request_size=args.max_request_size,
         poll_interval=args.poll_interval,
         strict_readiness=args.strict_readiness,
+        grps_default_model=args.grps_default_model,
         log_level=args.log_level,
     )
     logging.basicConfig(

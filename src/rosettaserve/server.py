@@ -13,16 +13,26 @@ from rosettaserve import __version__
 from rosettaserve.core.dataplane import DataPlane, ServerInfo
 from rosettaserve.core.registry import ModelVersion
 from rosettaserve.observability.startup import model_line, say, summary_line
+from rosettaserve.protocols.grps import grpc as grps_grpc
+from rosettaserve.protocols.grps import rest as grps_rest
+from rosettaserve.protocols.grps.api import GrpsApi
+from rosettaserve.protocols.health import grpc as health_grpc
+from rosettaserve.protocols.mindie import rest as mindie_rest
 from rosettaserve.protocols.oip import grpc as oip_grpc
 from rosettaserve.protocols.oip import rest as oip_rest
+from rosettaserve.protocols.openai import rest as openai_rest
+from rosettaserve.protocols.tfserving import rest as tfserving_rest
+from rosettaserve.protocols.tgi import rest as tgi_rest
+from rosettaserve.protocols.triton_generate import rest as triton_generate_rest
 from rosettaserve.repository.manager import ModelRepository
 from rosettaserve.settings import Settings
-from rosettaserve.transport.grpc import ServiceTable, build_server
+from rosettaserve.transport.grpc import CallTracker, ServiceTable, build_server
 from rosettaserve.transport.h1 import HttpServer
 from rosettaserve.transport.http import HttpApp
 
 log = logging.getLogger("rosettaserve")
 DRAIN_GRACE_S = 60.0
+LLM_FAMILIES = (openai_rest, tgi_rest, triton_generate_rest, mindie_rest)  # vLLM: in tgi_rest
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -52,17 +62,28 @@ class Server:
             strict_readiness=settings.strict_readiness,
         )
         self.dataplane = DataPlane(self.repository, info, self.repository if control else None)
-        self.app = HttpApp(oip_rest.routes(self.dataplane))
+        self.grps = GrpsApi(self.dataplane, settings.grps_default_model)
+        routes = oip_rest.routes(self.dataplane) + grps_rest.routes(self.grps)
+        routes += [r for family in LLM_FAMILIES for r in family.routes(self.dataplane)]
+        self.app = HttpApp(routes + tfserving_rest.routes(self.dataplane))
         self._stopping = asyncio.Event()
         self.http_url = ""
         self.grpc_address = ""
+        self.calls = CallTracker()
 
     def _grpc_server(self) -> grpc.aio.Server:
         s = self.settings
+        names = [oip_grpc.SERVICE, grps_grpc.SERVICE]
         services: list[ServiceTable] = [
-            (oip_grpc.SERVICE, oip_grpc.OipServicer(self.dataplane), oip_grpc.RPCS)
+            (oip_grpc.SERVICE, oip_grpc.OipServicer(self.dataplane, self.calls), oip_grpc.RPCS),
+            (
+                health_grpc.SERVICE,
+                health_grpc.HealthServicer(self.dataplane, names),
+                health_grpc.RPCS,
+            ),
+            (grps_grpc.SERVICE, grps_grpc.GrpsServicer(self.grps), grps_grpc.RPCS),
         ]
-        server = build_server(services, s.grpc_max_message_size)
+        server = build_server(services, s.grpc_max_message_size, self.calls)
         port = server.add_insecure_port(f"{url_host(s.host)}:{s.grpc_port}")
         self.grpc_address = f"{url_host(s.host)}:{port}"
         return server
@@ -83,9 +104,16 @@ class Server:
         await self._stopping.wait()
         say("rosettaserve: draining in-flight requests, then stopping")
         loading.cancel()
-        await asyncio.gather(http.shutdown(), grpc_server.stop(grace=DRAIN_GRACE_S))
+        await asyncio.gather(http.shutdown(), self._stop_grpc(grpc_server))
         await self.repository.unload_all()
         say("rosettaserve stopped")
+
+    async def _stop_grpc(self, server: grpc.aio.Server) -> None:
+        """Refuse new calls, let calls at work finish, then close streams left open and idle."""
+        stopping = asyncio.create_task(server.stop(grace=DRAIN_GRACE_S))
+        await self.calls.wait_idle(DRAIN_GRACE_S)
+        await server.stop(grace=0)
+        await stopping
 
     async def _load(self) -> None:
         await self.repository.load_all()

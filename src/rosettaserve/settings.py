@@ -20,4 +20,5 @@ class Settings:
     max_request_size: int = DEFAULT_MAX_REQUEST_SIZE
     poll_interval: float = 0.0  # seconds; 0 = off
     strict_readiness: bool = True
+    grps_default_model: str = ""  # grps requests that name no model: `name` or `name-version`
     log_level: str = "info"

@@ -140,6 +140,19 @@ def _is_flat(data: list[Any]) -> bool:
     return not data or not (isinstance(data[0], list) or isinstance(data[-1], list))
 
 
+def from_values(
+    values: Any, carrier: np.dtype, dtype: DType, shape: tuple[int, ...], name: str
+) -> np.ndarray:
+    """Typed wire values (a protobuf repeated field) held in ``carrier``, a type at least as wide
+    as ``dtype``: the count is checked first, then the range where the carrier is wider."""
+    check_count(len(values), element_count(shape), shape, name)
+    wide = np.array(values, dtype=carrier)
+    if wide.size and dtype.numpy.kind in "iu" and dtype.numpy.itemsize < wide.dtype.itemsize:
+        check_range(int(wide.min()), int(wide.max()), dtype, name)
+    with np.errstate(over="ignore"):  # FP32 -> FP16 beyond its range is inf, as in C
+        return wide.astype(dtype.numpy, copy=False).reshape(shape)
+
+
 def check_count(got: int, expected: int, shape: tuple[int, ...], name: str) -> None:
     if got != expected:
         raise InvalidInput(

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rosettaserve.core.errors import ModelNotFound, ModelNotReady
+from rosettaserve.core.errors import ModelError, ModelNotFound
 from rosettaserve.core.executor import run_blocking
 from rosettaserve.core.model import Invoker
 from rosettaserve.core.registry import IndexEntry, ModelVersion, VersionState
@@ -149,7 +149,7 @@ class ModelRepository:
             await self._replace_model(entry, scan_model(path))
         failed = [v for v in self._entries[name].versions if not v.ready]
         if failed:
-            raise ModelNotReady(f"model '{name}' failed to load: {failed[0].reason}")
+            raise ModelError(f"model '{name}' failed to load: {failed[0].reason}")
 
     async def unload_model(self, name: str) -> None:
         entry = self._entries.get(name)

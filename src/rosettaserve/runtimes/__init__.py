@@ -13,6 +13,7 @@ RUNTIMES: dict[str, str] = {
     "python": "rosettaserve.runtimes.python:create",
     "onnx": "rosettaserve.runtimes.onnx:OnnxModel",
     "sklearn": "rosettaserve.runtimes.sklearn:SklearnModel",
+    "llm": "rosettaserve.runtimes.llm:LlmModel",
 }
 
 

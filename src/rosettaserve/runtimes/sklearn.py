@@ -23,6 +23,7 @@ class SklearnModel(Model):
 
         self.estimator = joblib.load(model_file(self, DEFAULT_FILE))
         self.has_proba = hasattr(self.estimator, "predict_proba")
+        self.class_labels = _class_labels(self.estimator) if self.has_proba else None
         if not self.inputs:
             features = int(getattr(self.estimator, "n_features_in_", -1))
             self.inputs = [TensorSpec(DEFAULT_INPUT, "FP64", (-1, features))]
@@ -47,3 +48,11 @@ class SklearnModel(Model):
         if self.has_proba:
             result["predict_proba"] = self.estimator.predict_proba(features)
         return result
+
+
+def _class_labels(estimator: Any) -> list[str] | None:
+    """A classifier's classes as text, in predict_proba's column order (for classify APIs)."""
+    classes = getattr(estimator, "classes_", None)
+    if classes is None:
+        return None
+    return [c.decode() if isinstance(c, bytes) else str(c) for c in np.asarray(classes).tolist()]

@@ -12,6 +12,7 @@ from rosettaserve.core.errors import ServingError
 from rosettaserve.protocols.oip import convert, extensions
 from rosettaserve.protocols.oip.grpc_convert import encode_infer, parameters_from, parse_infer
 from rosettaserve.protocols.oip.pb import grpc_service_pb2 as pb
+from rosettaserve.transport.grpc import CallTracker
 
 SERVICE = "inference.GRPCInferenceService"
 EMPTY_FINAL = "triton_enable_empty_final_response"
@@ -19,8 +20,9 @@ FINAL_FLAG = "triton_final_response"
 
 
 class OipServicer:
-    def __init__(self, dp: DataPlane) -> None:
+    def __init__(self, dp: DataPlane, tracker: CallTracker) -> None:
         self.dp = dp
+        self.tracker = tracker
 
     async def ServerLive(self, request: Any, context: Any) -> Any:
         return pb.ServerLiveResponse(live=self.dp.live())
@@ -50,11 +52,12 @@ class OipServicer:
     ) -> AsyncIterator[Any]:
         """Errors travel in-band (error_message) and the stream stays open."""
         async for request in requests:
-            try:
-                async for reply in self._stream_one(request):
-                    yield reply
-            except ServingError as exc:
-                yield pb.ModelStreamInferResponse(error_message=exc.message)
+            with self.tracker.busy():  # an idle open stream does not hold shutdown back
+                try:
+                    async for reply in self._stream_one(request):
+                        yield reply
+                except ServingError as exc:
+                    yield pb.ModelStreamInferResponse(error_message=exc.message)
 
     async def _stream_one(self, request: Any) -> AsyncIterator[Any]:
         empty_final = bool(parameters_from(request.parameters).get(EMPTY_FINAL))

@@ -9,10 +9,10 @@ import numpy as np
 from rosettaserve.core import dtypes
 from rosettaserve.core.codec import (
     check_count,
-    check_range,
     check_shape,
     element_count,
     from_raw,
+    from_values,
     to_raw,
 )
 from rosettaserve.core.errors import InvalidInput
@@ -100,15 +100,12 @@ def _from_contents(t: Any, dtype: dtypes.DType, shape: tuple[int, ...]) -> np.nd
     if field is None:
         raise InvalidInput(f"{dtype.name} input '{t.name}' must be sent in raw_input_contents")
     values = getattr(t.contents, field)
-    check_count(len(values), element_count(shape), shape, t.name)
     if dtype.is_bytes:
+        check_count(len(values), element_count(shape), shape, t.name)
         out = np.empty(len(values), dtype=object)
         out[:] = list(values)
         return out.reshape(shape)
-    wide = np.array(values, dtype=np.dtype(_WIDE[field]))
-    if wide.size and dtype.numpy.kind in "iu" and dtype.numpy.itemsize < wide.dtype.itemsize:
-        check_range(int(wide.min()), int(wide.max()), dtype, t.name)
-    return wide.astype(dtype.numpy, copy=False).reshape(shape)
+    return from_values(values, np.dtype(_WIDE[field]), dtype, shape, t.name)
 
 
 _WIDE = {

@@ -1,0 +1,334 @@
+"""The LLM hub: a GenerateRequest in, a stream of GenerateDelta out.
+
+Every LLM API family (OpenAI, TGI, vLLM, Triton generate, MindIE) converts its wire request to a
+``GenerateRequest`` and formats the ``GenerateDelta`` stream back; an engine (``TextGenerator``)
+sits behind. Nothing here knows a wire format.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Protocol, runtime_checkable
+
+import orjson
+
+from rosettaserve.core.errors import InvalidInput, ModelNotFound, ModelNotReady
+from rosettaserve.core.registry import ModelVersion, Registry
+
+
+class FinishReason(Enum):
+    LENGTH = "length"  # max new tokens or the context window
+    EOS = "eos_token"  # the model's end-of-sequence token
+    STOP = "stop_sequence"  # a stop string or a stop token id
+
+
+@dataclass(slots=True)
+class SamplingParams:
+    max_new_tokens: int | None = None  # asked for: more than the context window holds is an error
+    default_max_new_tokens: int | None = None  # when not asked for (None: the window's room)
+    temperature: float = 1.0  # 0: greedy
+    top_p: float = 1.0
+    top_k: int = 0  # 0: off
+    seed: int | None = None
+    repetition_penalty: float = 1.0  # > 1 discourages tokens of the prompt and the output
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    stop: tuple[str, ...] = ()
+    stop_token_ids: tuple[int, ...] = ()
+    include_stop_str_in_output: bool = False
+    ignore_eos: bool = False
+    logprobs: bool = False
+    top_logprobs: int = 0
+    skip_special_tokens: bool = True
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0
+
+
+@dataclass(slots=True)
+class GenerateRequest:
+    prompt: str | None = None
+    prompt_token_ids: list[int] | None = None  # wins over ``prompt`` when both are set
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    n: int = 1
+    stream: bool = False
+    request_id: str = ""
+    kv_transfer: dict[str, Any] | None = None  # opaque: prefill/decode disaggregation
+    add_special_tokens: bool = True  # False for text a chat template made (it has them)
+
+
+@dataclass(frozen=True, slots=True)
+class TopLogprob:
+    token_id: int
+    token: str
+    logprob: float
+
+
+@dataclass(frozen=True, slots=True)
+class TokenLogprob:
+    token_id: int
+    token: str
+    logprob: float
+    top: tuple[TopLogprob, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    prompt_tokens: int
+    completion_tokens: int
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+@dataclass(slots=True)
+class GenerateDelta:
+    """What one sequence (``index`` of ``n``) produced in one engine step."""
+
+    index: int
+    text: str  # complete characters only; may be "" while a character or stop string is open
+    token_ids: list[int]
+    special: list[bool] = field(default_factory=list)
+    logprobs: list[TokenLogprob] | None = None
+    finish_reason: FinishReason | None = None
+    stop_reason: str | int | None = None  # the stop string or stop token id that ended it
+    usage: Usage | None = None  # on the last delta of a sequence
+    seed: int | None = None  # the sampling seed used (on the last delta)
+
+
+@dataclass(slots=True)
+class Completion:
+    """One sequence's deltas gathered: what non-streaming replies are made of."""
+
+    index: int
+    text: str = ""
+    token_ids: list[int] = field(default_factory=list)
+    special: list[bool] = field(default_factory=list)
+    token_texts: list[str] = field(default_factory=list)
+    logprobs: list[TokenLogprob] = field(default_factory=list)
+    finish_reason: FinishReason | None = None
+    stop_reason: str | int | None = None
+    usage: Usage | None = None
+    seed: int | None = None
+
+    def add(self, delta: GenerateDelta) -> None:
+        self.text += delta.text
+        self.token_ids += delta.token_ids
+        self.special += delta.special
+        # per-token text: the delta's text goes with its last token (a delta has one token)
+        self.token_texts += [""] * (len(delta.token_ids) - 1) + [delta.text]
+        if delta.logprobs:
+            self.logprobs += delta.logprobs
+        if delta.finish_reason is not None:
+            self.finish_reason, self.stop_reason = delta.finish_reason, delta.stop_reason
+            self.usage, self.seed = delta.usage, delta.seed
+
+
+async def collect(stream: AsyncIterator[GenerateDelta], n: int = 1) -> list[Completion]:
+    completions = [Completion(i) for i in range(n)]
+    async for delta in stream:
+        completions[delta.index].add(delta)
+    return completions
+
+
+def total_usage(completions: Sequence[Completion]) -> Usage:
+    prompt = next((c.usage.prompt_tokens for c in completions if c.usage), 0)
+    return Usage(prompt, sum(c.usage.completion_tokens for c in completions if c.usage))
+
+
+@dataclass(frozen=True, slots=True)
+class GeneratorInfo:
+    model_id: str
+    max_model_len: int  # prompt + generated tokens
+    max_n: int
+    max_num_seqs: int
+    max_waiting: int
+    max_stop_sequences: int
+    dtype: str
+    device: str
+    special_ids: frozenset[int] = frozenset()
+    created: int = 0  # unix time the model was loaded
+    options: Mapping[str, Any] = field(default_factory=dict)  # the model's parameters
+
+
+class DeltaStream(Protocol):
+    """An async iterator of deltas; ``cancel`` (or leaving the iteration) stops the work."""
+
+    def __aiter__(self) -> AsyncIterator[GenerateDelta]: ...
+
+    async def __anext__(self) -> GenerateDelta: ...
+
+    def cancel(self) -> None: ...
+
+
+@runtime_checkable
+class TextGenerator(Protocol):
+    """The engine client every LLM family talks to (never tensors)."""
+
+    @property
+    def info(self) -> GeneratorInfo: ...
+
+    def generate(self, request: GenerateRequest) -> DeltaStream:
+        """Validate and enqueue; raises InvalidInput / Overloaded before anything is generated."""
+        ...
+
+    def chat_prompt(self, messages: list[dict[str, Any]]) -> str: ...
+
+    def tokenize(self, text: str) -> list[int]: ...
+
+    def decode(self, token_ids: list[int]) -> str: ...
+
+
+def find_generator(
+    registry: Registry, name: str = "", version: str = ""
+) -> tuple[ModelVersion, TextGenerator]:
+    """The LLM model named (that version, or its highest ready one), or the first one served."""
+    names = [name] if name else sorted(registry.model_names())
+    for candidate in names:
+        versions = registry.versions(candidate) or []
+        if version:
+            versions = [v for v in versions if v.version == version]
+        if name and not versions:
+            break
+        for mv in sorted(versions, key=lambda v: (v.ready, int(v.version)), reverse=True):
+            model = mv.model
+            if isinstance(model, TextGenerator) and mv.ready:
+                return mv, model
+            if mv.runtime == "llm":
+                why = f": {mv.reason}" if mv.reason else ""
+                raise ModelNotReady(f"model '{mv.name}' is not ready ({mv.state.value}){why}")
+        if name:
+            raise InvalidInput(f"model '{name}' is not a text generation model (runtime: llm)")
+    if name:
+        which = f"model '{name}' version {version}" if version else f"model '{name}'"
+        raise ModelNotFound(f"the {which} does not exist")
+    raise ModelNotFound("no text generation model (runtime: llm) is served")
+
+
+async def tracked(mv: ModelVersion, stream: DeltaStream) -> AsyncIterator[GenerateDelta]:
+    """The deltas of ``stream``, counted in flight on ``mv`` (unloading waits for them); leaving
+    early (the client went away, an error) cancels the request's work."""
+    try:
+        with mv.in_use():
+            async for delta in stream:
+                yield delta
+    finally:
+        stream.cancel()
+
+
+def generators(registry: Registry) -> list[tuple[ModelVersion, TextGenerator]]:
+    found: list[tuple[ModelVersion, TextGenerator]] = []
+    for name in sorted(registry.model_names()):
+        for mv in reversed(registry.versions(name) or []):
+            if mv.ready and isinstance(mv.model, TextGenerator):
+                found.append((mv, mv.model))
+                break
+    return found
+
+
+def json_object(body: bytes) -> dict[str, Any]:
+    try:
+        doc = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidInput(f"malformed JSON in the request body: {exc}") from None
+    if not isinstance(doc, dict):
+        raise InvalidInput("the request body must be a JSON object")
+    return doc
+
+
+class Fields:
+    """Typed, range-checked reads of a JSON object's fields; errors are InvalidInput."""
+
+    def __init__(self, doc: Mapping[str, Any], where: str = "") -> None:
+        self.doc = doc
+        self.where = where
+
+    def _name(self, key: str) -> str:
+        return f"{self.where}.{key}" if self.where else key
+
+    def has(self, key: str) -> bool:
+        return self.doc.get(key) is not None
+
+    def integer(self, key: str, default: int | None, lo: int, hi: int | None = None) -> int | None:
+        value = self.doc.get(key)
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
+            raise InvalidInput(f"'{self._name(key)}' must be an integer, got {value!r}")
+        value = int(value)
+        if value < lo or (hi is not None and value > hi):
+            bound = f"in [{lo}, {hi}]" if hi is not None else f">= {lo}"
+            raise InvalidInput(f"'{self._name(key)}' must be {bound}, got {value}")
+        return value
+
+    def number(
+        self,
+        key: str,
+        default: float | None,
+        lo: float,
+        hi: float,
+        lo_open: bool = False,
+    ) -> float | None:
+        value = self.doc.get(key)
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+            raise InvalidInput(f"'{self._name(key)}' must be a number, got {value!r}")
+        if value < lo or value > hi or (lo_open and value == lo):
+            bound = f"{'(' if lo_open else '['}{lo}, {hi}]"
+            raise InvalidInput(f"'{self._name(key)}' must be in {bound}, got {value}")
+        return float(value)
+
+    def boolean(self, key: str, default: bool) -> bool:
+        value = self.doc.get(key)
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            raise InvalidInput(f"'{self._name(key)}' must be a boolean, got {value!r}")
+        return value
+
+    def string(self, key: str, default: str | None = None) -> str | None:
+        value = self.doc.get(key)
+        if value is None:
+            return default
+        if not isinstance(value, str):
+            raise InvalidInput(f"'{self._name(key)}' must be a string, got {value!r}")
+        return value
+
+    def strings(self, key: str, max_items: int) -> tuple[str, ...]:
+        """A string or a list of strings (``stop``)."""
+        value = self.doc.get(key)
+        if value is None:
+            return ()
+        items = [value] if isinstance(value, str) else value
+        if not isinstance(items, list) or not all(isinstance(s, str) and s for s in items):
+            raise InvalidInput(f"'{self._name(key)}' must be a non-empty string or a list of them")
+        if len(items) > max_items:
+            raise InvalidInput(f"'{self._name(key)}' has {len(items)} items; at most {max_items}")
+        return tuple(items)
+
+    def token_ids(self, key: str) -> tuple[int, ...]:
+        value = self.doc.get(key)
+        if value is None:
+            return ()
+        if not isinstance(value, list) or not all(
+            isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in value
+        ):
+            raise InvalidInput(f"'{self._name(key)}' must be a list of token ids (integers >= 0)")
+        return tuple(value)
+
+    def object(self, key: str) -> Fields:
+        value = self.doc.get(key)
+        if value is None:
+            return Fields({}, self._name(key))
+        if not isinstance(value, dict):
+            raise InvalidInput(f"'{self._name(key)}' must be an object, got {value!r}")
+        return Fields(value, self._name(key))
+
+
+SEED_MAX = 2**63 - 1

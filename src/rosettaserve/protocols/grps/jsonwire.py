@@ -1,0 +1,172 @@
+"""grps over HTTP: request bodies -> GrpsMessage / Payload, replies -> bodies. Pure functions.
+
+JSON is protobuf's JSON mapping of GrpsMessage (proto field names, enums by name or number,
+unknown keys ignored); ``ndarray`` is the one form outside it, a nested array of numbers.
+"""
+
+from __future__ import annotations
+
+import binascii
+from base64 import b64decode
+from typing import Any
+
+import numpy as np
+import orjson
+from google.protobuf import json_format
+
+from rosettaserve.core import dtypes
+from rosettaserve.core.codec import check_shape, from_json
+from rosettaserve.core.errors import InvalidInput
+from rosettaserve.core.types import InferenceResponse, Tensor
+from rosettaserve.protocols.grps import convert
+from rosettaserve.protocols.grps.pb import grps_pb2 as pb
+
+JSON = "application/json"
+OCTETS = "application/octet-stream"
+_FP32 = dtypes.lookup("FP32")
+_MISSING = object()
+_DT_NAMES = frozenset(pb.DataType.keys())
+
+
+def media_type(header: str | None) -> str:
+    """The media type of a Content-Type header, without parameters such as charset."""
+    return (header or "").split(";", 1)[0].strip().lower()
+
+
+def parse_message(content_type: str | None, body: bytes, allow_empty: bool = False) -> Any:
+    """A GrpsMessage from a JSON body, or the raw body as bin_data. ndarray is refused here."""
+    msg, ndarray = _parse(content_type, body, allow_empty)
+    if ndarray is not _MISSING:
+        raise InvalidInput("ndarray is accepted by infer/predict only")
+    return msg
+
+
+def parse_predict(content_type: str | None, body: bytes) -> convert.Payload:
+    msg, ndarray = _parse(content_type, body, allow_empty=False)
+    if ndarray is _MISSING:
+        return convert.payload_from_message(msg)
+    if msg.WhichOneof("data_oneof") is not None:
+        raise InvalidInput("send one data field: ndarray cannot come with another one")
+    return convert.Payload("ndarray", msg.model, [ndarray_tensor(ndarray)])
+
+
+def _parse(content_type: str | None, body: bytes, allow_empty: bool) -> tuple[Any, Any]:
+    if allow_empty and not body.strip():
+        return pb.GrpsMessage(), _MISSING
+    kind = media_type(content_type)
+    if kind == OCTETS:
+        return pb.GrpsMessage(bin_data=body), _MISSING
+    if kind != JSON:
+        shown = f"Content-Type {content_type!r}" if content_type else "no Content-Type"
+        raise InvalidInput(f"{shown}: send {JSON} (a GrpsMessage) or {OCTETS} (bin_data)")
+    if not body.strip():
+        raise InvalidInput("the request body is empty: send a GrpsMessage as JSON")
+    doc = _json_object(body)
+    ndarray = doc.pop("ndarray", _MISSING)
+    _check_doc(doc)
+    try:
+        msg = json_format.ParseDict(doc, pb.GrpsMessage(), ignore_unknown_fields=True)
+    except json_format.ParseError as exc:
+        raise InvalidInput(f"the body is not a valid GrpsMessage: {exc}") from None
+    return msg, ndarray
+
+
+def _json_object(body: bytes) -> dict[str, Any]:
+    try:
+        doc = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidInput(f"the request body is not valid JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise InvalidInput("the request body must be a JSON object (a GrpsMessage)")
+    return doc
+
+
+def _check_doc(doc: dict[str, Any]) -> None:
+    """What ParseDict with ignore_unknown_fields would let through silently."""
+    if "bin_data" in doc:
+        raise InvalidInput(
+            f"bin_data cannot travel in JSON: send the raw bytes as the body with "
+            f"Content-Type: {OCTETS}"
+        )
+    tensors = _get(_get(doc, "gtensors", dict), "tensors", list)
+    for i, tensor in enumerate(tensors or []):
+        dtype = tensor.get("dtype") if isinstance(tensor, dict) else None
+        if isinstance(dtype, str) and dtype not in _DT_NAMES and not dtype.isdigit():
+            label = tensor.get("name") or f"#{i}"
+            raise InvalidInput(
+                f"tensor '{label}' has an unknown dtype {dtype!r}; "
+                f"expected one of {', '.join(convert.DATATYPES)} (or its number)"
+            )
+    for key, value in (_get(_get(doc, "gmap", dict), "s_b", dict) or {}).items():
+        if not _is_base64(value):
+            raise InvalidInput(f"gmap s_b['{key}'] is not base64 (s_b values travel as base64)")
+
+
+def _get(doc: Any, key: str, kind: type) -> Any:
+    value = doc.get(key) if isinstance(doc, dict) else None
+    return value if isinstance(value, kind) else None
+
+
+def _is_base64(value: Any) -> bool:
+    """Standard or URL-safe alphabet, padding optional (as protobuf's JSON mapping accepts)."""
+    if not isinstance(value, str):
+        return True  # ParseDict reports the wrong type itself
+    text = value.replace("-", "+").replace("_", "/")
+    try:
+        b64decode(text + "=" * (-len(text) % 4), validate=True)
+    except (binascii.Error, ValueError):
+        return False
+    return True
+
+
+def ndarray_tensor(value: Any) -> Tensor:
+    """A nested array of numbers as one unnamed FP32 tensor, its shape read from the nesting."""
+    dims = []
+    probe = value
+    while isinstance(probe, list):
+        dims.append(len(probe))
+        if not probe:
+            raise InvalidInput("ndarray has an empty dimension; send at least one number")
+        probe = probe[0]
+    shape = check_shape(dims, "ndarray")
+    data = from_json(value, _FP32, shape, "ndarray")
+    return Tensor("", "FP32", shape, data)
+
+
+# -- replies -----------------------------------------------------------------------------------
+
+
+def encode(msg: Any) -> bytes:
+    return orjson.dumps(json_format.MessageToDict(msg, preserving_proto_field_name=True))
+
+
+def encode_ndarray(response: InferenceResponse) -> bytes:
+    """``?return-ndarray=true``: the single FP32 output as a nested array."""
+    outputs = response.outputs
+    if len(outputs) != 1 or outputs[0].datatype != "FP32":
+        got = [f"{t.name} ({t.datatype})" for t in outputs]
+        raise InvalidInput(
+            f"return-ndarray needs a single FP32 output; model '{response.model_name}' "
+            f"returned {got}"
+        )
+    head = json_format.MessageToDict(
+        convert.ok(model=f"{response.model_name}-{response.model_version}"),
+        preserving_proto_field_name=True,
+    )
+    data = outputs[0].data
+    scalar = data.ndim == 0  # orjson writes arrays of one or more dims
+    head["ndarray"] = float(str(data.reshape(-1)[0])) if scalar else np.ascontiguousarray(data)
+    return orjson.dumps(head, option=orjson.OPT_SERIALIZE_NUMPY)
+
+
+def encode_any(response: InferenceResponse, form: str) -> tuple[bytes, str]:
+    """The reply body and its content type: raw bytes for a bin_data answer, else JSON."""
+    msg = convert.to_message(response, form)
+    if msg.WhichOneof("data_oneof") == "bin_data":
+        return msg.bin_data, OCTETS
+    return encode(msg), JSON
+
+
+def stream_line(msg: Any) -> bytes:
+    """One message of a streamed reply: compact JSON and a newline, one chunk each."""
+    return encode(msg) + b"\n"

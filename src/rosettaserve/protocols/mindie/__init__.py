@@ -1,0 +1,1 @@
+"""MindIE native inference API (/infer, /infer_token) over the LLM engine."""

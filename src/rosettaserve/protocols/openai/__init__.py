@@ -1,0 +1,1 @@
+"""OpenAI-compatible chat and completions over the LLM engine."""

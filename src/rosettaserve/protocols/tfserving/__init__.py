@@ -1,0 +1,1 @@
+"""TensorFlow Serving REST API v1 (``/v1/models/...``)."""

@@ -1,0 +1,99 @@
+"""TensorFlow Serving REST API v1: routes, each a few lines over the data plane.
+
+Like TF, one handler parses every path under ``/v1/models`` with TF's own two patterns (matched
+case-insensitively; the verb and ``metadata`` are then compared in lower case, so ``:PREDICT``
+is malformed and ``/METADATA`` is a status request), and anything else there, or any other
+method, is ``400 Malformed request: <METHOD> <path>``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from rosettaserve.core.dataplane import DataPlane
+from rosettaserve.core.errors import InvalidInput
+from rosettaserve.protocols.tfserving import convert, examples, jsonio, schema, signatures
+from rosettaserve.protocols.tfserving.status import (
+    Target,
+    model_status,
+    pretty,
+    render_error,
+    servable,
+)
+from rosettaserve.transport.routing import HttpRequest, HttpResponse, Route
+
+PATH = r"(?i)/v1/models(?:[/:].*)?"
+# HEAD is left to the router (its 405): a HEAD answer must not carry the error body.
+METHODS = ("GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS")
+_VERSIONED = r"(?:/versions/([0-9]+)|/labels/([^/:]+))?"
+_POST = re.compile(r"(?i)/v1/models/([^/:]+)" + _VERSIONED + r":(classify|regress|predict)")
+_GET = re.compile(r"(?i)/v1/models(?:/([^/:]+))?" + _VERSIONED + r"(?:/(metadata))?")
+_INT64_MAX = 2**63 - 1
+
+
+def routes(dp: DataPlane) -> list[Route]:
+    verbs = {"predict": _predict, "classify": _classify, "regress": _regress}
+
+    async def handle(req: HttpRequest) -> HttpResponse:
+        if req.method == "POST" and (found := _POST.fullmatch(req.path)):
+            verb = verbs.get(found.group(4))
+            if verb is not None:
+                return await verb(dp, _target(found), _body(req))
+        elif req.method == "GET" and (found := _GET.fullmatch(req.path)):
+            if not found.group(1):
+                raise InvalidInput("Missing model name in request.")
+            if found.group(4) == "metadata":
+                return pretty(signatures.metadata(servable(dp, _target(found))))
+            return pretty(model_status(dp, _target(found)))
+        raise InvalidInput(f"Malformed request: {req.method} {req.path}")
+
+    return [Route(method, PATH, handle, render_error) for method in METHODS]
+
+
+def _target(found: re.Match[str]) -> Target:
+    name, version, label = found.group(1), found.group(2), found.group(3)
+    if version is not None and int(version) > _INT64_MAX:
+        raise InvalidInput(f"Failed to convert version: {version} to numeric.")
+    return Target(name, None if version is None else int(version), label)
+
+
+def _body(req: HttpRequest) -> bytes:
+    if "gzip" in (req.header("content-encoding") or ""):
+        return jsonio.gunzip(req.body)
+    return req.body
+
+
+async def _predict(dp: DataPlane, target: Target, raw: bytes) -> HttpResponse:
+    body = jsonio.load_object(raw)
+    name = convert.signature_name(body.doc)
+    mv = servable(dp, target)
+    signature = signatures.find(mv, name, schema.PREDICT)
+    fmt, arrays = convert.predict_inputs(body, signature.inputs)
+    outputs = list(signature.outputs.values())
+    response = await dp.infer(convert.inference_request(mv, signature, arrays, outputs))
+    tensors = convert.by_alias(signature.outputs, response.outputs)
+    return HttpResponse(200, convert.encode_predict(fmt, tensors))
+
+
+async def _classify(dp: DataPlane, target: Target, raw: bytes) -> HttpResponse:
+    request = examples.parse(jsonio.load_object(raw))
+    mv = servable(dp, target)
+    signature = signatures.find(mv, request.signature_name, schema.CLASSIFY)
+    view = signatures.classify_view(signature, mv)
+    wanted = [pair[1] for pair in (view.classes, view.scores) if pair is not None]
+    arrays = examples.to_inputs(request, signature.inputs)
+    response = await dp.infer(convert.inference_request(mv, signature, arrays, wanted))
+    named = {t.name: t for t in response.outputs}
+    body = examples.classify_results(view, named, len(request.examples))
+    return HttpResponse(200, body)
+
+
+async def _regress(dp: DataPlane, target: Target, raw: bytes) -> HttpResponse:
+    request = examples.parse(jsonio.load_object(raw))
+    mv = servable(dp, target)
+    signature = signatures.find(mv, request.signature_name, schema.REGRESS)
+    _, spec = signatures.regress_output(signature)
+    arrays = examples.to_inputs(request, signature.inputs)
+    response = await dp.infer(convert.inference_request(mv, signature, arrays, [spec]))
+    named = {t.name: t for t in response.outputs}
+    return HttpResponse(200, examples.regress_results(named[spec.name], len(request.examples)))

@@ -1,0 +1,1 @@
+"""Hugging Face TGI routes over the LLM engine."""

@@ -1,0 +1,1 @@
+"""Triton generate extension (/v2/models/{m}/generate[_stream]) over the LLM engine."""

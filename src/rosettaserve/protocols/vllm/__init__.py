@@ -1,0 +1,1 @@
+"""vLLM simple API server (/generate with a prompt) over the LLM engine."""

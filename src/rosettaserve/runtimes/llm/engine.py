@@ -1,0 +1,416 @@
+"""The generation engine: one thread, continuous batching over a KV cache per sequence.
+
+Each iteration of the engine thread:
+  1. drops sequences whose client went away (their KV cache goes with them);
+  2. admits waiting requests (up to ``max_num_seqs`` running sequences) and prefills each
+     prompt alone, choosing its first token;
+  3. decodes one token for every running sequence in one batched forward pass;
+  4. hands the deltas to each request's event loop in one call per loop.
+Requests join and leave the batch between steps. ``generate`` refuses a request (Overloaded)
+when ``max_num_seqs + max_waiting`` sequences are already in the engine, so latency cannot grow
+without bound.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import threading
+import time
+from collections import defaultdict, deque
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from rosettaserve.core.errors import InvalidInput, ModelError, Overloaded, ServingError
+from rosettaserve.core.generate import (
+    FinishReason,
+    GenerateDelta,
+    GenerateRequest,
+    GeneratorInfo,
+    SamplingParams,
+    TokenLogprob,
+    TopLogprob,
+    Usage,
+)
+from rosettaserve.runtimes.llm.batch import KV, DecodeBatch, Runner
+from rosettaserve.runtimes.llm.detok import IncrementalDetokenizer, StopText, decoder
+from rosettaserve.runtimes.llm.sampling import Logprobs, TokenState, choose, logprobs
+from rosettaserve.runtimes.llm.stream import GenerationStream, Item
+
+log = logging.getLogger("rosettaserve.llm")
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    model_id: str
+    max_model_len: int
+    max_num_seqs: int = 32
+    max_waiting: int = 64
+    max_n: int = 8
+    max_stop_sequences: int = 8
+    max_prefill_tokens: int = 4096  # prompt tokens prefilled per iteration (at least one prompt)
+    options: Mapping[str, Any] = field(default_factory=dict)  # model.yaml parameters
+
+
+@dataclass
+class EngineStats:
+    """Counters of the engine thread (read anywhere; written only by that thread)."""
+
+    prefills: int = 0
+    decode_steps: int = 0
+    peak_batch: int = 0  # most sequences decoded in one step
+    tokens: int = 0  # tokens generated
+    cancelled: int = 0  # sequences dropped because their client went away
+
+
+@dataclass(eq=False)
+class Sequence:
+    stream: GenerationStream
+    index: int
+    prompt_ids: list[int]
+    params: SamplingParams
+    max_new_tokens: int
+    seed: int
+    tokens: TokenState
+    detok: IncrementalDetokenizer
+    text: StopText
+    output_ids: list[int] = field(default_factory=list)
+    last_token: int = -1
+    finished: bool = False
+    retired: bool = False  # no longer counted in the engine's load
+
+
+@dataclass(eq=False)
+class Group:
+    """The ``n`` sequences of one request, sharing one prompt and one prefill."""
+
+    stream: GenerationStream
+    prompt_ids: list[int]
+    seqs: list[Sequence]
+
+
+class Engine:
+    def __init__(
+        self, model: Any, tokenizer: Any, config: EngineConfig, device: torch.device
+    ) -> None:
+        self.tokenizer = tokenizer
+        self.config = config
+        self.runner = Runner(model, device)
+        self.batch = DecodeBatch(self.runner)
+        self.vocab = int(model.get_output_embeddings().weight.shape[0])
+        self.eos_ids = _eos_ids(model, tokenizer)
+        self.special_ids = set(getattr(tokenizer, "all_special_ids", []) or [])
+        self._decode_skip = decoder(tokenizer, skip_special_tokens=True)
+        self._decode_all = decoder(tokenizer, skip_special_tokens=False)
+        self.info = GeneratorInfo(
+            model_id=config.model_id,
+            max_model_len=config.max_model_len,
+            max_n=min(config.max_n, config.max_num_seqs),  # all n sequences decode together
+            max_num_seqs=config.max_num_seqs,
+            max_waiting=config.max_waiting,
+            max_stop_sequences=config.max_stop_sequences,
+            dtype=str(next(model.parameters()).dtype).removeprefix("torch."),
+            device=str(device),
+            special_ids=frozenset(self.special_ids),
+            created=int(time.time()),
+            options=config.options,
+        )
+        self._cond = threading.Condition()
+        self._waiting: deque[Group] = deque()
+        self._running: list[Sequence] = []  # in batch row order
+        self._active = 0  # sequences submitted and not yet finished or dropped
+        self._stopping = False
+        self._outbox: dict[asyncio.AbstractEventLoop, list[tuple[GenerationStream, Item]]] = (
+            defaultdict(list)
+        )
+        self.stats = EngineStats()
+        self._thread = threading.Thread(target=self._run, name="rosetta-llm", daemon=True)
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopping = True
+            self._cond.notify()
+        self._thread.join(timeout=30)
+
+    @property
+    def active(self) -> int:
+        return self._active
+
+    # -- submitting (event loop thread) ---------------------------------------------------------
+
+    def generate(self, request: GenerateRequest) -> GenerationStream:
+        prompt_ids = self.prompt_ids(request)
+        max_new = self._max_new_tokens(request.sampling, len(prompt_ids))
+        if not 1 <= request.n <= self.info.max_n:
+            raise InvalidInput(f"n must be in [1, {self.info.max_n}], got {request.n}")
+        stream = GenerationStream(asyncio.get_running_loop(), request.n, self._wake)
+        seqs = [
+            self._sequence(stream, i, prompt_ids, request.sampling, max_new)
+            for i in range(request.n)
+        ]
+        with self._cond:
+            limit = self.config.max_num_seqs + self.config.max_waiting
+            if self._active + request.n > limit:
+                raise Overloaded(
+                    f"the model is at capacity ({self._active} sequences running or queued, "
+                    f"limit {limit}); retry later"
+                )
+            self._active += request.n
+            self._waiting.append(Group(stream, prompt_ids, seqs))
+            self._cond.notify()
+        return stream
+
+    def prompt_ids(self, request: GenerateRequest) -> list[int]:
+        if request.prompt_token_ids is not None:
+            ids = list(request.prompt_token_ids)
+            bad = [i for i in ids if not 0 <= i < self.vocab]
+            if bad:
+                raise InvalidInput(f"token id {bad[0]} is out of range [0, {self.vocab})")
+        else:
+            ids = self.tokenize(request.prompt or "", request.add_special_tokens)
+        if not ids:
+            raise InvalidInput("the prompt is empty")
+        if len(ids) >= self.config.max_model_len:
+            raise InvalidInput(
+                f"the prompt has {len(ids)} tokens; this model's context window is "
+                f"{self.config.max_model_len} tokens (prompt and output together)"
+            )
+        return ids
+
+    def tokenize(self, text: str, special: bool = True) -> list[int]:
+        return list(self.tokenizer(text, add_special_tokens=special)["input_ids"])
+
+    def _max_new_tokens(self, params: SamplingParams, prompt_len: int) -> int:
+        room = self.config.max_model_len - prompt_len
+        if params.max_new_tokens is None:
+            return min(params.default_max_new_tokens or room, room)
+        if params.max_new_tokens > room:
+            raise InvalidInput(
+                f"this model's context window is {self.config.max_model_len} tokens; the prompt "
+                f"has {prompt_len}, so at most {room} new tokens fit, not {params.max_new_tokens}"
+            )
+        return params.max_new_tokens
+
+    def _sequence(
+        self,
+        stream: GenerationStream,
+        index: int,
+        prompt_ids: list[int],
+        params: SamplingParams,
+        max_new: int,
+    ) -> Sequence:
+        seed = params.seed + index if params.seed is not None else secrets.randbits(63)
+        decode = self._decode_skip if params.skip_special_tokens else self._decode_all
+        return Sequence(
+            stream=stream,
+            index=index,
+            prompt_ids=prompt_ids,
+            params=params,
+            max_new_tokens=max_new,
+            seed=seed,
+            tokens=TokenState.create(params, seed, prompt_ids, self.vocab),
+            detok=IncrementalDetokenizer(decode, prompt_ids),
+            text=StopText(params.stop, params.include_stop_str_in_output),
+        )
+
+    def _wake(self) -> None:
+        with self._cond:
+            self._cond.notify()
+
+    # -- the engine thread ----------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._stopping and not self._waiting and not self._running:
+                    self._cond.wait()
+                if self._stopping:
+                    break
+                admitted = self._admit()
+            try:
+                self._iteration(admitted)
+            except Exception as exc:
+                log.exception("the generation step failed; failing the running requests")
+                self._fail_all(admitted, exc)
+            self._flush()
+        with self._cond:
+            waiting, self._waiting = list(self._waiting), deque()
+        self._fail_all(waiting, ModelError("the model was unloaded"))
+        self._flush()
+
+    def _admit(self) -> list[Group]:
+        """Waiting requests that fit in the batch now (called with the lock held)."""
+        gone = [g for g in self._waiting if g.stream.cancelled]
+        if gone:
+            self._waiting = deque(g for g in self._waiting if not g.stream.cancelled)
+            self._retire([s for g in gone for s in g.seqs])  # the lock is reentrant
+        admitted: list[Group] = []
+        room = self.config.max_num_seqs - len(self._running)
+        budget = self.config.max_prefill_tokens
+        while self._waiting:
+            group = self._waiting[0]
+            fits = len(group.seqs) <= room and (len(group.prompt_ids) <= budget or not admitted)
+            if not fits:
+                break
+            self._waiting.popleft()
+            admitted.append(group)
+            room -= len(group.seqs)
+            budget -= len(group.prompt_ids)
+        return admitted
+
+    def _iteration(self, admitted: list[Group]) -> None:
+        self._drop_cancelled()
+        joining: list[tuple[Sequence, KV]] = []
+        for group in admitted:
+            joining += self._prefill(group)
+            self._flush()  # each first token leaves as soon as it is chosen
+        self.batch.join([kv for _, kv in joining])
+        self._running += [seq for seq, _ in joining]
+        if self._running:
+            self._decode()
+
+    def _prefill(self, group: Group) -> list[tuple[Sequence, KV]]:
+        """Run the prompt once, choose each sequence's first token; the live ones and the KV."""
+        if group.stream.cancelled:
+            self._retire(group.seqs)
+            return []
+        logits, kv = self.runner.prefill(group.prompt_ids)
+        self.stats.prefills += 1
+        rows = logits.unsqueeze(0).expand(len(group.seqs), -1)
+        self._advance(group.seqs, rows)
+        live = [s for s in group.seqs if not s.finished]
+        self._retire([s for s in group.seqs if s.finished])
+        return [(s, kv) for s in live]
+
+    def _decode(self) -> None:
+        logits = self.batch.step([s.last_token for s in self._running])
+        self.stats.decode_steps += 1
+        self.stats.peak_batch = max(self.stats.peak_batch, len(self._running))
+        self._advance(self._running, logits)
+        keep = [i for i, s in enumerate(self._running) if not s.finished]
+        self._retire([s for s in self._running if s.finished])
+        self.batch.keep(keep)
+        self._running = [self._running[i] for i in keep]
+
+    def _drop_cancelled(self) -> None:
+        keep = [i for i, s in enumerate(self._running) if not s.stream.cancelled]
+        if len(keep) < len(self._running):
+            gone = [s for s in self._running if s.stream.cancelled]
+            self.stats.cancelled += len(gone)
+            self._retire(gone)
+            self.batch.keep(keep)
+            self._running = [self._running[i] for i in keep]
+
+    def _retire(self, seqs: list[Sequence]) -> None:
+        fresh = [s for s in seqs if not s.retired]
+        for seq in fresh:
+            seq.retired = True
+        if fresh:
+            with self._cond:
+                self._active -= len(fresh)
+
+    def _advance(self, seqs: list[Sequence], logits: torch.Tensor) -> None:
+        """Choose each sequence's next token and send what it produced."""
+        tokens = choose(logits, [s.tokens for s in seqs])
+        self.stats.tokens += len(tokens)
+        want = [s.params.top_logprobs if s.params.logprobs else None for s in seqs]
+        lps = logprobs(logits, tokens, want)
+        for seq, token, lp in zip(seqs, tokens, lps, strict=True):
+            self._send(seq, self._accept(seq, token, lp))
+
+    def _accept(self, seq: Sequence, token: int, lp: Logprobs | None) -> GenerateDelta:
+        seq.output_ids.append(token)
+        seq.last_token = token
+        seq.tokens.record(token)
+        finish, text = self._finish_by_token(seq, token), ""
+        stop_reason: str | int | None = None
+        if finish is not None:
+            stop_reason = token if finish is FinishReason.STOP else None
+        else:  # an ordinary token: its text, which may complete a stop string
+            text, stop = seq.text.push(seq.detok.push(token))
+            if stop is not None:
+                finish, stop_reason = FinishReason.STOP, stop
+            elif len(seq.output_ids) >= seq.max_new_tokens:
+                finish = FinishReason.LENGTH
+        if finish is not None and not isinstance(stop_reason, str):
+            tail, stop = seq.text.push(seq.detok.flush())  # an unfinished character, held text
+            text += tail + seq.text.flush()
+            if stop is not None:
+                finish, stop_reason = FinishReason.STOP, stop
+        delta = GenerateDelta(
+            index=seq.index,
+            text=text,
+            token_ids=[token],
+            special=[token in self.special_ids],
+            logprobs=[self._token_logprob(token, lp)] if lp is not None else None,
+        )
+        if finish is not None:
+            seq.finished = True
+            delta.finish_reason, delta.stop_reason, delta.seed = finish, stop_reason, seq.seed
+            delta.usage = Usage(len(seq.prompt_ids), len(seq.output_ids))
+        return delta
+
+    def _finish_by_token(self, seq: Sequence, token: int) -> FinishReason | None:
+        """A stop token id or the end-of-sequence token ends a sequence; its text is not output."""
+        if token in seq.params.stop_token_ids:
+            return FinishReason.STOP
+        if token in self.eos_ids and not seq.params.ignore_eos:
+            return FinishReason.EOS
+        return None
+
+    def _token_logprob(self, token: int, lp: Logprobs) -> TokenLogprob:
+        top = tuple(TopLogprob(t, self._piece(t), v) for t, v in lp.top)
+        return TokenLogprob(token, self._piece(token), lp.chosen, top)
+
+    def _piece(self, token: int) -> str:
+        return self._decode_all([token])
+
+    # -- handing results to the event loops -----------------------------------------------------
+
+    def _send(self, seq: Sequence, item: Item) -> None:
+        self._outbox[seq.stream.loop].append((seq.stream, item))
+
+    def _flush(self) -> None:
+        outbox, self._outbox = self._outbox, defaultdict(list)
+        for loop, items in outbox.items():
+            try:
+                loop.call_soon_threadsafe(_deliver, items)
+            except RuntimeError:  # that loop is closed: its requests are gone
+                for stream, _ in items:
+                    stream.cancelled = True
+
+    def _fail_all(self, groups: list[Group], exc: Exception) -> None:
+        """Every running sequence and every sequence of ``groups`` ends with ``exc``."""
+        error = exc if isinstance(exc, ServingError) else ModelError(f"{type(exc).__name__}: {exc}")
+        seqs = list(dict.fromkeys(self._running + [s for g in groups for s in g.seqs]))
+        seqs = [s for s in seqs if not s.retired]
+        for stream in {s.stream for s in seqs}:
+            self._outbox[stream.loop].append((stream, error))
+        self._retire(seqs)
+        self._running = []
+        self.batch.clear()
+
+
+def _deliver(items: list[tuple[GenerationStream, Item]]) -> None:
+    for stream, item in items:
+        stream.put(item)
+
+
+def _eos_ids(model: Any, tokenizer: Any) -> set[int]:
+    ids: set[int] = set()
+    for source in (getattr(model, "generation_config", None), model.config):
+        value = getattr(source, "eos_token_id", None)
+        if value is not None:
+            ids.update(value if isinstance(value, list) else [value])
+    if tokenizer.eos_token_id is not None:
+        ids.add(int(tokenizer.eos_token_id))
+    return ids

@@ -1,0 +1,146 @@
+"""The ``llm`` runtime: a transformers causal LM as ``save_pretrained`` writes it, behind an engine.
+
+The LLM API families reach it as a ``TextGenerator``; the Open Inference Protocol reaches it as a
+model with input ``text_input`` (BYTES) and output ``text_output`` (BYTES), generation options in
+the request's parameters.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rosettaserve.core.errors import InvalidInput
+from rosettaserve.core.generate import (
+    DeltaStream,
+    Fields,
+    GenerateRequest,
+    GeneratorInfo,
+    SamplingParams,
+    collect,
+)
+from rosettaserve.core.model import Arrays, Model
+from rosettaserve.core.types import TensorSpec
+from rosettaserve.repository.config import ConfigError
+
+DTYPES = ("float32", "float16", "bfloat16", "float64")
+INPUT, OUTPUT = "text_input", "text_output"
+OIP_DEFAULT_MAX_TOKENS = 64
+
+
+class LlmModel(Model):
+    platform = "llm"
+
+    def load(self) -> None:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing is downloaded at run time
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        from rosettaserve.runtimes.llm.engine import Engine
+
+        params = Fields(self.config.get("parameters") or {}, "parameters")
+        folder = Path(params.string("path") or self.path)
+        if not (folder / "config.json").is_file():
+            raise ConfigError(f"{folder} holds no transformers model (config.json is missing)")
+        threads = params.integer("threads", None, 1, 1024)
+        if threads:
+            torch.set_num_threads(threads)
+        device = torch.device(params.string("device") or "cpu")
+        dtype = params.string("dtype") or "float32"
+        if dtype not in DTYPES:
+            raise ConfigError(f"parameters.dtype must be one of {', '.join(DTYPES)}, not {dtype!r}")
+        tokenizer = _auto(AutoTokenizer).from_pretrained(folder, local_files_only=True)
+        model = _auto(AutoModelForCausalLM).from_pretrained(folder, local_files_only=True)
+        model = model.to(device=device, dtype=getattr(torch, dtype)).eval()
+        self.tokenizer = tokenizer
+        self.engine = Engine(model, tokenizer, engine_config(self.name, params, model), device)
+        self.engine.start()
+        self.inputs = [TensorSpec(INPUT, "BYTES", (-1,))]
+        self.outputs = [TensorSpec(OUTPUT, "BYTES", (-1,))]
+
+    def unload(self) -> None:
+        engine = getattr(self, "engine", None)
+        if engine is not None:
+            engine.stop()
+
+    # -- TextGenerator ---------------------------------------------------------------------------
+
+    @property
+    def info(self) -> GeneratorInfo:
+        return self.engine.info
+
+    def generate(self, request: GenerateRequest) -> DeltaStream:
+        return self.engine.generate(request)
+
+    def chat_prompt(self, messages: list[dict[str, Any]]) -> str:
+        if not getattr(self.tokenizer, "chat_template", None):
+            raise InvalidInput(f"model '{self.name}' has no chat template; use completions")
+        try:
+            text = self.tokenizer.apply_chat_template(
+                messages, tokenize=False, add_generation_prompt=True
+            )
+        except Exception as exc:  # the template itself rejects the conversation
+            raise InvalidInput(f"the chat template rejected the messages: {exc}") from exc
+        return str(text)
+
+    def tokenize(self, text: str) -> list[int]:
+        return self.engine.tokenize(text)
+
+    def decode(self, token_ids: list[int]) -> str:
+        return str(self.tokenizer.decode(token_ids, skip_special_tokens=True))
+
+    # -- Open Inference Protocol -----------------------------------------------------------------
+
+    async def predict(self, inputs: Arrays, parameters: dict[str, Any] | None = None) -> Arrays:
+        prompts = inputs[INPUT]
+        sampling = oip_sampling(Fields(parameters or {}, "parameters"))
+        streams: list[DeltaStream] = []
+        try:
+            for prompt in prompts.reshape(-1):
+                text = prompt.decode("utf-8") if isinstance(prompt, bytes) else str(prompt)
+                streams.append(self.generate(GenerateRequest(prompt=text, sampling=sampling)))
+            results = await asyncio.gather(*(collect(s) for s in streams))
+        finally:
+            for stream in streams:
+                stream.cancel()
+        texts = [r[0].text.encode("utf-8") for r in results]
+        return {OUTPUT: np.array(texts, dtype=object).reshape(prompts.shape)}
+
+
+def _auto(cls: Any) -> Any:
+    return cls  # transformers' Auto classes are loosely typed
+
+
+def engine_config(name: str, params: Fields, model: Any) -> Any:
+    from rosettaserve.runtimes.llm.engine import EngineConfig
+
+    context = getattr(model.config, "max_position_embeddings", None) or 2048
+    return EngineConfig(
+        model_id=name,
+        max_model_len=params.integer("max_model_len", int(context), 2) or int(context),
+        max_num_seqs=params.integer("max_num_seqs", 32, 1, 4096) or 32,
+        max_waiting=params.integer("max_waiting", 64, 0) or 0,
+        max_n=params.integer("max_n", 8, 1, 128) or 8,
+        options=dict(params.doc),
+    )
+
+
+def oip_sampling(p: Fields) -> SamplingParams:
+    """Generation options from an OIP request's parameters: greedy unless a temperature is set."""
+    max_tokens = p.integer("max_tokens", None, 1) or p.integer("max_new_tokens", None, 1)
+    return SamplingParams(
+        max_new_tokens=max_tokens or OIP_DEFAULT_MAX_TOKENS,
+        temperature=p.number("temperature", 0.0, 0.0, 100.0) or 0.0,
+        top_p=p.number("top_p", 1.0, 0.0, 1.0, lo_open=True) or 1.0,
+        top_k=p.integer("top_k", 0, 0) or 0,
+        seed=p.integer("seed", None, 0, 2**63 - 1),
+        repetition_penalty=p.number("repetition_penalty", 1.0, 0.0, 100.0, lo_open=True) or 1.0,
+        stop=p.strings("stop", 16),
+    )
+
+
+__all__ = ["LlmModel"]
