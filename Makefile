@@ -5,6 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 HOST ?= 127.0.0.1
 HTTP_PORT ?= 8000
+GRPC_PORT ?= 8001
 SKLEARN_EXAMPLE := examples/models/iris_sklearn/model.joblib
 LLM_EXAMPLE := examples/models/tiny_llama/model.safetensors
 
@@ -33,7 +34,7 @@ $(LLM_EXAMPLE): | $(VENV)/.installed
 examples: $(SKLEARN_EXAMPLE) $(LLM_EXAMPLE)
 
 serve: install examples
-	$(VENV)/bin/rosettaserve serve examples/models --host $(HOST) --http-port $(HTTP_PORT)
+	$(VENV)/bin/rosettaserve serve examples/models --host $(HOST) --http-port $(HTTP_PORT) --grpc-port $(GRPC_PORT)
 
 LINTED := src tests tests_tritongrpc examples bench scripts
 
