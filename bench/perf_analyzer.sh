@@ -91,7 +91,8 @@ for run in $(seq "$RUNS"); do
     done
 done
 
-# Median over runs, per case and concurrency, of throughput and p50/p99 latency.
+# Median over runs, per case and concurrency, of throughput and p50/p99 latency
+# (each column separately), plus the throughput range over the runs.
 .venv/bin/python - "$OUT" <<'PY'
 import csv, glob, os, statistics, sys
 from collections import defaultdict
@@ -101,10 +102,12 @@ for path in sorted(glob.glob(os.path.join(sys.argv[1], "*.run*.csv"))):
     for r in csv.DictReader(open(path)):
         rows[case, int(r["Concurrency"])].append(
             (float(r["Inferences/Second"]), int(r["p50 latency"]), int(r["p99 latency"])))
-print("| case | concurrency | runs | infer/s | p50 (us) | p99 (us) |")
-print("|---|---:|---:|---:|---:|---:|")
+print("| case | concurrency | runs | infer/s | infer/s range | p50 (us) | p99 (us) |")
+print("|---|---:|---:|---:|---:|---:|---:|")
 for (case, conc), v in sorted(rows.items()):
-    med = [statistics.median(x) for x in zip(*v)]
-    print(f"| {case} | {conc} | {len(v)} | {med[0]:,.0f} | {med[1]:,.0f} | {med[2]:,.0f} |")
+    ips, p50, p99 = zip(*v)
+    print(f"| {case} | {conc} | {len(v)} | {statistics.median(ips):,.0f} "
+          f"| {min(ips):,.0f}-{max(ips):,.0f} | {statistics.median(p50):,.0f} "
+          f"| {statistics.median(p99):,.0f} |")
 PY
 exit "$failed"

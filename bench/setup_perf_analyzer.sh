@@ -5,7 +5,7 @@
 # nvidia-cuda-runtime-cu12) into bench/.tools/, and write a wrapper
 # bench/.tools/perf_analyzer that sets LD_LIBRARY_PATH. Idempotent: each step is
 # skipped when its result is already there. Prints the wrapper's path.
-# Needs: pip (the project venv's), apt-get + dpkg-deb, unzip or python3.
+# Needs: pip (the project venv's), apt-get + dpkg-deb, python3.
 set -euo pipefail
 cd "$(dirname "$0")"
 TOOLS=$PWD/.tools
