@@ -1,16 +1,20 @@
-"""HTTP stacks under load: raw ASGI vs Starlette vs rosettaserve's V2 infer (JSON and binary).
+"""HTTP stacks under load: raw ASGI (inline, or via a thread pool) vs Starlette vs rosettaserve.
 
 Run:  bash bench/run_http.sh   (or .venv/bin/python bench/http_stacks.py --help)
 
-Every configuration gets a fresh server pinned to --server-cpu; this process and wrk are pinned
-to --load-cpu. Per configuration: warm-up, then --runs wrk runs of --duration s at
---connections keep-alive connections (req/s and wrk's p50/p99 under load, median over runs),
-then --runs x --latency-requests sequential requests on one kept-alive http.client connection.
+All servers are started first, pinned to --server-cpu (idle ones cost nothing); this process
+and wrk are pinned to --load-cpu. After a warm-up per configuration, --runs rounds each run wrk
+once per configuration (--duration s, --connections keep-alive connections), so drift on this
+shared machine hits every configuration alike; ratios are medians of the per-round ratios.
+Then --runs rounds of --latency-requests sequential requests on one kept-alive http.client
+connection. Runs during which other processes used the cores are discarded and measured again.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import functools
 import http.client
 import json
 import os
@@ -25,6 +29,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -66,6 +71,7 @@ SELF = [sys.executable, str(Path(__file__).resolve()), "serve"]
 JSON_CT = {"Content-Type": "application/json"}
 CONFIGS = [
     Config("raw-asgi", [*SELF, "raw", "{port}"], "/echo", JSON_BODY, JSON_CT),
+    Config("raw-executor", [*SELF, "raw-executor", "{port}"], "/echo", JSON_BODY, JSON_CT),
     Config("starlette", [*SELF, "starlette", "{port}"], "/echo", JSON_BODY, JSON_CT),
     Config("rosetta-json", ROSETTA, INFER, JSON_BODY, JSON_CT, [1.0, 2.0, 3.0, 4.0]),
     Config(
@@ -82,10 +88,15 @@ CONFIGS = [
 ]
 
 
-# -- the baseline servers (run in a child process: http_stacks.py serve {raw,starlette} PORT) --
+# -- the baseline servers (child processes: http_stacks.py serve KIND PORT) -------------------
 
 
-async def raw_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+def echo(body: bytes) -> bytes:
+    return orjson.dumps(orjson.loads(body))
+
+
+async def raw_app(scope: dict[str, Any], receive: Any, send: Any, pool: Any = None) -> None:
+    """A JSON echo; with a pool, the echo runs on it (as rosettaserve runs Python models)."""
     if scope["type"] != "http":
         return
     chunks, more = [], True
@@ -95,7 +106,10 @@ async def raw_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         more = message.get("more_body", False)
     status, out = 404, b'{"error":"not found"}'
     if scope["method"] == "POST" and scope["path"] == "/echo":
-        status, out = 200, orjson.dumps(orjson.loads(b"".join(chunks)))
+        body = b"".join(chunks)
+        loop = asyncio.get_running_loop()
+        out = echo(body) if pool is None else await loop.run_in_executor(pool, echo, body)
+        status = 200
     headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(out))]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": out})
@@ -107,17 +121,19 @@ def starlette_app() -> Any:
     from starlette.responses import Response
     from starlette.routing import Route
 
-    async def echo(request: Request) -> Response:
-        body = orjson.dumps(orjson.loads(await request.body()))
-        return Response(body, media_type="application/json")
+    async def endpoint(request: Request) -> Response:
+        return Response(echo(await request.body()), media_type="application/json")
 
-    return Starlette(routes=[Route("/echo", echo, methods=["POST"])])
+    return Starlette(routes=[Route("/echo", endpoint, methods=["POST"])])
 
 
 def serve(kind: str, port: int) -> None:
     import uvicorn
 
-    app = raw_app if kind == "raw" else starlette_app()
+    app: Any = {"raw": raw_app, "starlette": starlette_app()}.get(kind)
+    if kind == "raw-executor":  # the pool of rosettaserve.core.executor
+        pool = ThreadPoolExecutor(max_workers=min(32, (os.cpu_count() or 1) + 4))
+        app = functools.partial(raw_app, pool=pool)
     # The same uvicorn settings as rosettaserve.server.Server.run.
     uvicorn.run(
         app,
@@ -126,6 +142,7 @@ def serve(kind: str, port: int) -> None:
         loop="uvloop",
         http="httptools",
         lifespan="off",
+        interface="asgi3",
         proxy_headers=False,
         server_header=False,
         date_header=False,
@@ -162,7 +179,7 @@ def check(cfg: Config, data: bytes) -> None:
 
 
 def wait_ready(cfg: Config, port: int, proc: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"{cfg.name}: server exited with {proc.returncode}")
@@ -302,60 +319,98 @@ def latency(cfg: Config, port: int, n: int) -> tuple[float, float]:
     return statistics.median(samples), statistics.quantiles(samples, n=100)[98]
 
 
-def bench(cfg: Config, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
-    port = free_port()
-    server = ["taskset", "-c", str(args.server_cpu)] + [a.format(port=port) for a in cfg.server]
-    log = (tmp / f"{cfg.name}.log").open("wb")
-    proc = subprocess.Popen(server, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        wait_ready(cfg, port, proc)
-        probe = Probe(proc.pid, args.server_cpu, args.load_cpu)
-        url = f"http://127.0.0.1:{port}{cfg.path}"
+class Target:
+    """One configuration: its (possibly shared) server, wrk command and results."""
+
+    def __init__(self, cfg: Config, proc: subprocess.Popen[bytes], port: int, args: Any) -> None:
+        self.cfg, self.port = cfg, port
+        self.probe = Probe(proc.pid, args.server_cpu, args.load_cpu)
         load = ["taskset", "-c", str(args.load_cpu), "wrk", "-t1", f"-c{args.connections}"]
-        opts = ["--latency", "-s", str(lua_script(cfg, tmp)), url]
-        wrk([*load, f"-d{args.warmup}s", *opts])
-        cmd = [*load, f"-d{args.duration}s", *opts]
-        print(f"# {cfg.name} server: {shlex.join(server)}")
-        print(f"# {cfg.name} load:   {shlex.join(cmd)}", flush=True)
-        runs = []
-        for i in range(args.runs):
-            r, p = measured(lambda: wrk(cmd), probe, args)
+        self.opts = ["--latency", "-s", str(lua_script(cfg, args.tmp))]
+        self.opts.append(f"http://127.0.0.1:{port}{cfg.path}")
+        self.warm = [*load, f"-d{args.warmup}s", *self.opts]
+        self.cmd = [*load, f"-d{args.duration}s", *self.opts]
+        self.runs: list[dict[str, float]] = []
+        self.lat: list[tuple[float, float]] = []
+
+
+def start_servers(cfgs: list[Config], args: argparse.Namespace) -> list[Target]:
+    """One server per distinct command (rosetta-json and -binary share one), all on server-cpu."""
+    servers: dict[tuple[str, ...], tuple[subprocess.Popen[bytes], int]] = {}
+    targets = []
+    for cfg in cfgs:
+        if tuple(cfg.server) not in servers:
+            port = free_port()
+            cmd = ["taskset", "-c", str(args.server_cpu)] + [
+                a.format(port=port) for a in cfg.server
+            ]
+            log = (args.tmp / f"{cfg.name}.log").open("wb")
+            proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+            args.procs.append(proc)
+            servers[tuple(cfg.server)] = proc, port
+            print(f"# server {cfg.name}: {shlex.join(cmd)}")
+        proc, port = servers[tuple(cfg.server)]
+        wait_ready(cfg, port, proc)
+        targets.append(Target(cfg, proc, port, args))
+    return targets
+
+
+def run_all(targets: list[Target], args: argparse.Namespace) -> None:
+    for t in targets:
+        wrk(t.warm)
+        print(f"# load {t.cfg.name}: {shlex.join(t.cmd)}", flush=True)
+    for i in range(args.runs):  # rounds interleave the configurations: drift hits them all
+        for t in targets:
+            r, p = measured(lambda t=t: wrk(t.cmd), t.probe, args)
             r |= {"cpu": p.server, "other0": p.other[0], "other1": p.other[1]}
-            runs.append(r)
+            t.runs.append(r)
             print(
-                f"{cfg.name} wrk run {i + 1}: {r['rps']:.0f} req/s, p50 {r['p50']:.2f} ms, "
+                f"round {i + 1} {t.cfg.name}: {r['rps']:.0f} req/s, wrk p50 {r['p50']:.2f} ms, "
                 f"p99 {r['p99']:.2f} ms, server cpu {p.server:.0f}%, {p}",
                 flush=True,
             )
-        print(
-            f"# {cfg.name} latency: http.client keep-alive, {args.latency_requests} sequential "
-            f"POST {cfg.path} after 200 warm-up requests, client on cpu {args.load_cpu}"
-        )
-        lat = []
-        for i in range(args.runs):
-            (p50, p99), p = measured(lambda: latency(cfg, port, args.latency_requests), probe, args)
-            lat.append((p50, p99))
+    print(
+        f"# latency: http.client keep-alive connection on cpu {args.load_cpu}, "
+        f"{args.latency_requests} sequential POSTs after 200 warm-up requests"
+    )
+    for i in range(args.runs):
+        for t in targets:
+            lat, p = measured(
+                lambda t=t: latency(t.cfg, t.port, args.latency_requests), t.probe, args
+            )
+            t.lat.append(lat)
             print(
-                f"{cfg.name} latency run {i + 1}: median {p50:.3f} ms, p99 {p99:.3f} ms, {p}",
+                f"round {i + 1} {t.cfg.name} latency: median {lat[0]:.3f} ms, "
+                f"p99 {lat[1]:.3f} ms, {p}",
                 flush=True,
             )
-    except Exception:
-        log.close()
+
+
+def report(targets: list[Target], args: argparse.Namespace) -> None:
+    base = targets[0]
+    print(
+        f"\n{'config':15} {'req/s':>7} {'ratio':>6} {'wrk p50':>8} {'wrk p99':>8} {'srv cpu':>7} "
+        f"{'seq p50':>8} {'seq p99':>8}  req/s per round"
+    )
+    results = {}
+    for t in targets:
+        med = {k: statistics.median(r[k] for r in t.runs) for k in t.runs[0]}
+        ratios = [r["rps"] / b["rps"] for r, b in zip(t.runs, base.runs, strict=True)]
+        med["ratio"] = statistics.median(ratios)  # median of the per-round ratios
+        med["lat_p50"] = statistics.median(p50 for p50, _ in t.lat)
+        med["lat_p99"] = statistics.median(p99 for _, p99 in t.lat)
+        med["lat_p99_max"] = max(p99 for _, p99 in t.lat)
+        rps = [round(r["rps"]) for r in t.runs]
+        results[t.cfg.name] = med | {"rps_all": rps, "lat_all": t.lat}
         print(
-            f"server exit code {proc.poll()}, log tail:",
-            (tmp / f"{cfg.name}.log").read_text()[-2000:],
+            f"{t.cfg.name:15} {med['rps']:7.0f} {med['ratio']:6.2f} {med['p50']:6.2f}ms "
+            f"{med['p99']:6.2f}ms {med['cpu']:6.0f}% {med['lat_p50']:6.3f}ms "
+            f"{med['lat_p99']:6.3f}ms  {rps}"
         )
-        raise
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-        log.close()
-    med: dict[str, Any] = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
-    med["rps_all"] = [round(r["rps"]) for r in runs]
-    med["lat_p50"] = statistics.median(p for p, _ in lat)
-    med["lat_p99"] = statistics.median(p for _, p in lat)
-    med["lat_p99_max"] = max(p for _, p in lat)
-    return med
+    slow = [n for n, m in results.items() if m["lat_p99_max"] >= 5.0]
+    print("sequential latency p99 < 5 ms in every run:", f"FAIL {slow}" if slow else "PASS")
+    config = {k: v for k, v in vars(args).items() if k not in ("tmp", "procs")}
+    print(json.dumps({"args": config, "results": results}))
 
 
 def main() -> None:
@@ -365,12 +420,12 @@ def main() -> None:
     add("--load-cpu", type=int, default=1)
     add("--duration", type=int, default=5, help="seconds per measured wrk run")
     add("--warmup", type=int, default=3, help="seconds of wrk warm-up")
-    add("--runs", type=int, default=5, help="measured runs per configuration (>= 3)")
+    add("--runs", type=int, default=5, help="measured rounds (>= 3)")
     add("--connections", type=int, default=16)
     add("--latency-requests", type=int, default=2000)
     add("--max-other", type=float, default=10, help="max %% of the server core used by others")
     add("--max-other-load", type=float, default=25, help="the same for the load core")
-    add("--attempts", type=int, default=30, help="tries per run to get one under --max-other")
+    add("--attempts", type=int, default=30, help="tries per run to get an undisturbed one")
     add("--quiet-wait", type=float, default=300, help="max s to wait for idle cores before a run")
     add("--only", nargs="*", choices=[c.name for c in CONFIGS])
     args = parser.parse_args()
@@ -378,24 +433,23 @@ def main() -> None:
     rev = subprocess.run(git, check=False, capture_output=True, text=True)
     print(f"# {time.strftime('%F %T')} git {rev.stdout.strip()} wrk {shutil.which('wrk')}")
     os.sched_setaffinity(0, {args.load_cpu})  # the http.client latency loop runs here
-    results = {}
+    cfgs = [c for c in CONFIGS if not args.only or c.name in args.only]
+    args.procs = []
     with tempfile.TemporaryDirectory() as tmp:
-        for cfg in CONFIGS:
-            if not args.only or cfg.name in args.only:
-                results[cfg.name] = bench(cfg, args, Path(tmp))
-    base = next(iter(results.values()))["rps"]
-    print(
-        f"\n{'config':15} {'req/s':>7} {'ratio':>6} {'wrk p50':>8} {'wrk p99':>8} {'srv cpu':>7} "
-        f"{'seq p50':>8} {'seq p99':>8}  req/s per run"
-    )
-    for name, m in results.items():
-        print(
-            f"{name:15} {m['rps']:7.0f} {m['rps'] / base:6.2f} {m['p50']:6.2f}ms {m['p99']:6.2f}ms "
-            f"{m['cpu']:6.0f}% {m['lat_p50']:6.3f}ms {m['lat_p99']:6.3f}ms  {m['rps_all']}"
-        )
-    slow = [n for n, m in results.items() if m["lat_p99_max"] >= 5.0]
-    print("sequential latency p99 < 5 ms in every run:", f"FAIL {slow}" if slow else "PASS")
-    print(json.dumps({"args": vars(args), "results": results}))
+        args.tmp = Path(tmp)
+        try:
+            targets = start_servers(cfgs, args)
+            run_all(targets, args)
+        except Exception:
+            for log in args.tmp.glob("*.log"):
+                print(f"--- {log.name} (tail)\n{log.read_text()[-2000:]}")
+            raise
+        finally:
+            for proc in args.procs:
+                proc.terminate()
+            for proc in args.procs:
+                proc.wait(timeout=30)
+    report(targets, args)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,8 @@ from rosettaserve import __version__
 from rosettaserve.settings import (
     DEFAULT_GRPC_MAX_MESSAGE_SIZE,
     DEFAULT_MAX_REQUEST_SIZE,
+    ROLES,
+    PdOptions,
     Settings,
 )
 
@@ -83,17 +85,149 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME[-VERSION]",
         help="the model a grps request runs when it names none (in its payload or ?model=)",
     )
+    add_scaling_options(serve)
     serve.add_argument(
         "--log-level",
         default="info",
         choices=["debug", "info", "warning", "error"],
         help="log verbosity (logs go to stderr)",
     )
+    add_pd_options(serve)
+    add_scheduler_command(commands)
     return parser
+
+
+def add_pd_options(serve: argparse.ArgumentParser) -> None:
+    pd = serve.add_argument_group("prefill/decode disaggregation")
+    pd.add_argument(
+        "--role",
+        choices=ROLES,
+        default="mixed",
+        help="mixed: serve requests whole; prefill, decode: serve one half of the requests a "
+        "`rosettaserve scheduler` splits",
+    )
+    pd.add_argument(
+        "--kv-lease",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="prefill: free a KV cache no decode instance fetched after this long",
+    )
+    pd.add_argument(
+        "--max-kv-bytes",
+        type=_positive,
+        default=1 << 30,
+        metavar="BYTES",
+        help="the largest KV cache a prefill instance sends or a decode instance accepts",
+    )
+    pd.add_argument(
+        "--dresult-heartbeat",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="decode: send ka:heartbeat on /dresult after this long without a frame",
+    )
+    pd.add_argument(
+        "--advertise-host",
+        default="",
+        metavar="HOST",
+        help="the address other instances reach this one at (default: --host)",
+    )
+
+
+def add_scheduler_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    sched = commands.add_parser(
+        "scheduler",
+        help="split LLM requests between prefill and decode instances",
+        description="Accept the five LLM API families and serve each request with a prefill "
+        "instance and a decode instance (rosettaserve serve REPO --role prefill|decode).",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    for role in ("prefill", "decode"):
+        sched.add_argument(
+            f"--{role}",
+            nargs="+",
+            action="extend",
+            required=True,
+            metavar="URL",
+            help=f"{role} instances, http://HOST:PORT (repeatable)",
+        )
+    sched.add_argument("--host", default="127.0.0.1", help="address to bind")
+    sched.add_argument("--http-port", type=int, default=8000, help="HTTP port (0 = any free)")
+    sched.add_argument(
+        "--policy",
+        choices=["load", "round-robin"],
+        default="load",
+        help="how instances are chosen: the least loaded, or each in turn",
+    )
+    sched.add_argument(
+        "--max-retry", type=int, default=5, help="recomputes of one request before it fails"
+    )
+    sched.add_argument(
+        "--token-timeout",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="the longest a decode instance may stay silent on a request",
+    )
+    sched.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+
+
+def add_scaling_options(serve: argparse.ArgumentParser) -> None:
+    serve.add_argument(
+        "--workers",
+        type=_positive,
+        default=1,
+        metavar="N",
+        help="serve with N processes sharing the ports (SO_REUSEPORT); each loads every model",
+    )
+    serve.add_argument(
+        "--max-queue-size",
+        type=_non_negative,
+        default=0,
+        metavar="N",
+        help="per model version: requests waiting beyond N are refused at once with 429 / "
+        "RESOURCE_EXHAUSTED (0 = no limit; model.yaml max_queue_size wins)",
+    )
+    serve.add_argument(
+        "--request-timeout",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="default timeout covering queue and execution: 504 / DEADLINE_EXCEEDED and the "
+        "work is dropped (0 = none; model.yaml default_timeout_microseconds and a request's "
+        "own timeout win)",
+    )
+    serve.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        metavar="PORT",
+        help="serve Prometheus /metrics on this port instead of the HTTP port (0 = any free)",
+    )
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _non_negative(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, got {value}")
+    return value
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "scheduler":
+        return run_scheduler(args)
+    if args.role != "mixed" and args.workers > 1:
+        print("rosettaserve: --role prefill/decode serves with one process", file=sys.stderr)
+        return 2
     if not args.repository.is_dir():
         print(f"rosettaserve: repository {args.repository} is not a folder", file=sys.stderr)
         return 2
@@ -109,6 +243,17 @@ def main(argv: list[str] | None = None) -> int:
         strict_readiness=args.strict_readiness,
         grps_default_model=args.grps_default_model,
         log_level=args.log_level,
+        workers=args.workers,
+        max_queue_size=args.max_queue_size,
+        request_timeout_us=max(0, round(args.request_timeout * 1e6)),
+        metrics_port=args.metrics_port,
+        role=args.role,
+        pd=PdOptions(
+            kv_lease_s=args.kv_lease,
+            max_kv_bytes=args.max_kv_bytes,
+            heartbeat_s=args.dresult_heartbeat,
+            advertise_host=args.advertise_host,
+        ),
     )
     logging.basicConfig(
         level=args.log_level.upper(),
@@ -119,6 +264,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(settings: Settings) -> int:
+    if settings.workers > 1:
+        from rosettaserve.scheduling.workers import supervise
+
+        return supervise(settings)
     import uvloop
 
     from rosettaserve.server import Server
@@ -127,6 +276,33 @@ def run(settings: Settings) -> int:
         uvloop.run(Server(settings).run())
     except OSError as exc:
         print(f"rosettaserve: cannot start: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def run_scheduler(args: argparse.Namespace) -> int:
+    import uvloop
+
+    from rosettaserve.pd.scheduler import SchedulerOptions, serve
+
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        options = SchedulerOptions(
+            prefill=tuple(args.prefill),
+            decode=tuple(args.decode),
+            host=args.host,
+            http_port=args.http_port,
+            policy=args.policy,
+            max_retry=args.max_retry,
+            token_timeout_s=args.token_timeout,
+        )
+        uvloop.run(serve(options))
+    except (OSError, ValueError) as exc:
+        print(f"rosettaserve scheduler: cannot start: {exc}", file=sys.stderr)
         return 1
     return 0
 

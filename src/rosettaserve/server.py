@@ -5,14 +5,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-import socket
+from typing import TYPE_CHECKING
 
 import grpc
 
 from rosettaserve import __version__
-from rosettaserve.core.dataplane import DataPlane, ServerInfo
+from rosettaserve.core.dataplane import DataPlane, Limits, ServerInfo
 from rosettaserve.core.registry import ModelVersion
+from rosettaserve.observability.metrics import Metrics, Snapshot, metrics_route, render
 from rosettaserve.observability.startup import model_line, say, summary_line
+from rosettaserve.pd.instance import PdInstance
 from rosettaserve.protocols.grps import grpc as grps_grpc
 from rosettaserve.protocols.grps import rest as grps_rest
 from rosettaserve.protocols.grps.api import GrpsApi
@@ -29,31 +31,23 @@ from rosettaserve.settings import Settings
 from rosettaserve.transport.grpc import CallTracker, ServiceTable, build_server
 from rosettaserve.transport.h1 import HttpServer
 from rosettaserve.transport.http import HttpApp
+from rosettaserve.transport.sockets import bind, url_host
+
+if TYPE_CHECKING:
+    from rosettaserve.scheduling.worker import WorkerLink
 
 log = logging.getLogger("rosettaserve")
 DRAIN_GRACE_S = 60.0
 LLM_FAMILIES = (openai_rest, tgi_rest, triton_generate_rest, mindie_rest)  # vLLM: in tgi_rest
 
 
-def bind(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    sock.listen(2048)
-    sock.setblocking(False)
-    return sock
-
-
-def url_host(host: str) -> str:
-    return f"[{host}]" if ":" in host else host
-
-
 class Server:
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, link: WorkerLink | None = None) -> None:
         self.settings = settings
+        self.link = link  # set: one worker of several (--workers); worker 0 prints the models
+        self.quiet = link is not None and (link.index > 0 or link.replacement)
         self.repository = ModelRepository(
-            settings.repository, report=lambda vs: say(model_line(vs))
+            settings.repository, report=None if self.quiet else lambda vs: say(model_line(vs))
         )
         control = settings.enable_model_control
         info = ServerInfo(
@@ -61,10 +55,19 @@ class Server:
             extensions=oip_rest.extensions(model_control=control),
             strict_readiness=settings.strict_readiness,
         )
-        self.dataplane = DataPlane(self.repository, info, self.repository if control else None)
+        limits = Limits(settings.max_queue_size, settings.request_timeout_us)
+        self.dataplane = DataPlane(
+            self.repository, info, self.repository if control else None, limits
+        )
+        self.metrics = Metrics()
+        self.dataplane.observer = self.metrics
         self.grps = GrpsApi(self.dataplane, settings.grps_default_model)
         routes = oip_rest.routes(self.dataplane) + grps_rest.routes(self.grps)
-        routes += [r for family in LLM_FAMILIES for r in family.routes(self.dataplane)]
+        llm = [r for family in LLM_FAMILIES for r in family.routes(self.dataplane)]
+        self.pd = PdInstance(settings, self.dataplane, llm)  # --role: mixed, prefill, decode
+        routes += self.pd.routes()
+        if settings.metrics_port is None:
+            routes.append(metrics_route(self.metrics_text))
         self.app = HttpApp(routes + tfserving_rest.routes(self.dataplane))
         self._stopping = asyncio.Event()
         self.http_url = ""
@@ -83,15 +86,17 @@ class Server:
             ),
             (grps_grpc.SERVICE, grps_grpc.GrpsServicer(self.grps), grps_grpc.RPCS),
         ]
-        server = build_server(services, s.grpc_max_message_size, self.calls)
+        server = build_server(services, s.grpc_max_message_size, self.calls, s.reuse_port)
         port = server.add_insecure_port(f"{url_host(s.host)}:{s.grpc_port}")
         self.grpc_address = f"{url_host(s.host)}:{port}"
         return server
 
     async def run(self) -> None:
         s = self.settings
-        sock = bind(s.host, s.http_port)
+        preloaded = await self._join_workers()
+        sock = bind(s.host, s.http_port, s.reuse_port)
         self.http_url = f"http://{url_host(s.host)}:{sock.getsockname()[1]}"
+        self.pd.bound(s.host, sock.getsockname()[1])
         http = HttpServer(self.app, s.max_request_size)
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -99,14 +104,22 @@ class Server:
         await http.start(sock)
         grpc_server = self._grpc_server()
         await grpc_server.start()
-        say(f"rosettaserve {__version__}: loading repository {s.repository}")
-        loading = asyncio.create_task(self._load())
+        metrics = await self._start_metrics()
+        if self.link is None:
+            say(f"rosettaserve {__version__} ({s.role}): loading repository {s.repository}")
+        loading = asyncio.create_task(self._load(preloaded))
         await self._stopping.wait()
-        say("rosettaserve: draining in-flight requests, then stopping")
+        if self.link is None:
+            say("rosettaserve: draining in-flight requests, then stopping")
         loading.cancel()
-        await asyncio.gather(http.shutdown(), self._stop_grpc(grpc_server))
+        await asyncio.gather(
+            http.shutdown(), self._stop_grpc(grpc_server), self.pd.drain(DRAIN_GRACE_S)
+        )
+        if metrics is not None:
+            await metrics.shutdown(timeout=1.0)
         await self.repository.unload_all()
-        say("rosettaserve stopped")
+        if self.link is None:
+            say("rosettaserve stopped")
 
     async def _stop_grpc(self, server: grpc.aio.Server) -> None:
         """Refuse new calls, let calls at work finish, then close streams left open and idle."""
@@ -115,14 +128,46 @@ class Server:
         await server.stop(grace=0)
         await stopping
 
-    async def _load(self) -> None:
-        await self.repository.load_all()
-        say(summary_line(self._all_versions()))
-        say(f"http: {self.http_url}")
-        say(f"grpc: {self.grpc_address}")
+    async def _join_workers(self) -> bool:
+        """A worker links up with the supervisor; a replacement for a worker that died loads its
+        models before it listens, so that it takes no connection it cannot serve."""
+        if self.link is None:
+            return False
+        await self.link.start(self.snapshot, self._stopping.set)
+        if self.link.replacement:
+            await self.repository.load_all()
+        return self.link.replacement
+
+    async def _load(self, preloaded: bool = False) -> None:
+        if not preloaded:
+            await self.repository.load_all()
+        if not self.quiet:
+            say(summary_line(self._all_versions()))
+        if self.link is None:
+            say(f"http: {self.http_url}")
+            say(f"grpc: {self.grpc_address}")
+        else:  # the supervisor prints the addresses once every worker has loaded
+            await self.link.loaded()
         self.dataplane.started = True
         if self.settings.poll_interval > 0:
             await self.repository.poll_forever(self.settings.poll_interval)
+
+    def snapshot(self) -> Snapshot:
+        return self.metrics.snapshot(self._all_versions())
+
+    async def metrics_text(self) -> bytes:
+        return render([self.snapshot()]) if self.link is None else await self.link.collect()
+
+    async def _start_metrics(self) -> HttpServer | None:
+        """``--metrics-port``: /metrics on a port of its own (the supervisor's, with workers)."""
+        port = self.settings.metrics_port
+        if port is None or self.link is not None:
+            return None
+        sock = bind(self.settings.host, port)
+        server = HttpServer(HttpApp([metrics_route(self.metrics_text)]), 1 << 20)
+        await server.start(sock)
+        say(f"metrics: http://{url_host(self.settings.host)}:{sock.getsockname()[1]}/metrics")
+        return server
 
     def _all_versions(self) -> list[ModelVersion]:
         repo = self.repository

@@ -2,11 +2,25 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 DEFAULT_MAX_REQUEST_SIZE = 256 * 1024 * 1024
 DEFAULT_GRPC_MAX_MESSAGE_SIZE = 512 * 1024 * 1024  # a 256 MiB tensor and then some
+
+
+ROLES = ("mixed", "prefill", "decode")
+
+
+@dataclass(frozen=True)
+class PdOptions:
+    """Prefill/decode disaggregation (rosettaserve.pd): the instance side."""
+
+    kv_lease_s: float = 30.0  # a prefill instance frees a cache no decode instance fetched
+    max_kv_bytes: int = 1 << 30  # the largest KV cache sent or accepted
+    heartbeat_s: float = 5.0  # /dresult: ka:heartbeat after this long without a frame
+    peer_timeout_s: float = 10.0  # an instance waiting on another instance
+    advertise_host: str = ""  # the address other instances reach this one at (default: --host)
 
 
 @dataclass(frozen=True)
@@ -22,3 +36,10 @@ class Settings:
     strict_readiness: bool = True
     grps_default_model: str = ""  # grps requests that name no model: `name` or `name-version`
     log_level: str = "info"
+    workers: int = 1  # processes serving the same ports (SO_REUSEPORT), each with its own models
+    max_queue_size: int = 0  # requests waiting per model version beyond which 429; 0: no limit
+    request_timeout_us: int = 0  # default timeout covering queue and execution; 0: none
+    metrics_port: int | None = None  # None: /metrics on the HTTP port
+    reuse_port: bool = False  # set by the supervisor for its workers
+    role: str = "mixed"  # mixed | prefill | decode (prefill/decode disaggregation)
+    pd: PdOptions = field(default_factory=PdOptions)

@@ -2,23 +2,28 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from time import perf_counter_ns
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from rosettaserve.core import dtypes
+from rosettaserve.core.call import PROTOCOL, TIMEOUT_US, Call
 from rosettaserve.core.codec import bytes_array
 from rosettaserve.core.errors import (
+    DeadlineExceeded,
     Forbidden,
     InvalidInput,
     ModelError,
     ModelNotFound,
     ModelNotReady,
+    Overloaded,
     ServingError,
 )
+from rosettaserve.core.model import Invocable
 from rosettaserve.core.registry import IndexEntry, ModelControl, ModelVersion, Registry
 from rosettaserve.core.types import (
     InferenceRequest,
@@ -29,6 +34,7 @@ from rosettaserve.core.types import (
 )
 
 SERVER_NAME = "rosettaserve"
+RETRY_AFTER_S = "1"  # the Retry-After of an overloaded model's 429
 
 
 @dataclass
@@ -39,16 +45,34 @@ class ServerInfo:
     strict_readiness: bool = True
 
 
+@dataclass(frozen=True)
+class Limits:
+    """Server-wide defaults; a model's model.yaml may set its own."""
+
+    max_queue_size: int = 0  # requests waiting per model version; beyond: 429. 0: no limit
+    timeout_us: int = 0  # request timeout covering queue and execution; 0: none
+
+
+class Observer(Protocol):
+    """Told about every inference that reached a served model version (metrics)."""
+
+    def observe(self, mv: ModelVersion, protocol: str, outcome: str, call: Call, end: int) -> None:
+        """``outcome``: "success", "cancelled" or the error kind's lower-case name."""
+
+
 class DataPlane:
     def __init__(
         self,
         registry: Registry,
         info: ServerInfo | None = None,
         control: ModelControl | None = None,
+        limits: Limits | None = None,
     ) -> None:
         self.registry = registry
         self.info = info or ServerInfo()
         self.control = control  # None: model control is off
+        self.limits = limits or Limits()
+        self.observer: Observer | None = None
         self.started = False
 
     # -- health and metadata -------------------------------------------------------------------
@@ -131,38 +155,101 @@ class DataPlane:
 
     async def infer(self, request: InferenceRequest) -> InferenceResponse:
         mv = self.ready_version(request.model_name, request.model_version)
-        start = perf_counter_ns()
+        call = Call(perf_counter_ns())
         try:
             invoker = _prepare(mv, request)
             if invoker.streams:
                 raise InvalidInput(
                     f"model '{mv.name}' streams its responses; call it through a streaming endpoint"
                 )
+            self._admit(mv, invoker)
             with mv.in_use():
-                ran = perf_counter_ns()
-                result = await invoker.predict(_arrays(request), request.parameters)
-                done = perf_counter_ns()
+                call.submitted = perf_counter_ns()
+                result = await self._invoke(mv, invoker, request, call)
             response = _response(mv, request, result)
-        except ServingError:
-            mv.stats.record_failure(start)
+        except ServingError as exc:
+            self._failed(mv, request, call, exc.kind.name.lower())
             raise
-        mv.stats.record_success(batch_size(mv, request), start, ran, done, perf_counter_ns())
+        except asyncio.CancelledError:  # the client went away
+            self._failed(mv, request, call, "cancelled")
+            raise
+        self._succeeded(mv, request, call, perf_counter_ns())
         return response
 
     async def infer_stream(self, request: InferenceRequest) -> AsyncIterator[InferenceResponse]:
         mv = self.ready_version(request.model_name, request.model_version)
-        start = perf_counter_ns()
+        call = Call(perf_counter_ns())
         try:
             invoker = _prepare(mv, request)
+            self._admit(mv, invoker)
             with mv.in_use():
-                ran = perf_counter_ns()
-                async for result in invoker.stream(_arrays(request), request.parameters):
+                call.submitted = call.ran = perf_counter_ns()
+                async for result in invoker.stream(_arrays(request), request.parameters, call):
                     yield _response(mv, request, result)
-        except ServingError:
-            mv.stats.record_failure(start)
+        except ServingError as exc:
+            self._failed(mv, request, call, exc.kind.name.lower())
             raise
-        now = perf_counter_ns()
-        mv.stats.record_success(batch_size(mv, request), start, ran, now, now)
+        call.done = perf_counter_ns()
+        self._succeeded(mv, request, call, call.done)
+
+    def _admit(self, mv: ModelVersion, invoker: Invocable) -> None:
+        """The queue limit: beyond it a request is refused at once, not queued."""
+        limit = self.limits.max_queue_size if mv.max_queue_size is None else mv.max_queue_size
+        if limit <= 0:
+            return
+        waiting = invoker.waiting
+        depth = mv.inflight if waiting is None else waiting
+        if depth >= limit:
+            raise Overloaded(
+                f"model '{mv.name}' version {mv.version} is overloaded: {depth} requests are "
+                f"queued, its limit; retry later",
+                headers={"retry-after": RETRY_AFTER_S},
+            )
+
+    async def _invoke(
+        self, mv: ModelVersion, invoker: Invocable, request: InferenceRequest, call: Call
+    ) -> Any:
+        """Run the model, within the request's timeout if it has one (then the work is dropped:
+        a queued request leaves its queue, a running one's result is discarded)."""
+        arrays = _arrays(request)
+        timeout_us = self._timeout_us(mv, request)
+        if not timeout_us:
+            return await invoker.predict(arrays, request.parameters, call)
+        call.deadline = asyncio.get_running_loop().time() + timeout_us / 1e6
+        try:
+            async with asyncio.timeout_at(call.deadline):
+                return await invoker.predict(arrays, request.parameters, call)
+        except TimeoutError:
+            where = "while it ran (its result is discarded)" if call.ran else "while queued"
+            raise DeadlineExceeded(
+                f"model '{mv.name}' version {mv.version} did not answer within the request "
+                f"timeout of {timeout_us / 1000:g} ms: it expired {where}"
+            ) from None
+
+    def _timeout_us(self, mv: ModelVersion, request: InferenceRequest) -> int:
+        override: int | None = request.context.get(TIMEOUT_US)
+        if override is not None:
+            return override
+        return self.limits.timeout_us if mv.timeout_us is None else mv.timeout_us
+
+    def _succeeded(self, mv: ModelVersion, request: InferenceRequest, call: Call, end: int) -> None:
+        size = batch_size(mv, request)
+        mv.stats.record_success(size, call, end)
+        if not call.batch_size:  # it ran alone: one execution (a batcher records its own)
+            ran = call.ran or call.submitted
+            done = call.done or ran
+            mv.stats.record_execution(size, call.submitted - call.start, done - ran, end - done)
+        if self.observer is not None:
+            self.observer.observe(mv, request.context.get(PROTOCOL, ""), "success", call, end)
+
+    def _failed(
+        self, mv: ModelVersion, request: InferenceRequest, call: Call, outcome: str
+    ) -> None:
+        if outcome != "cancelled":
+            mv.stats.record_failure(call.start)
+        if self.observer is not None:
+            protocol = request.context.get(PROTOCOL, "")
+            self.observer.observe(mv, protocol, outcome, call, perf_counter_ns())
 
 
 def check_model_name(name: str) -> str:
@@ -181,7 +268,7 @@ def batch_size(mv: ModelVersion, request: InferenceRequest) -> int:
     return 1
 
 
-def _prepare(mv: ModelVersion, request: InferenceRequest) -> Any:
+def _prepare(mv: ModelVersion, request: InferenceRequest) -> Invocable:
     check_inputs(mv, request.inputs)
     check_outputs(mv, request.outputs)
     assert mv.invoker is not None

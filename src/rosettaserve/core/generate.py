@@ -8,7 +8,10 @@ sits behind. Nothing here knows a wire format.
 from __future__ import annotations
 
 import math
-from collections.abc import AsyncIterator, Mapping, Sequence
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Protocol, runtime_checkable
@@ -198,7 +201,8 @@ def find_generator(
         for mv in sorted(versions, key=lambda v: (v.ready, int(v.version)), reverse=True):
             model = mv.model
             if isinstance(model, TextGenerator) and mv.ready:
-                return mv, model
+                wrap = GENERATOR_WRAP.get()
+                return mv, (wrap(model) if wrap is not None else model)
             if mv.runtime == "llm":
                 why = f": {mv.reason}" if mv.reason else ""
                 raise ModelNotReady(f"model '{mv.name}' is not ready ({mv.state.value}){why}")
@@ -208,6 +212,30 @@ def find_generator(
         which = f"model '{name}' version {version}" if version else f"model '{name}'"
         raise ModelNotFound(f"the {which} does not exist")
     raise ModelNotFound("no text generation model (runtime: llm) is served")
+
+
+# -- hooks for prefill/decode disaggregation (rosettaserve.pd) ------------------------------------
+# A request that pd/ splits runs the family's own handler on two instances. Within that handler
+# ``find_generator`` hands out the generator wrapped by ``GENERATOR_WRAP`` (prefill only, or
+# decode from a shipped cache), and reply ids come from ``REPLY_IDENTITY``, so that both halves
+# of one response carry the same id.
+GENERATOR_WRAP: ContextVar[Callable[[TextGenerator], TextGenerator] | None] = ContextVar(
+    "rosettaserve_generator_wrap", default=None
+)
+REPLY_IDENTITY: ContextVar[dict[str, Any] | None] = ContextVar(
+    "rosettaserve_reply_identity", default=None
+)
+
+
+def reply_identity(prefix: str) -> tuple[str, int]:
+    """A reply's id and creation time: new ones, or those ``REPLY_IDENTITY`` holds (and records)."""
+    slot = REPLY_IDENTITY.get()
+    if slot and isinstance(slot.get("id"), str) and isinstance(slot.get("created"), int):
+        return slot["id"], slot["created"]
+    pair = f"{prefix}-{uuid.uuid4().hex}", int(time.time())
+    if slot is not None:
+        slot["id"], slot["created"] = pair
+    return pair
 
 
 async def tracked(mv: ModelVersion, stream: DeltaStream) -> AsyncIterator[GenerateDelta]:

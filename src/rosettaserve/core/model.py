@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from time import perf_counter_ns
+from typing import Any, Protocol
 
 import numpy as np
 
+from rosettaserve.core.call import Call
 from rosettaserve.core.errors import InvalidInput, ModelError, ServingError
 from rosettaserve.core.executor import run_blocking
 from rosettaserve.core.types import TensorSpec
@@ -52,8 +54,30 @@ class Model:
         raise NotImplementedError(f"{type(self).__name__} does not implement predict()")
 
 
+class Invocable(Protocol):
+    """How the data plane calls a model: an ``Invoker``, or a wrapper around one (a batcher)."""
+
+    @property
+    def streams(self) -> bool: ...
+
+    @property
+    def waiting(self) -> int | None:
+        """Requests queued in front of the model (None: it keeps no queue of its own)."""
+        ...
+
+    async def predict(
+        self, inputs: Arrays, parameters: dict[str, Any], call: Call | None = None
+    ) -> Any: ...
+
+    def stream(
+        self, inputs: Arrays, parameters: dict[str, Any], call: Call | None = None
+    ) -> AsyncIterator[Any]: ...
+
+
 class Invoker:
     """Calls a model's ``predict`` the way its signature asks, off the event loop."""
+
+    waiting: int | None = None
 
     def __init__(self, model: Model) -> None:
         fn = model.predict
@@ -70,17 +94,34 @@ class Invoker:
     def streams(self) -> bool:
         return self.is_gen or self.is_async_gen
 
+    @property
+    def takes_parameters(self) -> bool:
+        return self._takes_parameters
+
     def _kwargs(self, parameters: dict[str, Any]) -> dict[str, Any]:
         return {"parameters": parameters} if self._takes_parameters else {}
 
-    async def predict(self, inputs: Arrays, parameters: dict[str, Any]) -> Any:
+    async def predict(
+        self, inputs: Arrays, parameters: dict[str, Any], call: Call | None = None
+    ) -> Any:
         kwargs = self._kwargs(parameters)
         with _model_errors():
+            if call is None:
+                if self.is_async:
+                    return await self._fn(inputs, **kwargs)
+                return await run_blocking(self._fn, inputs, **kwargs)
             if self.is_async:
-                return await self._fn(inputs, **kwargs)
-            return await run_blocking(self._fn, inputs, **kwargs)
+                call.ran = perf_counter_ns()
+                try:
+                    return await self._fn(inputs, **kwargs)
+                finally:
+                    call.done = perf_counter_ns()
+            return await run_blocking(_timed, call, self._fn, inputs, kwargs)
 
-    async def stream(self, inputs: Arrays, parameters: dict[str, Any]) -> AsyncIterator[Any]:
+    async def stream(
+        self, inputs: Arrays, parameters: dict[str, Any], call: Call | None = None
+    ) -> AsyncIterator[Any]:
+        """``call``: unused (the data plane times a stream as a whole)."""
         kwargs = self._kwargs(parameters)
         with _model_errors():
             if self.is_async_gen:
@@ -94,6 +135,15 @@ class Invoker:
             done = object()
             while (item := await run_blocking(next, gen, done)) is not done:
                 yield item
+
+
+def _timed(call: Call, fn: Callable[..., Any], inputs: Arrays, kwargs: dict[str, Any]) -> Any:
+    """Runs on the model thread, so ``ran`` - ``submitted`` is the wait for a free thread."""
+    call.ran = perf_counter_ns()
+    try:
+        return fn(inputs, **kwargs)
+    finally:
+        call.done = perf_counter_ns()
 
 
 @contextmanager

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Protocol
 
-from rosettaserve.core.model import Invoker, Model
+from rosettaserve.core.model import Invocable, Model
 from rosettaserve.core.stats import ModelStats
 from rosettaserve.core.types import TensorSpec
 
@@ -18,6 +18,14 @@ class VersionState(Enum):
     READY = "READY"
     UNAVAILABLE = "UNAVAILABLE"  # failed to load; ``reason`` says why
     UNLOADING = "UNLOADING"
+
+
+@dataclass(frozen=True)
+class DynamicBatching:
+    """model.yaml's ``dynamic_batching`` (Triton's shape): when requests run together."""
+
+    preferred_batch_size: tuple[int, ...] = ()
+    max_queue_delay_microseconds: int = 0
 
 
 @dataclass(eq=False)
@@ -30,11 +38,14 @@ class ModelVersion:
     state: VersionState = VersionState.LOADING
     reason: str = ""
     model: Model | None = None
-    invoker: Invoker | None = None
+    invoker: Invocable | None = None  # the model's Invoker, or a batcher wrapping it
     inputs: list[TensorSpec] = field(default_factory=list)
     outputs: list[TensorSpec] = field(default_factory=list)
     platform: str = ""
     max_batch_size: int = 0
+    dynamic_batching: DynamicBatching | None = None  # set: requests are batched together
+    max_queue_size: int | None = None  # None: the server's default (0: no limit)
+    timeout_us: int | None = None  # default request timeout; None: the server's (0: none)
     load_seconds: float = 0.0
     inflight: int = 0
     labels: list[str] = field(default_factory=list)

@@ -10,9 +10,11 @@ import yaml
 
 from rosettaserve.core import dtypes
 from rosettaserve.core.errors import InvalidInput
+from rosettaserve.core.registry import DynamicBatching
 from rosettaserve.core.types import TensorSpec
 
 CONFIG_FILE = "model.yaml"
+BATCHING_KEYS = {"preferred_batch_size", "max_queue_delay_microseconds"}
 
 
 class ConfigError(Exception):
@@ -45,6 +47,9 @@ class ModelConfig:
     version_policy: VersionPolicy = field(default_factory=VersionPolicy)
     labels: dict[str, str] = field(default_factory=dict)
     parameters: dict[str, Any] = field(default_factory=dict)
+    dynamic_batching: DynamicBatching | None = None
+    max_queue_size: int | None = None  # None: the server's --max-queue-size
+    timeout_us: int | None = None  # default_timeout_microseconds; None: --request-timeout
     raw: dict[str, Any] = field(default_factory=dict)
 
 
@@ -86,8 +91,48 @@ def parse_config(raw: dict[str, Any]) -> ModelConfig:
         version_policy=_policy(raw.get("version_policy")),
         labels=_labels(raw.get("labels")),
         parameters=parameters,
+        dynamic_batching=_batching(raw.get("dynamic_batching"), max_batch),
+        max_queue_size=_count(raw, "max_queue_size"),
+        timeout_us=_count(raw, "default_timeout_microseconds"),
         raw=raw,
     )
+
+
+def _count(raw: dict[str, Any], key: str) -> int | None:
+    value = raw.get(key)
+    if value is None:
+        return None
+    if type(value) is not int or value < 0:
+        raise ConfigError(f"'{key}' must be a non-negative integer (0: none), got {value!r}")
+    return value
+
+
+def _batching(raw: Any, max_batch: int) -> DynamicBatching | None:
+    """``dynamic_batching: {}`` (or ``true``) turns it on; ``false`` or absent leaves it off."""
+    if raw is None or raw is False:
+        return None
+    if raw is True:
+        raw = {}
+    if not isinstance(raw, dict) or set(raw) - BATCHING_KEYS:
+        raise ConfigError(
+            f"'dynamic_batching' must be a mapping with keys among {sorted(BATCHING_KEYS)} "
+            f"(or true), got {raw!r}"
+        )
+    if max_batch <= 0:
+        raise ConfigError(
+            "'dynamic_batching' needs 'max_batch_size' > 0: only a model whose first dimension "
+            "is the batch dimension can be batched"
+        )
+    preferred = raw.get("preferred_batch_size") or []
+    if not isinstance(preferred, list) or not all(
+        type(p) is int and 1 <= p <= max_batch for p in preferred
+    ):
+        raise ConfigError(
+            f"'dynamic_batching.preferred_batch_size' must be a list of sizes from 1 to "
+            f"max_batch_size ({max_batch}), got {preferred!r}"
+        )
+    delay = _count(raw, "max_queue_delay_microseconds") or 0
+    return DynamicBatching(tuple(sorted(set(preferred))), delay)
 
 
 def _specs(items: Any, key: str) -> tuple[TensorSpec, ...]:

@@ -16,6 +16,7 @@ from rosettaserve.core.registry import IndexEntry, ModelVersion, VersionState
 from rosettaserve.repository.config import ConfigError, ModelConfig, read_config
 from rosettaserve.repository.layout import ModelDir, scan_model, scan_repository
 from rosettaserve.runtimes import create_model
+from rosettaserve.scheduling.batcher import schedule
 
 log = logging.getLogger("rosettaserve.repository")
 Reporter = Callable[[list[ModelVersion]], None]  # called once per batch of loaded versions
@@ -84,6 +85,8 @@ class ModelRepository:
             inputs=list(config.inputs) if config else [],
             outputs=list(config.outputs) if config else [],
             max_batch_size=config.max_batch_size if config else 0,
+            max_queue_size=config.max_queue_size if config else None,
+            timeout_us=config.timeout_us if config else None,
             labels=[k for k, v in (config.labels if config else {}).items() if v == str(number)],
         )
 
@@ -224,9 +227,9 @@ def _load_blocking(mv: ModelVersion, path: Path, config: ModelConfig) -> None:
             f"runtime {config.runtime} cannot tell this model's signature: "
             "declare 'inputs' and 'outputs' in model.yaml (or set them in load())"
         )
-    mv.model, mv.invoker = model, Invoker(model)
     mv.inputs, mv.outputs = list(model.inputs), list(model.outputs)
     mv.platform, mv.max_batch_size = model.platform, model.max_batch_size
+    mv.model, mv.invoker = model, schedule(mv, Invoker(model), config.dynamic_batching)
     mv.state = VersionState.READY
 
 

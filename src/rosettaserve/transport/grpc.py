@@ -72,7 +72,9 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                 with tracker.busy():
                     return await inner(request, context)
             except ServingError as exc:
-                await context.abort(status_code(exc), exc.message)
+                # e.g. retry-after on RESOURCE_EXHAUSTED, as trailing metadata
+                trailers = tuple(exc.headers.items())
+                await context.abort(status_code(exc), exc.message, trailing_metadata=trailers)
             except Exception as exc:
                 log.exception("unhandled error in %s", details.method)
                 await context.abort(grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}")
@@ -103,14 +105,17 @@ def generic_handler(service: ServiceTable) -> Any:
 
 
 def build_server(
-    services: list[ServiceTable], max_message_size: int, tracker: CallTracker
+    services: list[ServiceTable],
+    max_message_size: int,
+    tracker: CallTracker,
+    reuse_port: bool = False,  # one of several worker processes on the same port
 ) -> grpc.aio.Server:
     server = grpc.aio.server(
         interceptors=[ErrorInterceptor(tracker)],
         options=[
             ("grpc.max_send_message_length", max_message_size),
             ("grpc.max_receive_message_length", max_message_size),
-            ("grpc.so_reuseport", 0),
+            ("grpc.so_reuseport", int(reuse_port)),
         ],
     )
     server.add_generic_rpc_handlers([generic_handler(s) for s in services])

@@ -11,6 +11,7 @@ from typing import Any
 
 import yaml
 
+from rosettaserve.core.call import PROTOCOL
 from rosettaserve.core.dataplane import DataPlane
 from rosettaserve.core.errors import InvalidInput, ModelNotFound, ServingError
 from rosettaserve.core.registry import ModelVersion
@@ -65,19 +66,28 @@ class GrpsApi:
 
     # -- inference -----------------------------------------------------------------------------
 
-    def request(self, payload: convert.Payload, query_model: str = "") -> InferenceRequest:
+    def request(
+        self, payload: convert.Payload, query_model: str = "", protocol: str = "grps"
+    ) -> InferenceRequest:
         mv = self.dp.ready_version(*self.select(payload.model, query_model))
         inputs = convert.bind(payload, mv.name, list(mv.inputs))
-        return InferenceRequest(model_name=mv.name, model_version=mv.version, inputs=inputs)
+        return InferenceRequest(
+            model_name=mv.name,
+            model_version=mv.version,
+            inputs=inputs,
+            context={PROTOCOL: protocol},
+        )
 
-    async def infer(self, payload: convert.Payload, query_model: str = "") -> InferenceResponse:
-        return await self.dp.infer(self.request(payload, query_model))
+    async def infer(
+        self, payload: convert.Payload, query_model: str = "", protocol: str = "grps"
+    ) -> InferenceResponse:
+        return await self.dp.infer(self.request(payload, query_model, protocol))
 
     def infer_stream(
-        self, payload: convert.Payload, query_model: str = ""
+        self, payload: convert.Payload, query_model: str = "", protocol: str = "grps"
     ) -> AsyncIterator[InferenceResponse]:
         """Selection and binding fail here, at once; the model's own errors while iterating."""
-        return self.dp.infer_stream(self.request(payload, query_model))
+        return self.dp.infer_stream(self.request(payload, query_model, protocol))
 
     # -- metadata (YAML text) ------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ from rosettaserve.protocols.grps.api import GrpsApi, failure_for
 from rosettaserve.protocols.grps.pb import grps_pb2 as pb
 
 SERVICE = "grps.protos.v1.GrpsService"
+PROTOCOL = "grps_grpc"  # the metrics label
 Unary = Callable[["GrpsServicer", Any, Any], Awaitable[Any]]
 
 
@@ -38,13 +39,13 @@ class GrpsServicer:
     @in_body
     async def Predict(self, request: Any, context: Any) -> Any:
         payload = convert.payload_from_message(request)
-        return convert.to_message(await self.api.infer(payload), payload.form)
+        return convert.to_message(await self.api.infer(payload, protocol=PROTOCOL), payload.form)
 
     async def PredictStreaming(self, request: Any, context: Any) -> AsyncIterator[Any]:
         """A generator model's replies one by one; an error ends the stream with a FAILURE."""
         try:
             payload = convert.payload_from_message(request)
-            async for response in self.api.infer_stream(payload):
+            async for response in self.api.infer_stream(payload, protocol=PROTOCOL):
                 yield convert.to_message(response, payload.form)
         except Exception as exc:
             yield failure_for(exc)

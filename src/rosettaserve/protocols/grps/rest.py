@@ -17,6 +17,7 @@ from rosettaserve.protocols.grps.api import GrpsApi, failure_for
 from rosettaserve.transport.routing import Handler, HttpRequest, HttpResponse, Route
 
 PREFIX = "/grps/v1/"
+PROTOCOL = "grps_rest"  # the metrics label
 STREAM_CONTENT_TYPE = "application/x-ndjson"  # one GrpsMessage per line, one line per chunk
 
 
@@ -98,8 +99,8 @@ async def _predict(api: GrpsApi, req: HttpRequest) -> HttpResponse:
     payload = jsonwire.parse_predict(req.header("content-type"), req.body)
     model = query.get("model", "")
     if streaming:
-        return await _stream(api.infer_stream(payload, model), payload.form)
-    response = await api.infer(payload, model)
+        return await _stream(api.infer_stream(payload, model, PROTOCOL), payload.form)
+    response = await api.infer(payload, model, PROTOCOL)
     if ndarray:
         return HttpResponse(200, jsonwire.encode_ndarray(response), jsonwire.JSON)
     body, content_type = jsonwire.encode_any(response, payload.form)

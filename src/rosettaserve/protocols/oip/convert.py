@@ -8,6 +8,7 @@ import numpy as np
 import orjson
 
 from rosettaserve.core import dtypes
+from rosettaserve.core.call import PROTOCOL, TIMEOUT_US
 from rosettaserve.core.codec import check_shape, from_json, from_raw, to_raw
 from rosettaserve.core.errors import InvalidInput
 from rosettaserve.core.registry import ModelVersion
@@ -17,6 +18,7 @@ HEADER_LENGTH = "inference-header-content-length"
 BINARY_OUTPUT_KEY = "binary_data_output"
 BINARY_SIZE_KEY = "binary_data_size"
 BINARY_DATA_KEY = "binary_data"
+TIMEOUT_KEY = "timeout"  # Triton's request parameter: the request's timeout in microseconds
 _NUMPY = orjson.OPT_SERIALIZE_NUMPY
 
 
@@ -71,8 +73,26 @@ def parse_infer(body: bytes, header: str | None, model: str, version: str) -> In
         inputs=inputs,
         outputs=_parse_outputs(doc.get("outputs")),
         parameters=parameters,
-        context={BINARY_OUTPUT_KEY: binary_default},
+        context=request_context(parameters, "oip_rest", {BINARY_OUTPUT_KEY: binary_default}),
     )
+
+
+def request_context(
+    parameters: dict[str, Any], protocol: str, context: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The data plane's side of a request: its protocol, and Triton's ``timeout`` parameter
+    (microseconds, 0: none; it stays among the parameters a model receives, as it always did)."""
+    context = context or {}
+    context[PROTOCOL] = protocol
+    if TIMEOUT_KEY in parameters:
+        value = parameters[TIMEOUT_KEY]
+        if type(value) is not int or value < 0:
+            raise InvalidInput(
+                f"request parameter '{TIMEOUT_KEY}' must be a whole number of microseconds "
+                f"(0: no timeout), got {value!r}"
+            )
+        context[TIMEOUT_US] = value
+    return context
 
 
 class _Blobs:

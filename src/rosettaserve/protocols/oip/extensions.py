@@ -41,7 +41,24 @@ def model_config(mv: ModelVersion) -> dict[str, Any]:
     }
     if mv.invoker is not None and mv.invoker.streams:
         doc["model_transaction_policy"] = {"decoupled": True}
+    if mv.dynamic_batching is not None:
+        doc["dynamic_batching"] = dynamic_batching(mv)
     return doc
+
+
+def dynamic_batching(mv: ModelVersion) -> dict[str, Any]:
+    """Triton's ModelDynamicBatching; the queue policy holds what model.yaml sets itself."""
+    assert mv.dynamic_batching is not None
+    policy: dict[str, Any] = {"allow_timeout_override": True}
+    if mv.max_queue_size is not None:
+        policy["max_queue_size"] = mv.max_queue_size
+    if mv.timeout_us is not None:
+        policy["default_timeout_microseconds"] = mv.timeout_us
+    return {
+        "preferred_batch_size": list(mv.dynamic_batching.preferred_batch_size),
+        "max_queue_delay_microseconds": mv.dynamic_batching.max_queue_delay_microseconds,
+        "default_queue_policy": policy,
+    }
 
 
 def _duration(d: Duration) -> dict[str, int]:

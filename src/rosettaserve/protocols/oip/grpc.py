@@ -7,8 +7,10 @@ from typing import Any
 
 from google.protobuf.json_format import ParseDict
 
+from rosettaserve.core.call import TIMEOUT_US
 from rosettaserve.core.dataplane import DataPlane
 from rosettaserve.core.errors import ServingError
+from rosettaserve.core.types import InferenceRequest
 from rosettaserve.protocols.oip import convert, extensions
 from rosettaserve.protocols.oip.grpc_convert import encode_infer, parameters_from, parse_infer
 from rosettaserve.protocols.oip.pb import grpc_service_pb2 as pb
@@ -45,7 +47,7 @@ class OipServicer:
         return ParseDict(doc, pb.ModelMetadataResponse())
 
     async def ModelInfer(self, request: Any, context: Any) -> Any:
-        return encode_infer(await self.dp.infer(parse_infer(request)))
+        return encode_infer(await self.dp.infer(within_deadline(parse_infer(request), context)))
 
     async def ModelStreamInfer(
         self, requests: AsyncIterator[Any], context: Any
@@ -106,6 +108,16 @@ class OipServicer:
     async def RepositoryModelUnload(self, request: Any, context: Any) -> Any:
         await self.dp.unload_model(request.model_name)
         return pb.RepositoryModelUnloadResponse()
+
+
+def within_deadline(request: InferenceRequest, context: Any) -> InferenceRequest:
+    """The client's gRPC deadline, when it set one, bounds the request's timeout too."""
+    remaining = context.time_remaining()
+    if remaining is not None:
+        deadline_us = max(1, int(remaining * 1e6))
+        own = request.context.get(TIMEOUT_US)
+        request.context[TIMEOUT_US] = min(own, deadline_us) if own else deadline_us
+    return request
 
 
 # rpc name -> (request type, response type, client streams and server streams)

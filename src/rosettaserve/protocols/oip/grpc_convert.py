@@ -17,6 +17,7 @@ from rosettaserve.core.codec import (
 )
 from rosettaserve.core.errors import InvalidInput
 from rosettaserve.core.types import InferenceRequest, InferenceResponse, RequestedOutput, Tensor
+from rosettaserve.protocols.oip.convert import request_context
 from rosettaserve.protocols.oip.pb import grpc_service_pb2 as pb
 
 # V2 datatype -> the InferTensorContents field that carries it (FP16/BF16 travel raw only)
@@ -74,13 +75,15 @@ def parse_infer(msg: Any) -> InferenceRequest:
         )
     inputs = [_parse_input(t, raw[i] if raw else None) for i, t in enumerate(msg.inputs)]
     outputs = [RequestedOutput(o.name, parameters_from(o.parameters)) for o in msg.outputs] or None
+    parameters = parameters_from(msg.parameters)
     return InferenceRequest(
         model_name=msg.model_name,
         model_version=msg.model_version,
         id=msg.id,
         inputs=inputs,
         outputs=outputs,
-        parameters=parameters_from(msg.parameters),
+        parameters=parameters,
+        context=request_context(parameters, "oip_grpc"),
     )
 
 

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import time
-import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -16,6 +15,7 @@ from rosettaserve.core.generate import (
     GenerateDelta,
     TokenLogprob,
     Usage,
+    reply_identity,
 )
 
 DONE = b"data: [DONE]\n\n"
@@ -30,11 +30,13 @@ class Reply:
     kind: str  # "chat" or "text"
     model: str
     id: str = ""
-    created: int = field(default_factory=lambda: int(time.time()))
+    created: int = 0
 
     def __post_init__(self) -> None:
-        prefix = "chatcmpl" if self.kind == "chat" else "cmpl"
-        self.id = self.id or f"{prefix}-{uuid.uuid4().hex}"
+        if not self.id:
+            self.id, created = reply_identity("chatcmpl" if self.kind == "chat" else "cmpl")
+            self.created = self.created or created
+        self.created = self.created or int(time.time())
 
     def head(self, object_type: str) -> dict[str, Any]:
         return {"id": self.id, "object": object_type, "created": self.created, "model": self.model}

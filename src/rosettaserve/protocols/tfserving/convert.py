@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import orjson
 
+from rosettaserve.core.call import PROTOCOL
 from rosettaserve.core.errors import InvalidInput, ServingError
 from rosettaserve.core.registry import ModelVersion
 from rosettaserve.core.types import InferenceRequest, RequestedOutput, Tensor, TensorSpec
@@ -193,6 +194,7 @@ def inference_request(
         model_version=mv.version,
         inputs=inputs,
         outputs=None if everything else [RequestedOutput(n) for n in names],
+        context={PROTOCOL: "tfserving_rest"},
     )
 
 

@@ -52,19 +52,25 @@ class Runner:
             else {}
         )
 
-    @torch.inference_mode()
     def prefill(self, prompt_ids: list[int]) -> tuple[torch.Tensor, KV]:
         """Last-position logits ``[V]`` and the prompt's KV cache."""
+        logits, kv = self.prefill_many(prompt_ids, 1)
+        return logits[-1], kv
+
+    @torch.inference_mode()
+    def prefill_many(self, prompt_ids: list[int], keep: int) -> tuple[torch.Tensor, KV]:
+        """Logits ``[keep, V]`` of the last ``keep`` positions, and the prompt's KV cache."""
         ids = torch.tensor([prompt_ids], dtype=torch.long, device=self.device)
         positions = torch.arange(len(prompt_ids), device=self.device).unsqueeze(0)
+        last = dict.fromkeys(self._last_only, keep)
         out = self.model(
             input_ids=ids,
             position_ids=positions,
             past_key_values=make_cache([]),
             use_cache=True,
-            **self._last_only,
+            **last,
         )
-        return out.logits[0, -1].float().cpu(), cache_kv(out.past_key_values)
+        return out.logits[0, -keep:].float().cpu(), cache_kv(out.past_key_values)
 
     @torch.inference_mode()
     def decode(

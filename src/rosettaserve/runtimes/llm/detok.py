@@ -91,3 +91,15 @@ class StopText:
         delta = self.text[self.sent :]
         self.sent = len(self.text)
         return delta
+
+
+def eos_ids(model: Any, tokenizer: Any) -> set[int]:
+    """The model's end-of-sequence token ids (its configs' and its tokenizer's)."""
+    ids: set[int] = set()
+    for source in (getattr(model, "generation_config", None), model.config):
+        value = getattr(source, "eos_token_id", None)
+        if value is not None:
+            ids.update(value if isinstance(value, list) else [value])
+    if tokenizer.eos_token_id is not None:
+        ids.add(int(tokenizer.eos_token_id))
+    return ids

@@ -8,7 +8,10 @@ Each iteration of the engine thread:
   4. hands the deltas to each request's event loop in one call per loop.
 Requests join and leave the batch between steps. ``generate`` refuses a request (Overloaded)
 when ``max_num_seqs + max_waiting`` sequences are already in the engine, so latency cannot grow
-without bound.
+without bound. ``submit`` with a ``Resume`` starts a sequence from elsewhere than its prompt and
+can stop it after its prefill (prefill/decode disaggregation, see resume.py); with
+``kv_budget_tokens`` a request waits until its KV cache fits, and a preemptible sequence is
+dropped (``Preempted``) when the running ones outgrow the budget.
 """
 
 from __future__ import annotations
@@ -37,7 +40,15 @@ from rosettaserve.core.generate import (
     Usage,
 )
 from rosettaserve.runtimes.llm.batch import KV, DecodeBatch, Runner
-from rosettaserve.runtimes.llm.detok import IncrementalDetokenizer, StopText, decoder
+from rosettaserve.runtimes.llm.detok import IncrementalDetokenizer, StopText, decoder, eos_ids
+from rosettaserve.runtimes.llm.resume import (
+    Preempted,
+    Resume,
+    generator_state,
+    kv_usage,
+    set_generator_state,
+    victims,
+)
 from rosettaserve.runtimes.llm.sampling import Logprobs, TokenState, choose, logprobs
 from rosettaserve.runtimes.llm.stream import GenerationStream, Item
 
@@ -53,6 +64,7 @@ class EngineConfig:
     max_n: int = 8
     max_stop_sequences: int = 8
     max_prefill_tokens: int = 4096  # prompt tokens prefilled per iteration (at least one prompt)
+    kv_budget_tokens: int = 0  # KV cache tokens of the running sequences (0: no limit)
     options: Mapping[str, Any] = field(default_factory=dict)  # model.yaml parameters
 
 
@@ -65,6 +77,10 @@ class EngineStats:
     peak_batch: int = 0  # most sequences decoded in one step
     tokens: int = 0  # tokens generated
     cancelled: int = 0  # sequences dropped because their client went away
+    preempted: int = 0  # sequences dropped because the KV budget ran out
+    kv_tokens: int = 0  # KV cache tokens of the running sequences, after the last step
+    running: int = 0  # sequences in the decode batch, after the last step
+    waiting: int = 0  # requests waiting to be admitted, at the last admission
 
 
 @dataclass(eq=False)
@@ -82,6 +98,7 @@ class Sequence:
     last_token: int = -1
     finished: bool = False
     retired: bool = False  # no longer counted in the engine's load
+    preemptible: bool = False
 
 
 @dataclass(eq=False)
@@ -91,6 +108,12 @@ class Group:
     stream: GenerationStream
     prompt_ids: list[int]
     seqs: list[Sequence]
+    resume: Resume | None = None
+
+    @property
+    def kv_need(self) -> int:
+        prior = len(self.resume.prior) if self.resume else 0
+        return len(self.seqs) * kv_usage(len(self.prompt_ids), prior + 1)
 
 
 class Engine:
@@ -102,7 +125,7 @@ class Engine:
         self.runner = Runner(model, device)
         self.batch = DecodeBatch(self.runner)
         self.vocab = int(model.get_output_embeddings().weight.shape[0])
-        self.eos_ids = _eos_ids(model, tokenizer)
+        self.eos_ids = eos_ids(model, tokenizer)
         self.special_ids = set(getattr(tokenizer, "all_special_ids", []) or [])
         self._decode_skip = decoder(tokenizer, skip_special_tokens=True)
         self._decode_all = decoder(tokenizer, skip_special_tokens=False)
@@ -148,15 +171,25 @@ class Engine:
     # -- submitting (event loop thread) ---------------------------------------------------------
 
     def generate(self, request: GenerateRequest) -> GenerationStream:
-        prompt_ids = self.prompt_ids(request)
+        return self.submit(request, self.prompt_ids(request))
+
+    def submit(
+        self, request: GenerateRequest, prompt_ids: list[int], resume: Resume | None = None
+    ) -> GenerationStream:
+        """Enqueue ``request`` on these prompt ids (``resume``: from elsewhere, see resume.py)."""
         max_new = self._max_new_tokens(request.sampling, len(prompt_ids))
         if not 1 <= request.n <= self.info.max_n:
             raise InvalidInput(f"n must be in [1, {self.info.max_n}], got {request.n}")
         stream = GenerationStream(asyncio.get_running_loop(), request.n, self._wake)
+        seed = resume.seed if resume else None
         seqs = [
-            self._sequence(stream, i, prompt_ids, request.sampling, max_new)
+            self._sequence(stream, i, prompt_ids, request.sampling, max_new, seed=seed)
             for i in range(request.n)
         ]
+        if resume is not None:
+            for seq in seqs:
+                set_generator_state(seq.tokens.generator, resume.sampler_state)
+                seq.preemptible = resume.preemptible
         with self._cond:
             limit = self.config.max_num_seqs + self.config.max_waiting
             if self._active + request.n > limit:
@@ -165,7 +198,7 @@ class Engine:
                     f"limit {limit}); retry later"
                 )
             self._active += request.n
-            self._waiting.append(Group(stream, prompt_ids, seqs))
+            self._waiting.append(Group(stream, prompt_ids, seqs, resume))
             self._cond.notify()
         return stream
 
@@ -207,8 +240,11 @@ class Engine:
         prompt_ids: list[int],
         params: SamplingParams,
         max_new: int,
+        *,
+        seed: int | None = None,
     ) -> Sequence:
-        seed = params.seed + index if params.seed is not None else secrets.randbits(63)
+        if seed is None:
+            seed = params.seed + index if params.seed is not None else secrets.randbits(63)
         decode = self._decode_skip if params.skip_special_tokens else self._decode_all
         return Sequence(
             stream=stream,
@@ -256,16 +292,23 @@ class Engine:
         admitted: list[Group] = []
         room = self.config.max_num_seqs - len(self._running)
         budget = self.config.max_prefill_tokens
+        kv_room = (self.config.kv_budget_tokens or 2**62) - self._kv_tokens()
         while self._waiting:
             group = self._waiting[0]
             fits = len(group.seqs) <= room and (len(group.prompt_ids) <= budget or not admitted)
-            if not fits:
+            alone = not admitted and not self._running
+            if not fits or (group.kv_need > kv_room and not alone):
                 break
             self._waiting.popleft()
             admitted.append(group)
             room -= len(group.seqs)
             budget -= len(group.prompt_ids)
+            kv_room -= group.kv_need
+        self.stats.waiting = len(self._waiting)
         return admitted
+
+    def _kv_tokens(self) -> int:
+        return sum(kv_usage(len(s.prompt_ids), len(s.output_ids)) for s in self._running)
 
     def _iteration(self, admitted: list[Group]) -> None:
         self._drop_cancelled()
@@ -275,21 +318,64 @@ class Engine:
             self._flush()  # each first token leaves as soon as it is chosen
         self.batch.join([kv for _, kv in joining])
         self._running += [seq for seq, _ in joining]
+        self._preempt()
         if self._running:
             self._decode()
+        self.stats.kv_tokens, self.stats.running = self._kv_tokens(), len(self._running)
 
     def _prefill(self, group: Group) -> list[tuple[Sequence, KV]]:
         """Run the prompt once, choose each sequence's first token; the live ones and the KV."""
         if group.stream.cancelled:
             self._retire(group.seqs)
             return []
-        logits, kv = self.runner.prefill(group.prompt_ids)
+        r = group.resume or Resume()
+        if r.kv is not None:  # computed elsewhere: catch the text and sampling state up, join
+            for seq in group.seqs:
+                self._replay(seq, r.prior, None, emit=False)
+            return [(s, r.kv) for s in group.seqs]
+        keep = len(r.prior) + 1 if r.emit_prior and group.seqs[0].params.logprobs else 1
+        logits, kv = self.runner.prefill_many(group.prompt_ids + r.prior, keep)
         self.stats.prefills += 1
-        rows = logits.unsqueeze(0).expand(len(group.seqs), -1)
-        self._advance(group.seqs, rows)
+        for seq in group.seqs:
+            self._replay(seq, r.prior, logits[:-1] if keep > 1 else None, r.emit_prior)
+        self._advance(group.seqs, logits[-1].unsqueeze(0).expand(len(group.seqs), -1))
+        if r.handoff is not None:  # a prefill instance: the cache leaves instead of decoding on
+            seq = group.seqs[0]
+            r.handoff.kv, r.handoff.seed = kv, seq.seed
+            r.handoff.sampler_state = generator_state(seq.tokens.generator)
+            self._retire(group.seqs)
+            return []
         live = [s for s in group.seqs if not s.finished]
         self._retire([s for s in group.seqs if s.finished])
         return [(s, kv) for s in live]
+
+    def _replay(self, seq: Sequence, prior: list[int], logits: Any, emit: bool) -> None:
+        """Accept tokens chosen before (elsewhere) as if they had just been chosen here."""
+        for i, token in enumerate(prior):
+            want: list[int | None] = [seq.params.top_logprobs]
+            lp = logprobs(logits[i : i + 1], [token], want)[0] if logits is not None else None
+            delta = self._accept(seq, token, lp)
+            if emit:
+                self._send(seq, delta)
+
+    def _preempt(self) -> None:
+        """Drop preemptible sequences, newest first, while the running ones outgrow the budget."""
+        budget = self.config.kv_budget_tokens
+        if not budget or len(self._running) < 2:
+            return
+        usages = [kv_usage(len(s.prompt_ids), len(s.output_ids)) for s in self._running]
+        drop = victims(usages, [s.preemptible for s in self._running], budget)
+        if not drop:
+            return
+        gone = [self._running[i] for i in drop]
+        for seq in gone:
+            state = generator_state(seq.tokens.generator)
+            self._send(seq, Preempted(seq.prompt_ids, seq.output_ids, seq.seed, state))
+        self.stats.preempted += len(gone)
+        self._retire(gone)
+        keep = [i for i in range(len(self._running)) if i not in drop]
+        self.batch.keep(keep)
+        self._running = [self._running[i] for i in keep]
 
     def _decode(self) -> None:
         logits = self.batch.step([s.last_token for s in self._running])
@@ -403,14 +489,3 @@ class Engine:
 def _deliver(items: list[tuple[GenerationStream, Item]]) -> None:
     for stream, item in items:
         stream.put(item)
-
-
-def _eos_ids(model: Any, tokenizer: Any) -> set[int]:
-    ids: set[int] = set()
-    for source in (getattr(model, "generation_config", None), model.config):
-        value = getattr(source, "eos_token_id", None)
-        if value is not None:
-            ids.update(value if isinstance(value, list) else [value])
-    if tokenizer.eos_token_id is not None:
-        ids.add(int(tokenizer.eos_token_id))
-    return ids

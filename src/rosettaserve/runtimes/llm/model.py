@@ -125,6 +125,7 @@ def engine_config(name: str, params: Fields, model: Any) -> Any:
         max_num_seqs=params.integer("max_num_seqs", 32, 1, 4096) or 32,
         max_waiting=params.integer("max_waiting", 64, 0) or 0,
         max_n=params.integer("max_n", 8, 1, 128) or 8,
+        kv_budget_tokens=params.integer("kv_budget_tokens", 0, 0) or 0,
         options=dict(params.doc),
     )
 

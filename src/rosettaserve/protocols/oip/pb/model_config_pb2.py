@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n0rosettaserve/protocols/oip/pb/model_config.proto\x12\x16rosettaserve.inference\"\xa4\x01\n\nModelInput\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x33\n\tdata_type\x18\x02 \x01(\x0e\x32 .rosettaserve.inference.DataType\x12\x0c\n\x04\x64ims\x18\x04 \x03(\x03\x12\x17\n\x0fis_shape_tensor\x18\x06 \x01(\x08\x12\x1a\n\x12\x61llow_ragged_batch\x18\x07 \x01(\x08\x12\x10\n\x08optional\x18\x08 \x01(\x08\"\x8f\x01\n\x0bModelOutput\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x33\n\tdata_type\x18\x02 \x01(\x0e\x32 .rosettaserve.inference.DataType\x12\x0c\n\x04\x64ims\x18\x03 \x03(\x03\x12\x16\n\x0elabel_filename\x18\x04 \x01(\t\x12\x17\n\x0fis_shape_tensor\x18\x06 \x01(\x08\"\xb7\x02\n\x12ModelVersionPolicy\x12\x43\n\x06latest\x18\x01 \x01(\x0b\x32\x31.rosettaserve.inference.ModelVersionPolicy.LatestH\x00\x12=\n\x03\x61ll\x18\x02 \x01(\x0b\x32..rosettaserve.inference.ModelVersionPolicy.AllH\x00\x12G\n\x08specific\x18\x03 \x01(\x0b\x32\x33.rosettaserve.inference.ModelVersionPolicy.SpecificH\x00\x1a\x1e\n\x06Latest\x12\x14\n\x0cnum_versions\x18\x01 \x01(\r\x1a\x05\n\x03\x41ll\x1a\x1c\n\x08Specific\x12\x10\n\x08versions\x18\x01 \x03(\x03\x42\x0f\n\rpolicy_choice\"u\n\x14ModelDynamicBatching\x12\x1c\n\x14preferred_batch_size\x18\x01 \x03(\x05\x12$\n\x1cmax_queue_delay_microseconds\x18\x02 \x01(\x04\x12\x19\n\x11preserve_ordering\x18\x03 \x01(\x08\"+\n\x16ModelTransactionPolicy\x12\x11\n\tdecoupled\x18\x01 \x01(\x08\"&\n\x0eModelParameter\x12\x14\n\x0cstring_value\x18\x01 \x01(\t\"\xe8\x04\n\x0bModelConfig\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x10\n\x08platform\x18\x02 \x01(\t\x12\x42\n\x0eversion_policy\x18\x03 \x01(\x0b\x32*.rosettaserve.inference.ModelVersionPolicy\x12\x16\n\x0emax_batch_size\x18\x04 \x01(\x05\x12\x31\n\x05input\x18\x05 \x03(\x0b\x32\".rosettaserve.inference.ModelInput\x12\x33\n\x06output\x18\x06 \x03(\x0b\x32#.rosettaserve.inference.ModelOutput\x12H\n\x10\x64ynamic_batching\x18\x0b \x01(\x0b\x32,.rosettaserve.inference.ModelDynamicBatchingH\x00\x12G\n\nparameters\x18\x0e \x03(\x0b\x32\x33.rosettaserve.inference.ModelConfig.ParametersEntry\x12\x0f\n\x07\x62\x61\x63kend\x18\x11 \x01(\t\x12P\n\x18model_transaction_policy\x18\x13 \x01(\x0b\x32..rosettaserve.inference.ModelTransactionPolicy\x12\x0f\n\x07runtime\x18\x19 \x01(\t\x1aY\n\x0fParametersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x35\n\x05value\x18\x02 \x01(\x0b\x32&.rosettaserve.inference.ModelParameter:\x02\x38\x01\x42\x13\n\x11scheduling_choice*\xfa\x01\n\x08\x44\x61taType\x12\x10\n\x0cTYPE_INVALID\x10\x00\x12\r\n\tTYPE_BOOL\x10\x01\x12\x0e\n\nTYPE_UINT8\x10\x02\x12\x0f\n\x0bTYPE_UINT16\x10\x03\x12\x0f\n\x0bTYPE_UINT32\x10\x04\x12\x0f\n\x0bTYPE_UINT64\x10\x05\x12\r\n\tTYPE_INT8\x10\x06\x12\x0e\n\nTYPE_INT16\x10\x07\x12\x0e\n\nTYPE_INT32\x10\x08\x12\x0e\n\nTYPE_INT64\x10\t\x12\r\n\tTYPE_FP16\x10\n\x12\r\n\tTYPE_FP32\x10\x0b\x12\r\n\tTYPE_FP64\x10\x0c\x12\x0f\n\x0bTYPE_STRING\x10\r\x12\r\n\tTYPE_BF16\x10\x0e\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n0rosettaserve/protocols/oip/pb/model_config.proto\x12\x16rosettaserve.inference\"\xa4\x01\n\nModelInput\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x33\n\tdata_type\x18\x02 \x01(\x0e\x32 .rosettaserve.inference.DataType\x12\x0c\n\x04\x64ims\x18\x04 \x03(\x03\x12\x17\n\x0fis_shape_tensor\x18\x06 \x01(\x08\x12\x1a\n\x12\x61llow_ragged_batch\x18\x07 \x01(\x08\x12\x10\n\x08optional\x18\x08 \x01(\x08\"\x8f\x01\n\x0bModelOutput\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x33\n\tdata_type\x18\x02 \x01(\x0e\x32 .rosettaserve.inference.DataType\x12\x0c\n\x04\x64ims\x18\x03 \x03(\x03\x12\x16\n\x0elabel_filename\x18\x04 \x01(\t\x12\x17\n\x0fis_shape_tensor\x18\x06 \x01(\x08\"\xb7\x02\n\x12ModelVersionPolicy\x12\x43\n\x06latest\x18\x01 \x01(\x0b\x32\x31.rosettaserve.inference.ModelVersionPolicy.LatestH\x00\x12=\n\x03\x61ll\x18\x02 \x01(\x0b\x32..rosettaserve.inference.ModelVersionPolicy.AllH\x00\x12G\n\x08specific\x18\x03 \x01(\x0b\x32\x33.rosettaserve.inference.ModelVersionPolicy.SpecificH\x00\x1a\x1e\n\x06Latest\x12\x14\n\x0cnum_versions\x18\x01 \x01(\r\x1a\x05\n\x03\x41ll\x1a\x1c\n\x08Specific\x12\x10\n\x08versions\x18\x01 \x03(\x03\x42\x0f\n\rpolicy_choice\"\xe8\x01\n\x10ModelQueuePolicy\x12N\n\x0etimeout_action\x18\x01 \x01(\x0e\x32\x36.rosettaserve.inference.ModelQueuePolicy.TimeoutAction\x12$\n\x1c\x64\x65\x66\x61ult_timeout_microseconds\x18\x02 \x01(\x04\x12\x1e\n\x16\x61llow_timeout_override\x18\x03 \x01(\x08\x12\x16\n\x0emax_queue_size\x18\x04 \x01(\r\"&\n\rTimeoutAction\x12\n\n\x06REJECT\x10\x00\x12\t\n\x05\x44\x45LAY\x10\x01\"\xbd\x01\n\x14ModelDynamicBatching\x12\x1c\n\x14preferred_batch_size\x18\x01 \x03(\x05\x12$\n\x1cmax_queue_delay_microseconds\x18\x02 \x01(\x04\x12\x19\n\x11preserve_ordering\x18\x03 \x01(\x08\x12\x46\n\x14\x64\x65\x66\x61ult_queue_policy\x18\x06 \x01(\x0b\x32(.rosettaserve.inference.ModelQueuePolicy\"+\n\x16ModelTransactionPolicy\x12\x11\n\tdecoupled\x18\x01 \x01(\x08\"&\n\x0eModelParameter\x12\x14\n\x0cstring_value\x18\x01 \x01(\t\"\xe8\x04\n\x0bModelConfig\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x10\n\x08platform\x18\x02 \x01(\t\x12\x42\n\x0eversion_policy\x18\x03 \x01(\x0b\x32*.rosettaserve.inference.ModelVersionPolicy\x12\x16\n\x0emax_batch_size\x18\x04 \x01(\x05\x12\x31\n\x05input\x18\x05 \x03(\x0b\x32\".rosettaserve.inference.ModelInput\x12\x33\n\x06output\x18\x06 \x03(\x0b\x32#.rosettaserve.inference.ModelOutput\x12H\n\x10\x64ynamic_batching\x18\x0b \x01(\x0b\x32,.rosettaserve.inference.ModelDynamicBatchingH\x00\x12G\n\nparameters\x18\x0e \x03(\x0b\x32\x33.rosettaserve.inference.ModelConfig.ParametersEntry\x12\x0f\n\x07\x62\x61\x63kend\x18\x11 \x01(\t\x12P\n\x18model_transaction_policy\x18\x13 \x01(\x0b\x32..rosettaserve.inference.ModelTransactionPolicy\x12\x0f\n\x07runtime\x18\x19 \x01(\t\x1aY\n\x0fParametersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x35\n\x05value\x18\x02 \x01(\x0b\x32&.rosettaserve.inference.ModelParameter:\x02\x38\x01\x42\x13\n\x11scheduling_choice*\xfa\x01\n\x08\x44\x61taType\x12\x10\n\x0cTYPE_INVALID\x10\x00\x12\r\n\tTYPE_BOOL\x10\x01\x12\x0e\n\nTYPE_UINT8\x10\x02\x12\x0f\n\x0bTYPE_UINT16\x10\x03\x12\x0f\n\x0bTYPE_UINT32\x10\x04\x12\x0f\n\x0bTYPE_UINT64\x10\x05\x12\r\n\tTYPE_INT8\x10\x06\x12\x0e\n\nTYPE_INT16\x10\x07\x12\x0e\n\nTYPE_INT32\x10\x08\x12\x0e\n\nTYPE_INT64\x10\t\x12\r\n\tTYPE_FP16\x10\n\x12\r\n\tTYPE_FP32\x10\x0b\x12\r\n\tTYPE_FP64\x10\x0c\x12\x0f\n\x0bTYPE_STRING\x10\r\x12\r\n\tTYPE_BF16\x10\x0e\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,8 +33,8 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_MODELCONFIG_PARAMETERSENTRY']._loaded_options = None
   _globals['_MODELCONFIG_PARAMETERSENTRY']._serialized_options = b'8\001'
-  _globals['_DATATYPE']._serialized_start=1527
-  _globals['_DATATYPE']._serialized_end=1777
+  _globals['_DATATYPE']._serialized_start=1835
+  _globals['_DATATYPE']._serialized_end=2085
   _globals['_MODELINPUT']._serialized_start=77
   _globals['_MODELINPUT']._serialized_end=241
   _globals['_MODELOUTPUT']._serialized_start=244
@@ -47,14 +47,18 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_MODELVERSIONPOLICY_ALL']._serialized_end=654
   _globals['_MODELVERSIONPOLICY_SPECIFIC']._serialized_start=656
   _globals['_MODELVERSIONPOLICY_SPECIFIC']._serialized_end=684
-  _globals['_MODELDYNAMICBATCHING']._serialized_start=703
-  _globals['_MODELDYNAMICBATCHING']._serialized_end=820
-  _globals['_MODELTRANSACTIONPOLICY']._serialized_start=822
-  _globals['_MODELTRANSACTIONPOLICY']._serialized_end=865
-  _globals['_MODELPARAMETER']._serialized_start=867
-  _globals['_MODELPARAMETER']._serialized_end=905
-  _globals['_MODELCONFIG']._serialized_start=908
-  _globals['_MODELCONFIG']._serialized_end=1524
-  _globals['_MODELCONFIG_PARAMETERSENTRY']._serialized_start=1414
-  _globals['_MODELCONFIG_PARAMETERSENTRY']._serialized_end=1503
+  _globals['_MODELQUEUEPOLICY']._serialized_start=704
+  _globals['_MODELQUEUEPOLICY']._serialized_end=936
+  _globals['_MODELQUEUEPOLICY_TIMEOUTACTION']._serialized_start=898
+  _globals['_MODELQUEUEPOLICY_TIMEOUTACTION']._serialized_end=936
+  _globals['_MODELDYNAMICBATCHING']._serialized_start=939
+  _globals['_MODELDYNAMICBATCHING']._serialized_end=1128
+  _globals['_MODELTRANSACTIONPOLICY']._serialized_start=1130
+  _globals['_MODELTRANSACTIONPOLICY']._serialized_end=1173
+  _globals['_MODELPARAMETER']._serialized_start=1175
+  _globals['_MODELPARAMETER']._serialized_end=1213
+  _globals['_MODELCONFIG']._serialized_start=1216
+  _globals['_MODELCONFIG']._serialized_end=1832
+  _globals['_MODELCONFIG_PARAMETERSENTRY']._serialized_start=1722
+  _globals['_MODELCONFIG_PARAMETERSENTRY']._serialized_end=1811
 # @@protoc_insertion_point(module_scope)

@@ -1,0 +1,32 @@
+"""One request's trip through a model: its deadline and when each stage happened.
+
+The data plane creates a ``Call`` per request and hands it to the model's invoker (or to a
+wrapper around it, such as the dynamic batcher), which fills in when the model ran. Statistics
+and metrics are read from it afterwards.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# InferenceRequest.context keys set by protocol adapters (the tensors never see them)
+PROTOCOL = "protocol"  # which adapter the request came through, e.g. "oip_rest"
+TIMEOUT_US = "timeout_us"  # the request's own timeout in microseconds (0: none)
+
+
+@dataclass(slots=True)
+class Call:
+    start: int  # perf_counter_ns when the data plane took the request
+    deadline: float | None = None  # event loop time after which the work is dropped
+    submitted: int = 0  # handed to the invoker, after validation
+    ran: int = 0  # the model began executing (its thread started, or its batch did)
+    done: int = 0  # the model finished executing
+    batch_size: int = 0  # rows of the batch it ran in, when a batcher ran it (0: ran alone)
+
+    @property
+    def queue_ns(self) -> int:
+        return self.ran - self.submitted if self.ran >= self.submitted > 0 else 0
+
+    @property
+    def compute_ns(self) -> int:
+        return self.done - self.ran if self.done >= self.ran > 0 else 0

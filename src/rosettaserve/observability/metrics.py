@@ -1,0 +1,301 @@
+"""Prometheus metrics: a small registry recorded on the hot path, rendered as text on scrape.
+
+What every request costs is one ``observe`` call (a few dict lookups and bucket increments,
+measured in bench/batching_metrics_cost.py against prometheus_client). Gauges (in flight, queued,
+model state) and the batch-size histogram are read from the served versions at scrape time, so
+they cost nothing per request. With worker processes, each worker's ``snapshot`` is plain data
+and ``render`` sums them into one exposition.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import time
+from bisect import bisect_left
+from collections.abc import Awaitable, Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from rosettaserve.core.call import Call
+from rosettaserve.core.registry import ModelVersion, VersionState
+from rosettaserve.transport.routing import HttpRequest, HttpResponse, Route
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+PREFIX = "rosettaserve_"
+SECONDS_BUCKETS = (
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+    0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+)  # fmt: skip
+_BOUNDS_NS = tuple(round(b * 1e9) for b in SECONDS_BUCKETS)
+BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+
+RequestKey = tuple[str, str, str]  # model, version, protocol
+ModelKey = tuple[str, str]  # model, version
+Counts = tuple[list[int], int]  # a histogram's bucket counts and sum (ns)
+
+
+class Histogram:
+    """Counts per bucket (not cumulative; the last is +Inf) and the sum, in nanoseconds."""
+
+    __slots__ = ("counts", "sum")
+
+    def __init__(self) -> None:
+        self.counts = [0] * (len(_BOUNDS_NS) + 1)
+        self.sum = 0
+
+    def add(self, ns: int) -> None:
+        self.counts[bisect_left(_BOUNDS_NS, ns)] += 1
+        self.sum += ns
+
+    def copy(self) -> Counts:
+        return list(self.counts), self.sum
+
+
+class RequestSeries:
+    __slots__ = ("latency", "outcomes")
+
+    def __init__(self) -> None:
+        self.outcomes: dict[str, int] = {}
+        self.latency = Histogram()
+
+
+class ModelSeries:
+    __slots__ = ("compute", "queue")
+
+    def __init__(self) -> None:
+        self.queue = Histogram()
+        self.compute = Histogram()
+
+
+@dataclass
+class VersionRow:
+    """A served version as a scrape sees it."""
+
+    state: str
+    inflight: int
+    queued: int
+    batches: dict[int, int]  # executions per batch size
+
+
+@dataclass
+class Snapshot:
+    """One process's metrics as plain data (picklable, summable)."""
+
+    requests: dict[RequestKey, tuple[dict[str, int], Counts]]
+    models: dict[ModelKey, tuple[Counts, Counts]]  # queue, compute
+    versions: dict[ModelKey, VersionRow]
+    process: dict[str, float] = field(default_factory=dict)
+
+
+class Metrics:
+    """The data plane's observer: per request, counts by outcome and three histograms."""
+
+    def __init__(self) -> None:
+        self._requests: dict[RequestKey, RequestSeries] = {}
+        self._models: dict[ModelKey, ModelSeries] = {}
+        self.started = time.time()
+
+    def observe(self, mv: ModelVersion, protocol: str, outcome: str, call: Call, end: int) -> None:
+        key = (mv.name, mv.version, protocol or "other")
+        series = self._requests.get(key)
+        if series is None:
+            series = self._requests[key] = RequestSeries()
+        outcomes = series.outcomes
+        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+        latency, ns = series.latency, end - call.start
+        latency.counts[bisect_left(_BOUNDS_NS, ns)] += 1
+        latency.sum += ns
+        ran = call.ran
+        if ran:  # it reached the model (the histograms' adds, inlined: this is the hot path)
+            model = self._models.get(key[:2])
+            if model is None:
+                model = self._models[key[:2]] = ModelSeries()
+            queue, ns = model.queue, max(ran - call.submitted, 0)
+            queue.counts[bisect_left(_BOUNDS_NS, ns)] += 1
+            queue.sum += ns
+            compute, ns = model.compute, max(call.done - ran, 0)
+            compute.counts[bisect_left(_BOUNDS_NS, ns)] += 1
+            compute.sum += ns
+
+    def snapshot(self, versions: Iterable[ModelVersion]) -> Snapshot:
+        return Snapshot(
+            requests={k: (dict(s.outcomes), s.latency.copy()) for k, s in self._requests.items()},
+            models={k: (m.queue.copy(), m.compute.copy()) for k, m in self._models.items()},
+            versions={(v.name, v.version): _row(v) for v in versions},
+            process=_process(self.started),
+        )
+
+
+def _row(mv: ModelVersion) -> VersionRow:
+    waiting = mv.invoker.waiting if mv.invoker is not None else None
+    batches = {size: b.compute_infer.count for size, b in mv.stats.batches.items()}
+    return VersionRow(mv.state.value, mv.inflight, waiting or 0, batches)
+
+
+def _process(started: float) -> dict[str, float]:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return {
+        "cpu": usage.ru_utime + usage.ru_stime,
+        "rss": _rss_bytes(),
+        "start": started,
+    }
+
+
+def _rss_bytes() -> float:
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024.0
+
+
+def metrics_route(source: Callable[[], Awaitable[bytes]]) -> Route:
+    """``GET /metrics``: the exposition ``source`` renders (this process's, or every worker's)."""
+
+    async def metrics(req: HttpRequest) -> HttpResponse:
+        return HttpResponse(200, await source(), CONTENT_TYPE)
+
+    return Route("GET", "/metrics", metrics)
+
+
+# -- exposition --------------------------------------------------------------------------------
+
+HELP = {
+    "requests_total": ("counter", "Inference requests that reached a model version, by outcome"),
+    "request_duration_seconds": ("histogram", "Time from taking a request to its answer"),
+    "queue_duration_seconds": (
+        "histogram",
+        "Time a request waited for the model (batcher queue or a free thread)",
+    ),
+    "compute_duration_seconds": ("histogram", "Model execution time (of the request's batch)"),
+    "batch_size": ("histogram", "Rows per model execution"),
+    "inflight_requests": ("gauge", "Requests inside a model version now (queued or running)"),
+    "queued_requests": ("gauge", "Requests waiting in a model version's batcher queue now"),
+    "model_state": ("gauge", "Worker processes in which the version is in this state"),
+    "worker_processes": ("gauge", "Worker processes whose metrics are included"),
+}
+PROCESS_HELP = {
+    "process_resident_memory_bytes": ("gauge", "Resident memory of every worker, summed", "rss"),
+    "process_cpu_seconds_total": ("counter", "CPU time of every worker, summed", "cpu"),
+    "process_start_time_seconds": ("gauge", "Start time of the oldest worker (unix)", "start"),
+}
+
+
+def render(snapshots: list[Snapshot]) -> bytes:
+    """The Prometheus text exposition of one or more processes' snapshots, summed."""
+    lines: list[str] = []
+    families = {
+        "requests_total": list(_requests_total(snapshots)),
+        "request_duration_seconds": list(_latency(snapshots)),
+        "queue_duration_seconds": list(_model_histogram(snapshots, 0)),
+        "compute_duration_seconds": list(_model_histogram(snapshots, 1)),
+        "batch_size": list(_batch_sizes(snapshots)),
+        "inflight_requests": list(_gauge(snapshots, "inflight")),
+        "queued_requests": list(_gauge(snapshots, "queued")),
+        "model_state": list(_states(snapshots)),
+        "worker_processes": [f"{PREFIX}worker_processes {len(snapshots)}"],
+    }
+    for name, samples in families.items():
+        kind, text = HELP[name]
+        lines += [f"# HELP {PREFIX}{name} {text}.", f"# TYPE {PREFIX}{name} {kind}", *samples]
+    for name, (kind, text, key) in PROCESS_HELP.items():
+        values = [s.process[key] for s in snapshots if key in s.process]
+        value = min(values) if key == "start" else sum(values)
+        lines += [f"# HELP {name} {text}.", f"# TYPE {name} {kind}", f"{name} {float(value)!r}"]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def _requests_total(snapshots: list[Snapshot]) -> Iterator[str]:
+    totals: dict[tuple[str, ...], int] = {}
+    for snap in snapshots:
+        for key, (outcomes, _) in snap.requests.items():
+            for outcome, count in outcomes.items():
+                totals[(*key, outcome)] = totals.get((*key, outcome), 0) + count
+    for (model, version, protocol, outcome), count in sorted(totals.items()):
+        labels = _labels(model=model, version=version, protocol=protocol, outcome=outcome)
+        yield f"{PREFIX}requests_total{{{labels}}} {count}"
+
+
+def _latency(snapshots: list[Snapshot]) -> Iterator[str]:
+    merged = _merge((key, counts) for s in snapshots for key, (_, counts) in s.requests.items())
+    for (model, version, protocol), (counts, total) in sorted(merged.items()):
+        labels = _labels(model=model, version=version, protocol=protocol)
+        yield from _histogram("request_duration_seconds", labels, counts, total)
+
+
+def _model_histogram(snapshots: list[Snapshot], index: int) -> Iterator[str]:
+    name = "queue_duration_seconds" if index == 0 else "compute_duration_seconds"
+    merged = _merge((key, row[index]) for s in snapshots for key, row in s.models.items())
+    for (model, version), (counts, total) in sorted(merged.items()):
+        yield from _histogram(name, _labels(model=model, version=version), counts, total)
+
+
+def _merge(rows: Iterable[tuple[Any, Counts]]) -> dict[Any, Counts]:
+    merged: dict[Any, Counts] = {}
+    for key, (counts, total) in rows:
+        have = merged.get(key)
+        if have is None:
+            merged[key] = (list(counts), total)
+        else:
+            merged[key] = ([a + b for a, b in zip(have[0], counts, strict=True)], have[1] + total)
+    return merged
+
+
+def _histogram(name: str, labels: str, counts: list[int], total_ns: int) -> Iterator[str]:
+    running = 0
+    for bound, count in zip(SECONDS_BUCKETS, counts, strict=False):
+        running += count
+        yield f'{PREFIX}{name}_bucket{{{labels},le="{bound:g}"}} {running}'
+    running += counts[-1]
+    yield f'{PREFIX}{name}_bucket{{{labels},le="+Inf"}} {running}'
+    yield f"{PREFIX}{name}_sum{{{labels}}} {total_ns / 1e9:.9g}"
+    yield f"{PREFIX}{name}_count{{{labels}}} {running}"
+
+
+def _batch_sizes(snapshots: list[Snapshot]) -> Iterator[str]:
+    merged: dict[ModelKey, dict[int, int]] = {}
+    for snap in snapshots:
+        for key, row in snap.versions.items():
+            sizes = merged.setdefault(key, {})
+            for size, count in row.batches.items():
+                sizes[size] = sizes.get(size, 0) + count
+    for (model, version), sizes in sorted(merged.items()):
+        labels = _labels(model=model, version=version)
+        running = 0
+        for bound in BATCH_BUCKETS:
+            running = sum(c for s, c in sizes.items() if s <= bound)
+            yield f'{PREFIX}batch_size_bucket{{{labels},le="{bound}"}} {running}'
+        count = sum(sizes.values())
+        yield f'{PREFIX}batch_size_bucket{{{labels},le="+Inf"}} {count}'
+        yield f"{PREFIX}batch_size_sum{{{labels}}} {sum(s * c for s, c in sizes.items())}"
+        yield f"{PREFIX}batch_size_count{{{labels}}} {count}"
+
+
+def _gauge(snapshots: list[Snapshot], attr: str) -> Iterator[str]:
+    totals: dict[ModelKey, int] = {}
+    for snap in snapshots:
+        for key, row in snap.versions.items():
+            totals[key] = totals.get(key, 0) + getattr(row, attr)
+    for (model, version), value in sorted(totals.items()):
+        yield f"{PREFIX}{attr}_requests{{{_labels(model=model, version=version)}}} {value}"
+
+
+def _states(snapshots: list[Snapshot]) -> Iterator[str]:
+    counts: dict[ModelKey, dict[str, int]] = {}
+    for snap in snapshots:
+        for key, row in snap.versions.items():
+            states = counts.setdefault(key, dict.fromkeys((s.value for s in VersionState), 0))
+            states[row.state] = states.get(row.state, 0) + 1
+    for (model, version), states in sorted(counts.items()):
+        for state, n in states.items():
+            labels = _labels(model=model, version=version, state=state)
+            yield f"{PREFIX}model_state{{{labels}}} {n}"
+
+
+def _labels(**values: str) -> str:
+    return ",".join(f'{k}="{_escape(v)}"' for k, v in values.items())
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")

@@ -1,0 +1,132 @@
+"""A serving instance's PD role: what ``--role mixed|prefill|decode`` does to its HTTP routes.
+
+- every role: ``GET /v1/status`` (MindIE's shape: role, role status, slots, KV in use), which
+  the scheduler polls for health and load;
+- ``prefill``: the family routes (POST) need the PD headers (prefill.py); ``GET`` and
+  ``DELETE /v1/pd/kv/{reqId}`` serve the held caches;
+- ``decode``: ``POST /v1/pd/decode``, ``GET /dresult`` (decode.py); family requests without PD
+  headers are served whole, as on a mixed instance;
+- ``mixed`` and ``decode``: a family request with ``req-type`` is a 400 (not a prefill
+  instance); ``GET /dresult`` on any role but decode is a 400.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from rosettaserve.core.dataplane import DataPlane
+from rosettaserve.core.errors import InvalidInput
+from rosettaserve.core.generate import generators
+from rosettaserve.pd.decode import DecodeRole
+from rosettaserve.pd.http_client import Address
+from rosettaserve.pd.prefill import PrefillRole
+from rosettaserve.pd.wire import REQ_TYPE
+from rosettaserve.settings import Settings
+from rosettaserve.transport.routing import HttpRequest, HttpResponse, Route, Router, json_response
+
+
+class PdInstance:
+    def __init__(self, settings: Settings, dp: DataPlane, llm_routes: list[Route]) -> None:
+        self.role = settings.role
+        self.dp = dp
+        self.settings = settings
+        self.prefill = PrefillRole(dp, settings.pd) if self.role == "prefill" else None
+        self.decode = DecodeRole(Router(llm_routes), settings.pd) if self.role == "decode" else None
+        self._llm_routes = llm_routes
+
+    def bound(self, host: str, port: int) -> None:
+        """The address other instances reach this one at, once its port is known."""
+        advertised = self.settings.pd.advertise_host or host
+        if advertised in ("0.0.0.0", "::", ""):
+            advertised = "127.0.0.1"
+        if self.prefill is not None:
+            self.prefill.address = Address(advertised, port)
+
+    async def drain(self, grace: float) -> None:
+        """On stop: let requests being decoded finish, then end the /dresult stream."""
+        if self.decode is None:
+            return
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace
+        while self.decode.jobs and loop.time() < deadline:
+            await asyncio.sleep(0.02)
+        self.decode.hub.close()
+
+    def routes(self) -> list[Route]:
+        out: list[Route] = []
+        for route in self._llm_routes:
+            if route.method != "POST":
+                out.append(route)
+            elif self.prefill is not None:
+                out.append(self.prefill.wrap(route))
+            else:
+                out.append(self._refuse_pd(route))
+        if self.prefill is not None:
+            out += self.prefill.routes()
+        if self.decode is not None:
+            out += self.decode.routes()
+        else:
+            out.append(Route("GET", "/dresult", self._no_dresult))
+        return [*out, Route("GET", "/v1/status", self._status)]
+
+    def _refuse_pd(self, route: Route) -> Route:
+        role = self.role
+
+        async def handler(req: HttpRequest) -> HttpResponse:
+            if REQ_TYPE in req.headers:
+                raise InvalidInput(
+                    f"this instance's role is {role}, not prefill: it takes no requests with "
+                    "the PD headers (req-type)"
+                )
+            return await route.handler(req)
+
+        return Route(route.method, route.pattern, handler, route.on_error)
+
+    async def _no_dresult(self, req: HttpRequest) -> HttpResponse:
+        raise InvalidInput(f"only a decode instance serves /dresult; this one is {self.role}")
+
+    async def _status(self, req: HttpRequest) -> HttpResponse:
+        return json_response(self.status())
+
+    def status(self) -> dict[str, Any]:
+        engines = [e for _, g in generators(self.dp.registry) if (e := getattr(g, "engine", None))]
+        running = sum(e.stats.running for e in engines)
+        slots = sum(e.config.max_num_seqs for e in engines)
+        kv = sum(e.stats.kv_tokens for e in engines)
+        budget = sum(e.config.kv_budget_tokens for e in engines)
+        doc: dict[str, Any] = {
+            "service": {
+                "roleStatus": "RoleReady" if self.dp.ready() else "RoleUnknown",
+                "currentRole": self.role,
+            },
+            "resource": {
+                "availSlotsNum": max(0, slots - running),
+                "availBlockNum": max(0, budget - kv) if budget else None,
+                "waitingRequestNum": sum(e.stats.waiting for e in engines),
+                "runningRequestNum": running,
+                "swappedRequestNum": 0,
+                "kvTokensInUse": kv,
+                "kvBudgetTokens": budget or None,
+                "preempted": sum(e.stats.preempted for e in engines),
+            },
+        }
+        if self.prefill is not None:
+            leases = self.prefill.leases
+            doc["prefill"] = {
+                "leases": len(leases),
+                "leaseBytes": leases.nbytes,
+                "released": leases.released,
+                "expired": leases.expired,
+                "handovers": self.prefill.handovers,
+            }
+        if self.decode is not None:
+            hub = self.decode.hub
+            doc["decode"] = {
+                "jobs": len(self.decode.jobs),
+                "reqIds": sorted(self.decode.jobs),
+                "dresultConnected": hub.connected,
+                "dresultConnections": hub.connections,
+                **self.decode.stats,
+            }
+        return doc

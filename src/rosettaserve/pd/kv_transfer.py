@@ -1,0 +1,188 @@
+"""A sequence's KV cache on the wire, and the prefill instance's leases on the caches it holds.
+
+Payload: ``RSKV`` + version byte + 4-byte little-endian header length + a JSON header + the raw
+tensor bytes (keys then values of layer 0, then of layer 1, ...; C order, little-endian). The
+header names the dtype, the per-tensor shape and byte count, the token count and the model's
+fingerprint; the reader checks every one of them against its own model and the size limit
+before it reads a byte of tensor data. Nothing is ever unpickled: the bytes become tensors
+through ``torch.frombuffer``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import struct
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+import torch
+
+from rosettaserve.runtimes.llm.batch import KV
+
+MAGIC = b"RSKV\x01"
+_HEAD = struct.Struct("<I")
+MAX_HEADER = 64 * 1024
+DTYPES = {
+    "float32": torch.float32,
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+    "float64": torch.float64,
+}
+_NAMES = {v: k for k, v in DTYPES.items()}
+
+
+class KvError(ValueError):
+    """A KV payload that does not fit this model, or is malformed."""
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """What a KV cache of this model looks like, per token: the reader's expectations."""
+
+    layers: int
+    kv_heads: int
+    head_dim: int
+    dtype: str
+    fingerprint: str
+
+    def nbytes(self, tokens: int) -> int:
+        itemsize = torch.empty(0, dtype=DTYPES[self.dtype]).element_size()
+        return 2 * self.layers * self.kv_heads * self.head_dim * tokens * itemsize
+
+
+def geometry(model: Any) -> Geometry:
+    """From a transformers model: its layer count, KV heads, head size, dtype, and a fingerprint
+    of its config (two instances must serve the same model to share caches)."""
+    config = model.config
+    heads = int(config.num_attention_heads)
+    kv_heads = int(getattr(config, "num_key_value_heads", None) or heads)
+    head_dim = int(getattr(config, "head_dim", None) or config.hidden_size // heads)
+    dtype = _NAMES[next(model.parameters()).dtype]
+    return Geometry(int(config.num_hidden_layers), kv_heads, head_dim, dtype, fingerprint(model))
+
+
+def fingerprint(model: Any) -> str:
+    """The config (without where it was loaded from) and a sample of the first and last
+    weights: equal for the same model in any folder, unequal for other weights."""
+    doc = {k: v for k, v in model.config.to_dict().items() if not k.startswith("_")}
+    digest = hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode())
+    params = list(model.parameters())
+    for param in (params[0], params[-1]):
+        flat = param.detach().reshape(-1)
+        sample = flat[:: max(1, flat.numel() // 4096)].to("cpu", torch.float32).contiguous()
+        digest.update(sample.numpy().tobytes())
+    return digest.hexdigest()[:32]
+
+
+def encode(kv: KV, req_id: str, geo: Geometry) -> bytes:
+    tokens = int(kv[0][0].shape[2])
+    tensors = [t for pair in kv for t in pair]
+    raw = [_raw(t) for t in tensors]
+    header = {
+        "req_id": req_id,
+        "fingerprint": geo.fingerprint,
+        "dtype": _NAMES[tensors[0].dtype],
+        "layers": len(kv),
+        "shape": list(tensors[0].shape),
+        "tokens": tokens,
+        "nbytes": sum(len(r) for r in raw),
+    }
+    head = orjson.dumps(header)
+    return b"".join([MAGIC, _HEAD.pack(len(head)), head, *raw])
+
+
+def _raw(t: torch.Tensor) -> bytes:
+    t = t.detach().to("cpu").contiguous()
+    if sys.byteorder != "little":  # pragma: no cover - every platform we run on
+        raise KvError("KV transfer is written for little-endian machines")
+    return t.view(torch.uint8).numpy().tobytes()
+
+
+def read_header(
+    payload: bytes, geo: Geometry, tokens: int, limit: int
+) -> tuple[int, dict[str, Any]]:
+    """Check the header against the reader's model before reading any tensor: (offset, header)."""
+    if len(payload) < len(MAGIC) + 4 or not payload.startswith(MAGIC):
+        raise KvError("not a KV payload (bad magic)")
+    (size,) = _HEAD.unpack_from(payload, len(MAGIC))
+    start = len(MAGIC) + 4
+    if size > MAX_HEADER or start + size > len(payload):
+        raise KvError("the KV payload header is too large or truncated")
+    header = orjson.loads(payload[start : start + size])
+    expected = {
+        "fingerprint": geo.fingerprint,
+        "dtype": geo.dtype,
+        "layers": geo.layers,
+        "shape": [1, geo.kv_heads, tokens, geo.head_dim],
+        "tokens": tokens,
+        "nbytes": geo.nbytes(tokens),
+    }
+    wrong = [k for k, v in expected.items() if not isinstance(header, dict) or header.get(k) != v]
+    if wrong:
+        got = {k: header.get(k) for k in wrong} if isinstance(header, dict) else header
+        raise KvError(f"the KV payload does not fit this model: {wrong} = {got}")
+    if geo.nbytes(tokens) > limit:
+        raise KvError(f"the KV cache is {geo.nbytes(tokens)} bytes, over the limit of {limit}")
+    if len(payload) != start + size + geo.nbytes(tokens):
+        raise KvError("the KV payload's length does not match its header")
+    return start + size, header
+
+
+def decode(payload: bytes, geo: Geometry, tokens: int, limit: int) -> KV:
+    offset, header = read_header(payload, geo, tokens, limit)
+    dtype, shape = DTYPES[geo.dtype], tuple(header["shape"])
+    per = geo.nbytes(tokens) // (2 * geo.layers)
+    buffer = bytearray(memoryview(payload)[offset:])
+    tensors = [
+        torch.frombuffer(buffer, dtype=torch.uint8, count=per, offset=i * per)
+        .view(dtype)
+        .view(shape)
+        for i in range(2 * geo.layers)
+    ]
+    return [(tensors[2 * i], tensors[2 * i + 1]) for i in range(geo.layers)]
+
+
+class Leases:
+    """Encoded caches a prefill instance holds for decode instances, each freed on the decode
+    instance's ack (``release``) or when its lease runs out, whichever comes first."""
+
+    def __init__(self, ttl: float) -> None:
+        self.ttl = ttl
+        self._held: dict[str, tuple[bytes, asyncio.TimerHandle]] = {}
+        self.expired = 0
+        self.released = 0
+
+    def put(self, req_id: str, payload: bytes) -> None:
+        self.drop(req_id)
+        timer = asyncio.get_running_loop().call_later(self.ttl, self._expire, req_id)
+        self._held[req_id] = (payload, timer)
+
+    def get(self, req_id: str) -> bytes | None:
+        held = self._held.get(req_id)
+        return held[0] if held else None
+
+    def release(self, req_id: str) -> bool:
+        found = self.drop(req_id)
+        self.released += found
+        return found
+
+    def drop(self, req_id: str) -> bool:
+        held = self._held.pop(req_id, None)
+        if held is not None:
+            held[1].cancel()
+        return held is not None
+
+    def _expire(self, req_id: str) -> None:
+        if self._held.pop(req_id, None) is not None:
+            self.expired += 1
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(len(p) for p, _ in self._held.values())

@@ -1,0 +1,218 @@
+"""The prefill instance: the first token here, the KV cache and the rest to a decode instance.
+
+For each family route (POST) a request must carry the PD headers (wire.py; 400 when one is
+missing or malformed, 503 while the instance is not ready). The family's own handler runs on
+the client's body with a hooked generator (hooks.py): it prefills, chooses the next token and
+stops. What the handler made of that token in the family's framing is the reply's ``output``.
+If the request ended there (one token, EOS, a stop) the reply says ``isLastResp: true``;
+otherwise the cache goes under a lease, the decode instance named by ``d-target`` is told to
+fetch it (``POST /v1/pd/decode``), and only once it agreed does the reply leave. ``d-target``
+naming this very instance (the flex shortcut) serves the request whole, as a mixed instance.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import orjson
+
+from rosettaserve.core.dataplane import DataPlane
+from rosettaserve.core.errors import InvalidInput, ModelNotReady, NotFound, ServingError
+from rosettaserve.core.generate import DeltaStream, GenerateRequest, TextGenerator
+from rosettaserve.core.status import ErrorKind
+from rosettaserve.pd import wire
+from rosettaserve.pd.hooks import Interrupted, SplitStream, engine_of, geometry_of, hooked
+from rosettaserve.pd.http_client import Address, HttpClientError, fetch
+from rosettaserve.pd.kv_transfer import Leases, encode
+from rosettaserve.pd.recompute import Recompute, restore
+from rosettaserve.runtimes.llm.engine import Engine
+from rosettaserve.runtimes.llm.resume import Handoff, Resume
+from rosettaserve.settings import PdOptions
+from rosettaserve.transport.routing import HttpRequest, HttpResponse, Route, json_response
+
+log = logging.getLogger("rosettaserve.pd")
+FAILED_HEADER = "x-pd-failed"  # set on a prefill error that the decode instance caused
+
+
+class DecodeUnavailable(ServingError):
+    """The decode instance named by ``d-target`` could not take the request over."""
+
+    kind = ErrorKind.UNAVAILABLE
+
+
+@dataclass
+class PrefillCall:
+    """One request's prefill: what the hooked generator did, for the reply and the handover."""
+
+    recompute: Recompute | None
+    identity: dict[str, Any] = field(default_factory=dict)
+    handoff: Handoff = field(default_factory=Handoff)
+    split: SplitStream | None = None
+    whole: bool = False  # n > 1: served here from start to end
+    engine: Engine | None = None
+    prompt_ids: list[int] = field(default_factory=list)
+
+    def generate(self, inner: TextGenerator, request: GenerateRequest) -> DeltaStream:
+        if request.n != 1 or self.split is not None:
+            self.whole = True  # not split (as MindIE: no n/best_of with PD)
+            return inner.generate(request)
+        engine = engine_of(inner)
+        r = self.recompute or Recompute(engine.prompt_ids(request), [])
+        _check_ids(engine, r.prompt_ids + r.prior)
+        resume = Resume(
+            prior=r.prior,
+            seed=r.seed,
+            sampler_state=r.sampler_state,
+            emit_prior=True,
+            handoff=self.handoff,
+        )
+        stream = engine.submit(request, r.prompt_ids, resume)
+        self.engine, self.prompt_ids = engine, r.prompt_ids
+        self.split = SplitStream(stream, [], len(r.prior), stop_after=len(r.prior) + 1)
+        return self.split
+
+
+def _check_ids(engine: Engine, ids: list[int]) -> None:
+    bad = [i for i in ids if i >= engine.vocab]
+    if bad:
+        raise InvalidInput(f"token id {bad[0]} is out of range [0, {engine.vocab})")
+    if len(ids) >= engine.config.max_model_len:
+        raise InvalidInput(f"{len(ids)} tokens do not fit the context window")
+
+
+@dataclass
+class Outcome:
+    response: HttpResponse | None  # None: a non-streaming request that goes on elsewhere
+    output: bytes = b""
+    last: bool = False
+
+
+class PrefillRole:
+    def __init__(self, dp: DataPlane, options: PdOptions) -> None:
+        self.dp = dp
+        self.options = options
+        self.leases = Leases(options.kv_lease_s)
+        self.address = Address("127.0.0.1", 0)  # set once the port is bound
+        self.handovers = 0
+
+    def wrap(self, route: Route) -> Route:
+        async def handler(req: HttpRequest) -> HttpResponse:
+            return await self.serve(route, req)
+
+        return Route(route.method, route.pattern, handler, route.on_error)
+
+    async def serve(self, route: Route, req: HttpRequest) -> HttpResponse:
+        pd = wire.parse_prefill_headers(req.headers)
+        if not self.dp.ready():
+            raise ModelNotReady("this prefill instance is not ready (its role status is unknown)")
+        if (pd.d_host, pd.d_port) == (self.address.host, self.address.port):
+            return await route.handler(req)  # the flex shortcut: this instance decodes too
+        body, recompute = restore(req.path, req.body) if pd.recompute else (req.body, None)
+        call = PrefillCall(recompute)
+        with hooked(call.generate, call.identity):
+            outcome = await self._run(route, replace(req, body=body), call)
+        response = outcome.response
+        if response is not None and (response.status != 200 or not (call.split or call.whole)):
+            return response  # an error (forwarded unchanged), or nothing was generated
+        if not outcome.last:
+            await self._hand_over(pd, req.path, body, call)
+        is_stream = response is not None and response.stream is not None
+        return json_response(wire.prefill_reply(pd.req_id, is_stream, outcome.output, outcome.last))
+
+    async def _run(self, route: Route, req: HttpRequest, call: PrefillCall) -> Outcome:
+        try:
+            response = await route.handler(req)
+        except Interrupted:
+            self._raise_failure(call)
+            return Outcome(None)  # collect() stopped at the handover: the rest comes from D
+        if response.status != 200 or response.stream is None:
+            return Outcome(response, response.body, response.status == 200)
+        chunks: list[bytes] = []
+        try:
+            async for chunk in response.stream:
+                if call.whole or (call.split is not None and call.split.keep):
+                    chunks.append(chunk)
+        except Interrupted:
+            self._raise_failure(call)
+            return Outcome(response, b"".join(chunks), last=False)
+        return Outcome(response, b"".join(chunks), last=True)
+
+    @staticmethod
+    def _raise_failure(call: PrefillCall) -> None:
+        if call.split is not None and call.split.failure is not None:
+            raise call.split.failure
+
+    async def _hand_over(
+        self, pd: wire.PrefillHeaders, path: str, body: bytes, call: PrefillCall
+    ) -> None:
+        assert call.split is not None
+        assert call.engine is not None
+        kv = call.handoff.kv
+        if kv is None:
+            raise InvalidInput("the request ended before its cache could be handed over")
+        payload = encode(kv, pd.req_id, geometry_of(call.engine))
+        if len(payload) > self.options.max_kv_bytes:
+            raise InvalidInput(f"the KV cache ({len(payload)} bytes) is over --max-kv-bytes")
+        self.leases.put(pd.req_id, payload)
+        params = self._decode_params(pd, path, body, call, len(payload))
+        target = Address(pd.d_host, pd.d_port)
+        try:
+            status, _, reply = await fetch(
+                target,
+                "POST",
+                "/v1/pd/decode",
+                headers={"content-type": "application/json"},
+                body=orjson.dumps(params),
+                timeout=self.options.peer_timeout_s,
+            )
+        except HttpClientError as exc:
+            self.leases.drop(pd.req_id)
+            raise _unavailable(f"decode instance {target} cannot be reached: {exc}") from None
+        if status != 200:
+            self.leases.drop(pd.req_id)
+            text = reply[:300].decode("utf-8", "replace")
+            raise _unavailable(f"decode instance {target} refused the request ({status}): {text}")
+        self.handovers += 1
+
+    def _decode_params(
+        self, pd: wire.PrefillHeaders, path: str, body: bytes, call: PrefillCall, size: int
+    ) -> dict[str, Any]:
+        assert call.split is not None
+        state = call.handoff.sampler_state
+        prior = sum(len(d.token_ids) for d in call.split.seen)
+        return {
+            "reqId": pd.req_id,
+            "pNodeAddr": f"{self.address.host};{self.address.port}",
+            "path": path,
+            "body": body.decode("utf-8"),
+            "promptIds": call.prompt_ids,
+            "deltas": [wire.delta_doc(d) for d in call.split.seen],
+            "seed": call.handoff.seed,
+            "samplerState": base64.b64encode(state).decode() if state else None,
+            "kvTokens": len(call.prompt_ids) + prior - 1,
+            "kvBytes": size,
+            "identity": call.identity or None,
+        }
+
+    # -- the KV caches held for decode instances -------------------------------------------------
+
+    def routes(self) -> list[Route]:
+        async def get_kv(req: HttpRequest) -> HttpResponse:
+            payload = self.leases.get(req.params["req_id"])
+            if payload is None:
+                raise NotFound(f"no KV cache is held for request {req.params['req_id']}")
+            return HttpResponse(200, payload, "application/octet-stream")
+
+        async def release_kv(req: HttpRequest) -> HttpResponse:
+            return json_response({"released": self.leases.release(req.params["req_id"])})
+
+        path = r"/v1/pd/kv/(?P<req_id>[0-9a-fA-F]{1,1024})"
+        return [Route("GET", path, get_kv), Route("DELETE", path, release_kv)]
+
+
+def _unavailable(message: str) -> DecodeUnavailable:
+    log.warning("%s", message)
+    return DecodeUnavailable(message, headers={FAILED_HEADER: "decode"})

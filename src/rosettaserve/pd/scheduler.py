@@ -1,0 +1,392 @@
+"""The scheduler (coordinator): the five LLM families in, prefill and decode instances behind.
+
+Per request: a fresh decimal ``req-id``; a prefill instance P and a decode instance D chosen
+(pool.py); the client's URL and body forwarded unchanged to P with the PD headers. P answers
+with the first token already in the family's framing (``output``), or with the whole answer
+(``isLastResp``), or, for a non-streaming request going on at D, with nothing yet. Frames from
+D (``/dresult``, read by the pool) are queued per ``reqId`` from the moment the request is
+sent to P, so they wait until P's output has gone to the client. ``retry:`` sends the rebuilt
+body to a prefill instance again with ``is-recompute: true`` (at most ``max_retry`` times).
+
+Failures reach the client in its family's own form: before any output, as the family's error
+reply (P's own error replies are forwarded unchanged); after, as the family's error chunk. A
+prefill instance that cannot be reached is marked down and the next one is tried; so is a
+decode instance a prefill instance could not hand over to. A decode instance whose /dresult
+stream breaks fails its requests at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import secrets
+from collections import Counter
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+from rosettaserve.core.errors import DeadlineExceeded, ModelError, ModelNotReady, ServingError
+from rosettaserve.core.status import BY_HTTP, ErrorKind
+from rosettaserve.pd import wire
+from rosettaserve.pd.families import ROUTES, Family, family_of, stream_content_type
+from rosettaserve.pd.http_client import HttpClientError, fetch
+from rosettaserve.pd.pool import Instance, Pool
+from rosettaserve.pd.prefill import FAILED_HEADER
+from rosettaserve.transport.routing import HttpRequest, HttpResponse, Route, json_response
+
+log = logging.getLogger("rosettaserve.pd.scheduler")
+ID_HEADER = "x-pd-req-id"
+HOP_BY_HOP = {"host", "content-length", "connection", "transfer-encoding", "keep-alive", "te",
+              "trailer", "upgrade", "expect", "proxy-connection"}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class SchedulerOptions:
+    prefill: tuple[str, ...]
+    decode: tuple[str, ...]
+    host: str = "127.0.0.1"
+    http_port: int = 8000
+    policy: str = "load"  # or round-robin
+    max_retry: int = 5  # recomputes of one request
+    prefill_timeout_s: float = 300.0  # a prefill instance's answer (prefill and handover)
+    token_timeout_s: float = 60.0  # the longest silence of a decode instance on one request
+    poll_s: float = 1.0
+    max_request_size: int = 64 * 1024 * 1024
+
+
+class Unavailable(ServingError):
+    kind = ErrorKind.UNAVAILABLE
+
+
+class Upstream(ServingError):
+    """A prefill instance's error reply, as an error of the same status."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.kind = BY_HTTP.get(status, ErrorKind.INTERNAL)
+
+
+Item = wire.Frame | ServingError
+
+
+class Pending:
+    """One request between its dispatch and its last frame."""
+
+    def __init__(self, req_id: str, family: Family, req: HttpRequest) -> None:
+        self.req_id, self.family, self.req = req_id, family, req
+        self.queue: asyncio.Queue[Item] = asyncio.Queue()
+        self.decode: Instance | None = None
+        self.retries = 0
+        self.first = b""
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """On the reply: the req-id the instances saw (for logs and tests)."""
+        return {ID_HEADER: self.req_id}
+
+    def assign(self, d: Instance | None) -> None:
+        if self.decode is not None:
+            self.decode.active -= 1
+        self.decode = d
+        if d is not None:
+            d.active += 1
+
+
+class Scheduler:
+    def __init__(self, options: SchedulerOptions) -> None:
+        self.options = options
+        self.pool = Pool(
+            list(options.prefill),
+            list(options.decode),
+            options.policy,
+            on_frame=self._on_frame,
+            on_lost=self._on_lost,
+            poll_s=options.poll_s,
+        )
+        self.pending: dict[str, Pending] = {}
+        self.stats: Counter[str] = Counter()
+        self._ids = itertools.count(1)
+        self._prefix = secrets.randbits(31)  # ids stay unique across scheduler restarts
+        self._background: set[asyncio.Task[None]] = set()
+
+    def new_id(self) -> str:
+        return str((self._prefix << 32) | (next(self._ids) & 0xFFFFFFFF))
+
+    # -- routes ----------------------------------------------------------------------------------
+
+    def routes(self) -> list[Route]:
+        out = [Route("POST", path, self._handler(f), f.error_response) for path, f in ROUTES]
+        return [
+            *out,
+            Route("GET", "/v1/models", self._models),
+            Route("GET", "/v1/pd/instances", self._instances),
+            Route("GET", "/v2/health/live", self._live),
+            Route("GET", "/v2/health/ready", self._ready),
+            Route("GET", "/health", self._ready),
+        ]
+
+    def _handler(self, family: Family) -> Any:
+        async def handler(req: HttpRequest) -> HttpResponse:
+            return await self.handle(family_of(req.path, family, req.body), req)
+
+        return handler
+
+    async def _live(self, req: HttpRequest) -> HttpResponse:
+        return json_response({"live": True})
+
+    async def _ready(self, req: HttpRequest) -> HttpResponse:
+        ready = any(i.healthy for i in self.pool.prefill) and any(
+            i.healthy for i in self.pool.decode
+        )
+        return json_response({"ready": ready}, 200 if ready else 503)
+
+    async def _instances(self, req: HttpRequest) -> HttpResponse:
+        return json_response(
+            {
+                "prefill": [i.view() for i in self.pool.prefill],
+                "decode": [i.view() for i in self.pool.decode],
+                "pending": len(self.pending),
+                "stats": dict(self.stats),
+            }
+        )
+
+    async def _models(self, req: HttpRequest) -> HttpResponse:
+        for p in [i for i in self.pool.prefill if i.healthy]:
+            try:
+                status, headers, body = await fetch(p.address, "GET", "/v1/models", timeout=5.0)
+            except HttpClientError:
+                continue
+            return HttpResponse(status, body, headers.get("content-type", "application/json"))
+        raise Unavailable("no prefill instance is available")
+
+    # -- one request -----------------------------------------------------------------------------
+
+    async def handle(self, family: Family, req: HttpRequest) -> HttpResponse:
+        pending = Pending(self.new_id(), family, req)
+        self.pending[pending.req_id] = pending
+        self.stats["requests"] += 1
+        streaming = done = False
+        try:
+            reply = await self._dispatch(pending, req.body, recompute=False)
+            done = isinstance(reply, HttpResponse) or reply.last
+            if isinstance(reply, HttpResponse):
+                return reply  # the prefill instance's own error reply, unchanged
+            pending.first = reply.output
+            if reply.is_stream:
+                streaming = True
+                media = stream_content_type(family, reply.output)
+                stream = self._relay(pending, reply)
+                return HttpResponse(200, content_type=media, headers=pending.headers, stream=stream)
+            body = reply.output if reply.last else await self._finish(pending)
+            done = True
+            return HttpResponse(200, body, "application/json", pending.headers)
+        except ServingError as exc:
+            self.stats["failed"] += 1
+            response = family.error_response(exc)
+            response.headers.update(pending.headers)
+            return response
+        finally:
+            if not streaming:
+                self._close(pending, done)
+
+    async def _dispatch(
+        self, pending: Pending, body: bytes, recompute: bool
+    ) -> wire.PrefillReply | HttpResponse:
+        """Send to a prefill instance (the next one when one fails): its reply, or its error."""
+        tried: set[Instance] = set()
+        last_error = "no instance was tried"
+        for _ in range(len(self.pool.prefill) + len(self.pool.decode) + 1):
+            p, d = self.pool.pick_prefill(tried), self.pool.pick_decode(tried)
+            if p is None or d is None:
+                which = "prefill" if p is None else "decode"
+                raise Unavailable(f"no {which} instance is available ({last_error})")
+            pending.assign(d)
+            try:
+                status, headers, answer = await self._send(p, d, pending, body, recompute)
+            except HttpClientError as exc:
+                p.down(str(exc))
+                tried.add(p)
+                last_error = f"prefill instance {p.address}: {exc}"
+                self._rekey(pending, d)  # P may have handed it over before it failed
+                continue
+            if status == 200:
+                return self._reply(p, pending, answer)
+            if headers.get(FAILED_HEADER) == "decode":
+                tried.add(d)
+                last_error = f"decode instance {d.address}: {answer[:200]!r}"
+                self.stats["decode_refusals"] += 1
+                continue
+            if recompute:
+                raise Upstream(status, answer.decode("utf-8", "replace"))
+            media = headers.get("content-type", "application/json")
+            return HttpResponse(status, answer, media)
+        raise Unavailable(f"no instance could take the request ({last_error})")
+
+    async def _send(
+        self, p: Instance, d: Instance, pending: Pending, body: bytes, recompute: bool
+    ) -> tuple[int, dict[str, str], bytes]:
+        req = pending.req
+        headers = {k: v for k, v in req.headers.items() if k not in HOP_BY_HOP}
+        headers = {k: v for k, v in headers.items() if k not in wire.PD_HEADERS}
+        headers |= wire.prefill_headers(pending.req_id, d.address.host, d.address.port, recompute)
+        url = quote(req.path, safe="/:@!$&'()*+,;=-._~")
+        url += f"?{req.query.decode('latin-1')}" if req.query else ""
+        p.outstanding += len(body)
+        try:
+            return await fetch(p.address, "POST", url, headers=headers, body=body,
+                               timeout=self.options.prefill_timeout_s)  # fmt: skip
+        finally:
+            p.outstanding -= len(body)
+
+    def _reply(self, p: Instance, pending: Pending, answer: bytes) -> wire.PrefillReply:
+        try:
+            reply = wire.parse_prefill_reply(answer)
+        except ValueError as exc:
+            raise ModelError(f"prefill instance {p.address} answered no PD reply: {exc}") from None
+        if reply.req_id != pending.req_id:
+            raise ModelError(f"prefill instance {p.address} answered for request {reply.req_id}")
+        return reply
+
+    async def _next(self, pending: Pending) -> Item:
+        try:
+            return await asyncio.wait_for(pending.queue.get(), self.options.token_timeout_s)
+        except TimeoutError:
+            where = pending.decode.address if pending.decode else "?"
+            return DeadlineExceeded(
+                f"decode instance {where} sent nothing for {self.options.token_timeout_s:g} s"
+            )
+
+    async def _retry(self, pending: Pending, body: bytes) -> wire.PrefillReply:
+        pending.retries += 1
+        self.stats["retries"] += 1
+        if pending.retries > self.options.max_retry:
+            raise ModelError(
+                f"the request was recomputed {self.options.max_retry} times; giving up"
+            )
+        reply = await self._dispatch(pending, body, recompute=True)
+        assert isinstance(reply, wire.PrefillReply)
+        return reply
+
+    async def _finish(self, pending: Pending) -> bytes:
+        """A non-streaming request's answer: D's lastData (or a recomputed P's last reply)."""
+        while True:
+            item = await self._next(pending)
+            if isinstance(item, ServingError):
+                raise item
+            if item.kind == wire.LAST:
+                return item.body
+            if item.kind == wire.ERROR:
+                raise ModelError(item.body.decode("utf-8", "replace"))
+            if item.kind == wire.RETRY:
+                reply = await self._retry(pending, item.body)
+                if reply.last:
+                    return reply.output
+
+    async def _relay(self, pending: Pending, reply: wire.PrefillReply) -> AsyncIterator[bytes]:
+        """A streaming request: P's first output, then D's frames until the last one."""
+        done = reply.last
+        try:
+            if reply.output:
+                yield reply.output
+            while not done:
+                item = await self._next(pending)
+                chunk, done = await self._on_item(pending, item)
+                if chunk:
+                    yield chunk
+        finally:
+            self._close(pending, done)
+
+    async def _on_item(self, pending: Pending, item: Item) -> tuple[bytes, bool]:
+        family = pending.family
+        if isinstance(item, ServingError):
+            self.stats["failed"] += 1
+            return family.stream_error(item, pending.first), True
+        if item.kind in (wire.DATA, wire.LAST):
+            return item.body, item.kind == wire.LAST
+        if item.kind == wire.RETRY:
+            try:
+                again = await self._retry(pending, item.body)
+            except ServingError as exc:
+                return family.stream_error(exc, pending.first), True
+            return again.output, again.last
+        message = item.body.decode("utf-8", "replace")
+        self.stats["failed"] += 1
+        return family.stream_error(ModelError(message), pending.first), True
+
+    # -- frames from the pool --------------------------------------------------------------------
+
+    def _on_frame(self, d: Instance, frame: wire.Frame) -> None:
+        pending = self.pending.get(frame.req_id)
+        if pending is None:
+            if frame.kind != wire.KA:
+                self.stats["stray_frames"] += 1
+            return
+        pending.queue.put_nowait(frame)
+
+    def _on_lost(self, d: Instance, why: str) -> None:
+        for pending in self.pending.values():
+            if pending.decode is d:
+                pending.queue.put_nowait(
+                    ModelNotReady(f"decode instance {d.address} went away: {why}")
+                )
+
+    def _rekey(self, pending: Pending, d: Instance) -> None:
+        """Go on under a new req-id; the old one is cancelled where it may still run."""
+        self.pending.pop(pending.req_id, None)
+        self._cancel_later(d, pending.req_id)
+        pending.req_id = self.new_id()
+        pending.queue = asyncio.Queue()  # what the old one left there is not this request's
+        self.pending[pending.req_id] = pending
+
+    def _close(self, pending: Pending, done: bool) -> None:
+        self.pending.pop(pending.req_id, None)
+        d = pending.decode
+        pending.assign(None)
+        if not done and d is not None:  # the client left: stop D's work
+            self._cancel_later(d, pending.req_id)
+
+    def _cancel_later(self, d: Instance, req_id: str) -> None:
+        if not d.healthy:
+            return
+        task = asyncio.get_running_loop().create_task(self._cancel(d, req_id))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _cancel(self, d: Instance, req_id: str) -> None:
+        try:
+            await fetch(d.address, "DELETE", f"/v1/pd/decode/{req_id}", timeout=5.0)
+        except HttpClientError as exc:
+            log.info("could not cancel request %s on %s: %s", req_id, d.address, exc)
+
+
+# -- the process -------------------------------------------------------------------------------
+
+
+async def serve(options: SchedulerOptions) -> None:
+    """Listen, print ``http: http://HOST:PORT``, watch the instances; SIGTERM drains and stops."""
+    import signal
+
+    from rosettaserve.observability.startup import say
+    from rosettaserve.transport.h1 import HttpServer
+    from rosettaserve.transport.http import HttpApp
+    from rosettaserve.transport.sockets import bind, url_host
+
+    scheduler = Scheduler(options)
+    sock = bind(options.host, options.http_port)
+    http = HttpServer(HttpApp(scheduler.routes()), options.max_request_size)
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stopping.set)
+    await http.start(sock)
+    scheduler.pool.start()
+    say(f"rosettaserve scheduler: prefill {', '.join(options.prefill)}")
+    say(f"rosettaserve scheduler: decode {', '.join(options.decode)} (policy {options.policy})")
+    say(f"http: http://{url_host(options.host)}:{sock.getsockname()[1]}")
+    await stopping.wait()
+    say("rosettaserve scheduler: draining in-flight requests, then stopping")
+    await http.shutdown(timeout=30.0)
+    await scheduler.pool.stop()
+    say("rosettaserve scheduler stopped")

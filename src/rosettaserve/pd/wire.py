@@ -1,0 +1,252 @@
+"""The PD wire contract, as MindIE's coordinator and instances speak it (llm_pd.md §1.4-1.5).
+
+Scheduler -> P: the client's URL and body unchanged, plus headers ``req-id`` (decimal; P accepts
+hex digits, at most 1024), ``req-type: prefill``, ``d-target: <D ip>[;<port>]``, ``d-port`` and
+``is-recompute: true|false``.
+P -> scheduler: ``{"reqId", "isStream", "output", "isLastResp"}``; ``output`` and ``isLastResp``
+only when streaming or when the request ended at P (MindIE's SendResponseStream).
+D -> scheduler, ``GET /dresult``: one chunked ``text/event-stream`` of frames
+``reqId:<id>\\0<prefix><body>\\0`` with prefixes ``data:``, ``lastData:``, ``error:``, ``retry:``;
+``reqId:0xffffffffffffffff\\0close:<why>\\0`` when a new connection replaces this one, and
+``ka:heartbeat\\0`` after an idle spell.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from rosettaserve.core.errors import InvalidInput
+from rosettaserve.core.generate import GenerateDelta, TokenLogprob, TopLogprob
+
+REQ_ID, REQ_TYPE, D_TARGET, D_PORT, IS_RECOMPUTE = (
+    "req-id",
+    "req-type",
+    "d-target",
+    "d-port",
+    "is-recompute",
+)
+PD_HEADERS = (REQ_ID, REQ_TYPE, D_TARGET, D_PORT, IS_RECOMPUTE)
+MAX_REQ_ID = 1024
+_HEX = re.compile(r"[0-9a-fA-F]+")
+
+SEP = b"\0"
+DATA, LAST, ERROR, RETRY, CLOSE = "data", "lastData", "error", "retry", "close"
+KINDS = (DATA, LAST, ERROR, RETRY, CLOSE)
+KA = "ka"
+KEEPALIVE = b"ka:heartbeat\0"
+CLOSE_ID = "0xffffffffffffffff"  # the reqId MindIE puts on its close: frame
+CLOSE_TEXT = "new connection is to established, close the old one."
+
+
+# -- scheduler -> P headers ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PrefillHeaders:
+    req_id: str
+    d_host: str
+    d_port: int
+    recompute: bool
+
+    @property
+    def d_addr(self) -> str:
+        return f"{self.d_host}:{self.d_port}"
+
+
+def has_pd_headers(headers: Mapping[str, str]) -> bool:
+    return any(name in headers for name in PD_HEADERS)
+
+
+def parse_prefill_headers(headers: Mapping[str, str]) -> PrefillHeaders:
+    """The PD headers of a request to a prefill instance; InvalidInput (400) names what is wrong."""
+    for name in (REQ_TYPE, REQ_ID, D_TARGET):
+        if not headers.get(name, "").strip():
+            raise InvalidInput(f"header '{name}' is required on a prefill instance")
+    if headers[REQ_TYPE].strip() != "prefill":
+        raise InvalidInput(f"header 'req-type' must be 'prefill', got {headers[REQ_TYPE]!r}")
+    req_id = headers[REQ_ID].strip()
+    if len(req_id) > MAX_REQ_ID or not _HEX.fullmatch(req_id):
+        raise InvalidInput(f"header 'req-id' must be at most {MAX_REQ_ID} hex digits")
+    recompute = headers.get(IS_RECOMPUTE, "").strip()
+    if recompute not in ("", "true", "false"):
+        raise InvalidInput(f"header 'is-recompute' must be true or false, got {recompute!r}")
+    host, port = _d_target(headers[D_TARGET].strip(), headers.get(D_PORT, "").strip())
+    return PrefillHeaders(req_id, host, port, recompute == "true")
+
+
+def _d_target(target: str, d_port: str) -> tuple[str, int]:
+    parts = target.split(";")
+    if len(parts) > 2:
+        raise InvalidInput(f"header 'd-target' must be '<ip>' or '<ip>;<port>', got {target!r}")
+    try:
+        host = str(ipaddress.IPv4Address(parts[0]))
+    except ValueError:
+        raise InvalidInput(f"header 'd-target' must hold an IPv4 address, got {target!r}") from None
+    port = parts[1] if len(parts) == 2 else d_port
+    if not port:
+        raise InvalidInput("header 'd-target' names no port ('<ip>;<port>') and 'd-port' is absent")
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise InvalidInput(f"the decode instance's port must be in [1, 65535], got {port!r}")
+    return host, int(port)
+
+
+def prefill_headers(req_id: str, d_host: str, d_port: int, recompute: bool) -> dict[str, str]:
+    return {
+        REQ_ID: req_id,
+        REQ_TYPE: "prefill",
+        D_TARGET: f"{d_host};{d_port}",
+        D_PORT: str(d_port),
+        IS_RECOMPUTE: "true" if recompute else "false",
+    }
+
+
+# -- P -> scheduler reply ------------------------------------------------------------------------
+
+
+def prefill_reply(req_id: str, is_stream: bool, output: bytes, last: bool) -> dict[str, Any]:
+    doc: dict[str, Any] = {"reqId": req_id, "isStream": is_stream}
+    if is_stream or last:
+        doc["isLastResp"] = last
+        doc["output"] = output.decode("utf-8", errors="replace")
+    return doc
+
+
+@dataclass(frozen=True)
+class PrefillReply:
+    req_id: str
+    is_stream: bool
+    output: bytes
+    last: bool
+
+
+def parse_prefill_reply(body: bytes) -> PrefillReply:
+    doc = orjson.loads(body)
+    if not isinstance(doc, dict) or not isinstance(doc.get("reqId"), str):
+        raise ValueError("a prefill reply must be an object with a string 'reqId'")
+    output = doc.get("output") or ""
+    if not isinstance(output, str) or not isinstance(doc.get("isStream"), bool):
+        raise ValueError("a prefill reply needs a boolean 'isStream' and a string 'output'")
+    last = doc.get("isLastResp") is True
+    return PrefillReply(doc["reqId"], doc["isStream"], output.encode(), last)
+
+
+# -- /dresult frames -----------------------------------------------------------------------------
+
+
+def frame(req_id: str, kind: str, body: bytes) -> bytes:
+    return b"reqId:" + req_id.encode() + SEP + kind.encode() + b":" + body + SEP
+
+
+def close_frame() -> bytes:
+    return frame(CLOSE_ID, CLOSE, CLOSE_TEXT.encode())
+
+
+@dataclass
+class Frame:
+    req_id: str
+    kind: str  # data, lastData, error, retry, close, ka
+    body: bytes
+
+
+class FrameParser:
+    """Frames from a ``/dresult`` byte stream cut anywhere.
+
+    Bodies never hold NUL (JSON escapes it) except vLLM 0.2's chunk delimiter, which ends a body:
+    an empty token right after a body is that NUL. When it arrives in a later read than its
+    body, it comes out as a frame of its own (``body == b"\\0"``), which a byte stream forwards
+    the same.
+    """
+
+    def __init__(self) -> None:
+        self._partial = b""
+        self._req_id = ""
+        self._last: Frame | None = None  # the body frame before the next token
+
+    def feed(self, data: bytes) -> list[Frame]:
+        tokens = (self._partial + data).split(SEP)
+        self._partial = tokens.pop()
+        out: list[Frame] = []
+        for token in tokens:
+            self._token(token, out)
+        return out
+
+    def _token(self, token: bytes, out: list[Frame]) -> None:
+        last, self._last = self._last, None
+        if not token:
+            if last is not None:  # the NUL that ended a body
+                if out and out[-1] is last:
+                    last.body += SEP
+                    self._last = last
+                else:
+                    self._last = Frame(last.req_id, last.kind, SEP)
+                    out.append(self._last)
+            return
+        key, _, rest = token.partition(b":")
+        name = key.decode("latin-1")
+        if name == "reqId":
+            self._req_id = rest.decode("latin-1")
+        elif name == KA:
+            out.append(Frame("", KA, rest))
+        elif name in KINDS:
+            self._last = Frame(self._req_id, name, rest)
+            out.append(self._last)
+        else:
+            raise ValueError(f"unknown /dresult frame keyword {name[:40]!r}")
+
+
+# -- shipped deltas (P -> D) ---------------------------------------------------------------------
+
+
+def delta_doc(d: GenerateDelta) -> dict[str, Any]:
+    lps = None
+    if d.logprobs is not None:
+        lps = [
+            [t.token_id, t.token, t.logprob, [[a.token_id, a.token, a.logprob] for a in t.top]]
+            for t in d.logprobs
+        ]
+    return {"text": d.text, "ids": d.token_ids, "special": d.special, "logprobs": lps}
+
+
+def delta_from_doc(doc: Any) -> GenerateDelta:
+    if not isinstance(doc, dict):
+        raise ValueError("a delta must be an object")
+    text, ids, special = doc.get("text"), doc.get("ids"), doc.get("special")
+    if not isinstance(text, str) or not isinstance(special, list) or not _ints(ids):
+        raise ValueError("a delta needs 'text', 'ids' (token ids) and 'special'")
+    assert isinstance(ids, list)
+    if len(special) != len(ids) or not all(isinstance(s, bool) for s in special):
+        raise ValueError("a delta's 'special' must hold one boolean per token")
+    raw = doc.get("logprobs")
+    lps = None if raw is None else [_logprob(item) for item in _list(raw)]
+    return GenerateDelta(0, text, list(ids), list(special), lps)
+
+
+def _logprob(item: Any) -> TokenLogprob:
+    token_id, token, value, top = _list(item, 4)
+    alts = [TopLogprob(*_entry(a)) for a in _list(top)]
+    return TokenLogprob(*_entry([token_id, token, value]), tuple(alts))
+
+
+def _entry(item: Any) -> tuple[int, str, float]:
+    token_id, token, value = _list(item, 3)
+    if not _ints([token_id]) or not isinstance(token, str) or not isinstance(value, int | float):
+        raise ValueError("a logprob entry is [token id, token, logprob]")
+    return token_id, token, float(value)
+
+
+def _list(value: Any, size: int | None = None) -> list[Any]:
+    if not isinstance(value, list) or (size is not None and len(value) != size):
+        raise ValueError(f"expected a list{f' of {size}' if size else ''}, got {value!r:.80}")
+    return value
+
+
+def _ints(value: Any) -> bool:
+    return isinstance(value, list) and all(
+        isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in value
+    )

@@ -1,0 +1,1 @@
+"""Scheduling: the dynamic batcher (wraps a model's invoker) and worker processes."""

@@ -1,0 +1,36 @@
+"""Listening sockets: one process's own, or one of several workers' sharing a port."""
+
+from __future__ import annotations
+
+import socket
+
+
+def bind(host: str, port: int, reuse_port: bool = False) -> socket.socket:
+    """A listening socket; ``reuse_port``: one of several processes' on the same port."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if reuse_port:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind((host, port))
+    sock.listen(2048)
+    sock.setblocking(False)
+    return sock
+
+
+def reserve(host: str, port: int) -> socket.socket:
+    """Hold ``port`` for worker processes: bound with SO_REUSEPORT but never listening, so it
+    takes no connections itself. A port someone already listens on is refused, even one shared
+    with SO_REUSEPORT."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    if port:
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.bind((host, port))
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind((host, port))
+    return sock
+
+
+def url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host

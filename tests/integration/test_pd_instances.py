@@ -1,0 +1,296 @@
+"""Prefill and decode instances driven directly, as a MindIE-style coordinator drives them:
+P's header checks, P's reply, D's /dresult stream (framing, replacement, heartbeat), the KV
+handover, the flex shortcut, and the errors when a decode instance cannot take a request."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+
+from rosettaserve.pd import wire
+from tests.pdproc import eventually, llm_repo, start_instance, status
+from tests.serverproc import ServerProcess, start_server
+
+HEARTBEAT = "0.3"
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return llm_repo(tmp_path_factory.mktemp("pd_instances_repo"))
+
+
+@pytest.fixture(scope="module")
+def prefill(repo: Path) -> Iterator[ServerProcess]:
+    proc = start_instance(repo, "prefill")
+    yield proc
+    assert proc.stop() == 0, "\n".join(proc.lines)
+
+
+@pytest.fixture(scope="module")
+def decode(repo: Path) -> Iterator[ServerProcess]:
+    proc = start_instance(repo, "decode", "--dresult-heartbeat", HEARTBEAT)
+    yield proc
+    assert proc.stop() == 0, "\n".join(proc.lines)
+
+
+class DResultReader:
+    """A raw ``GET /dresult`` on a socket: the response head, then frames as they come."""
+
+    def __init__(self, instance: ServerProcess) -> None:
+        host, port = instance.http_hostport.rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)), timeout=30)
+        self.sock.sendall(b"GET /dresult HTTP/1.1\r\nhost: x\r\nuser-agent: coordinator\r\n\r\n")
+        self.buffer = b""
+        head = self._until(b"\r\n\r\n")
+        self.status_line, *lines = head.decode("latin-1").split("\r\n")
+        self.headers = {k.lower(): v.strip() for k, _, v in (h.partition(":") for h in lines)}
+        self.parser = wire.FrameParser()
+        self.frames: list[wire.Frame] = []
+        self.ended = False
+
+    def _until(self, marker: bytes) -> bytes:
+        while marker not in self.buffer:
+            data = self.sock.recv(65536)
+            if not data:
+                raise ConnectionError("closed")
+            self.buffer += data
+        head, self.buffer = self.buffer.split(marker, 1)
+        return head
+
+    def _chunk(self) -> None:
+        size = int(self._until(b"\r\n"), 16)
+        if size == 0:
+            self.ended = True
+            return
+        while len(self.buffer) < size + 2:
+            self.buffer += self.sock.recv(65536)
+        body, self.buffer = self.buffer[:size], self.buffer[size + 2 :]
+        self.frames += self.parser.feed(body)
+
+    def read_until(self, done: Any) -> list[wire.Frame]:
+        while not done(self.frames) and not self.ended:
+            self._chunk()
+        return self.frames
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+@pytest.fixture
+def reader(decode: ServerProcess) -> Iterator[DResultReader]:
+    r = DResultReader(decode)
+    eventually(lambda: status(decode)["decode"]["dresultConnected"])
+    yield r
+    r.close()
+
+
+def pd_headers(req_id: str, decode: ServerProcess, **extra: str) -> dict[str, str]:
+    host, port = decode.http_hostport.rsplit(":", 1)
+    return {**wire.prefill_headers(req_id, host, int(port), recompute=False), **extra}
+
+
+def to_prefill(
+    prefill: ServerProcess, path: str, doc: dict[str, Any], headers: dict[str, str]
+) -> httpx.Response:
+    return httpx.post(
+        prefill.http_url + path, content=orjson.dumps(doc), headers=headers, timeout=60
+    )
+
+
+def of(frames: list[wire.Frame], req_id: str) -> list[wire.Frame]:
+    return [f for f in frames if f.req_id == req_id]
+
+
+def finished(req_id: str) -> Any:
+    return lambda frames: any(f.kind != wire.DATA for f in of(frames, req_id))
+
+
+# -- P's header checks ---------------------------------------------------------------------------
+
+BODY = {"inputs": "The quick brown", "parameters": {"max_new_tokens": 8}}
+
+
+@pytest.mark.parametrize(
+    ("drop", "change", "message"),
+    [
+        ("req-id", {}, "'req-id' is required"),
+        ("req-type", {}, "'req-type' is required"),
+        ("d-target", {}, "'d-target' is required"),
+        ("", {"req-type": "decode"}, "must be 'prefill'"),
+        ("", {"req-id": "not-a-number"}, "hex digits"),
+        ("", {"d-target": "decode.local;80"}, "IPv4"),
+        ("", {"is-recompute": "maybe"}, "true or false"),
+    ],
+)
+def test_bad_pd_headers_are_400_in_the_family_error_shape(
+    prefill: ServerProcess, decode: ServerProcess, drop: str, change: dict[str, str], message: str
+) -> None:
+    headers = {k: v for k, v in pd_headers("1", decode, **change).items() if k != drop}
+    r = to_prefill(prefill, "/generate", BODY, headers)
+    assert r.status_code == 400
+    assert set(r.json()) == {"error", "error_type"}  # TGI's error shape on a TGI route
+    assert message in r.json()["error"]
+    chat = to_prefill(
+        prefill, "/v1/chat/completions", {"model": "tiny_llama", "messages": []}, headers
+    )
+    assert chat.status_code == 400
+    assert set(chat.json()["error"]) == {"message", "type", "param", "code"}  # OpenAI's
+
+
+def test_instances_in_other_roles_refuse_pd_requests(
+    prefill: ServerProcess, decode: ServerProcess
+) -> None:
+    r = to_prefill(decode, "/generate", BODY, pd_headers("2", decode))
+    assert r.status_code == 400
+    assert "not prefill" in r.json()["error"]
+    assert httpx.get(prefill.http_url + "/dresult", timeout=10).status_code == 400
+    plain = httpx.post(decode.http_url + "/generate", json=BODY, timeout=60)  # no PD headers
+    assert plain.status_code == 200
+    assert plain.json()["generated_text"]
+
+
+def test_a_prefill_instance_that_is_not_ready_is_503(tmp_path: Path, decode: ServerProcess) -> None:
+    repo = llm_repo(tmp_path / "repo")
+    (repo / "broken").mkdir()
+    (repo / "broken" / "model.yaml").write_text("runtime: llm\n")  # no model files: never loads
+    proc = start_server(repo, "--role", "prefill", wait_ready=False)
+    try:
+        eventually(
+            lambda: httpx.get(proc.http_url + "/v2/health/live", timeout=5).status_code == 200
+        )
+        eventually(lambda: status(proc)["resource"]["availSlotsNum"] > 0)  # tiny_llama loaded
+        assert status(proc)["service"] == {"roleStatus": "RoleUnknown", "currentRole": "prefill"}
+        r = to_prefill(proc, "/generate", BODY, pd_headers("3", decode))
+        assert r.status_code == 503
+        assert "role status is unknown" in r.json()["error"]
+    finally:
+        assert proc.stop() == 0
+
+
+# -- P's reply and D's frames ---------------------------------------------------------------------
+
+
+def test_a_streaming_request_split_by_hand(
+    prefill: ServerProcess, decode: ServerProcess, reader: DResultReader
+) -> None:
+    assert reader.status_line.startswith("HTTP/1.1 200")
+    assert reader.headers["content-type"] == "text/event-stream"
+    assert reader.headers["transfer-encoding"] == "chunked"
+    doc = {"inputs": "Once upon a time", "parameters": {"max_new_tokens": 12}}
+    r = to_prefill(prefill, "/generate_stream", doc, pd_headers("101", decode))
+    assert r.status_code == 200
+    reply = r.json()
+    assert set(reply) == {"reqId", "isStream", "output", "isLastResp"}
+    assert (reply["reqId"], reply["isStream"], reply["isLastResp"]) == ("101", True, False)
+    assert reply["output"].startswith('data:{"index":1,')  # TGI's framing, token 1
+    frames = of(reader.read_until(finished("101")), "101")
+    assert [f.kind for f in frames] == [wire.DATA] * 10 + [wire.LAST]
+    body = reply["output"].encode() + b"".join(f.body for f in frames)
+    whole = httpx.post(decode.http_url + "/generate_stream", json=doc, timeout=60).content
+    assert body == whole  # what a mixed instance sends, byte for byte
+
+
+def test_a_non_streaming_request_split_by_hand(
+    prefill: ServerProcess, decode: ServerProcess, reader: DResultReader
+) -> None:
+    doc = {"text_input": "The weather today", "parameters": {"max_tokens": 10, "details": True}}
+    path = "/v2/models/tiny_llama/generate"
+    r = to_prefill(prefill, path, doc, pd_headers("102", decode))
+    assert r.json() == {"reqId": "102", "isStream": False}  # nothing yet: it all comes from D
+    (frame,) = of(reader.read_until(finished("102")), "102")
+    assert frame.kind == wire.LAST
+    assert (
+        orjson.loads(frame.body) == httpx.post(decode.http_url + path, json=doc, timeout=60).json()
+    )
+
+
+def test_a_request_that_ends_at_prefill_never_reaches_decode(
+    prefill: ServerProcess, decode: ServerProcess, reader: DResultReader
+) -> None:
+    before = status(decode)["decode"]["accepted"]
+    doc = {"model": "tiny_llama", "prompt": "hi", "max_tokens": 1, "temperature": 0}
+    reply = to_prefill(prefill, "/v1/completions", doc, pd_headers("103", decode)).json()
+    assert (reply["isStream"], reply["isLastResp"]) == (False, True)
+    assert orjson.loads(reply["output"])["usage"]["completion_tokens"] == 1
+    assert status(decode)["decode"]["accepted"] == before
+
+
+def test_interleaved_requests_are_told_apart(
+    prefill: ServerProcess, decode: ServerProcess, reader: DResultReader
+) -> None:
+    ids = [str(200 + i) for i in range(4)]
+    prompts = ["The quick brown", "Once upon a time", "你好", "hi"]
+    replies: dict[str, Any] = {}
+
+    def send(req_id: str, prompt: str) -> None:
+        doc = {"inputs": prompt, "stream": True, "parameters": {"max_new_tokens": 40}}
+        replies[req_id] = to_prefill(prefill, "/infer", doc, pd_headers(req_id, decode)).json()
+
+    threads = [threading.Thread(target=send, args=job) for job in zip(ids, prompts, strict=True)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    frames = reader.read_until(lambda fs: all(finished(i)(fs) for i in ids))
+    for req_id, prompt in zip(ids, prompts, strict=True):
+        body = replies[req_id]["output"].encode() + b"".join(f.body for f in of(frames, req_id))
+        doc = {"inputs": prompt, "stream": True, "parameters": {"max_new_tokens": 40}}
+        whole = httpx.post(decode.http_url + "/infer", json=doc, timeout=60).content
+        events = [orjson.loads(e) for e in sse_events_strip(body)]
+        expected = [orjson.loads(e) for e in sse_events_strip(whole)]
+        untimed = [{k: v for k, v in e.items() if not k.endswith("_time")} for e in events]
+        assert untimed == [
+            {k: v for k, v in e.items() if not k.endswith("_time")} for e in expected
+        ]
+    kinds = [f.req_id for f in frames if f.req_id in ids]
+    assert kinds != sorted(kinds)  # they really were interleaved on the one stream
+
+
+def sse_events_strip(body: bytes) -> list[bytes]:
+    return [e.removeprefix(b"data: ") for e in body.split(b"\n\n") if e]
+
+
+def test_a_new_reader_replaces_the_old_one_and_heartbeats_flow(
+    decode: ServerProcess, reader: DResultReader
+) -> None:
+    newer = DResultReader(decode)
+    try:
+        old = reader.read_until(lambda fs: any(f.kind == wire.CLOSE for f in fs))
+        assert old[-1].req_id == wire.CLOSE_ID == "0xffffffffffffffff"
+        reader.read_until(lambda fs: False)  # the old stream ends after close:
+        assert reader.ended
+        beats = newer.read_until(lambda fs: sum(f.kind == wire.KA for f in fs) >= 2)
+        assert [f.kind for f in beats] == [wire.KA, wire.KA]
+    finally:
+        newer.close()
+
+
+def test_the_flex_shortcut_serves_the_request_whole(prefill: ServerProcess) -> None:
+    r = to_prefill(prefill, "/generate", BODY, pd_headers("104", prefill))
+    assert r.status_code == 200
+    assert set(r.json()) == {"generated_text"}  # the family's own reply, not a PD reply
+
+
+def test_a_decode_instance_nobody_reads_refuses_and_p_says_so(
+    prefill: ServerProcess, decode: ServerProcess
+) -> None:
+    eventually(lambda: not status(decode)["decode"]["dresultConnected"])
+    r = to_prefill(prefill, "/generate", BODY, pd_headers("105", decode))
+    assert r.status_code == 503
+    assert r.headers["x-pd-failed"] == "decode"
+    assert "refused the request (503)" in r.json()["error"]
+    assert "no scheduler is reading /dresult" in r.json()["error"]
+    assert status(prefill)["prefill"]["leases"] == 0  # its cache was let go at once
+    host = "127.0.0.1"
+    r = to_prefill(
+        prefill, "/generate", BODY, {**pd_headers("106", decode), "d-target": f"{host};1"}
+    )
+    assert r.status_code == 503
+    assert "cannot be reached" in r.json()["error"]
