@@ -63,7 +63,7 @@ def build_mlp(inputs: int, hidden: int, layers: int, outputs: int = 16) -> bytes
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     onnx.checker.check_model(model)
-    return model.SerializeToString()
+    return bytes(model.SerializeToString())
 
 
 def make_repo(root: Path, args: argparse.Namespace) -> None:
@@ -101,7 +101,7 @@ def start_server(repo: Path, args: argparse.Namespace) -> tuple[subprocess.Popen
 def request_body(args: argparse.Namespace) -> tuple[bytes, dict[str, str]]:
     """One row of --inputs features: JSON, or (--binary) the binary tensor data extension."""
     row = np.random.default_rng(1).random(args.inputs).astype(np.float32).round(4)
-    tensor = {"name": "INPUT0", "datatype": "FP32", "shape": [1, args.inputs]}
+    tensor: dict[str, object] = {"name": "INPUT0", "datatype": "FP32", "shape": [1, args.inputs]}
     if not args.binary:
         body = json.dumps({"inputs": [{**tensor, "data": row.tolist()}]}).encode()
         return body, {"Content-Type": "application/json"}
@@ -117,7 +117,8 @@ def request_body(args: argparse.Namespace) -> tuple[bytes, dict[str, str]]:
 def post(url: str, body: bytes, headers: dict[str, str]) -> dict[str, object]:
     req = urllib.request.Request(url, body, headers)
     with urllib.request.urlopen(req) as r:
-        return json.loads(r.read())
+        answer: dict[str, object] = json.loads(r.read())
+    return answer
 
 
 def check_same_answers(url: str, body: bytes, headers: dict[str, str]) -> None:
@@ -155,11 +156,12 @@ def to_ms(value: str) -> float:
 def mean_batch(url: str, model: str) -> float:
     with urllib.request.urlopen(f"{url}/v2/models/{model}/stats") as r:
         stats = json.loads(r.read())["model_stats"][0]
-    return stats["inference_count"] / max(1, stats["execution_count"])
+    return float(stats["inference_count"] / max(1, stats["execution_count"]))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def build_parser() -> argparse.ArgumentParser:
+    """The CLI's options; ``build_parser().parse_args([])`` gives the defaults (bench/compare)."""
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--duration", type=float, default=10.0)
     parser.add_argument("--warmup", type=float, default=3.0)
@@ -171,7 +173,11 @@ def main() -> None:
     parser.add_argument("--binary", action="store_true", help="binary tensor data, not JSON")
     parser.add_argument("--server-cpu", type=int, default=0)
     parser.add_argument("--load-cpu", type=int, default=1)
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> None:
+    args = build_parser().parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         make_repo(root / "repo", args)

@@ -1,0 +1,93 @@
+"""The peers (MLServer 1.7, KServe 0.21) and the ceilings (bare uvicorn, bare grpc.aio).
+
+Each runs from its own virtual environment under ``bench/.venvs/`` (``bash
+bench/compare/setup_peers.sh`` creates them); the models and apps are in ``bench/compare/peers/``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from spec import GRPC_RAW_1MIB, GRPC_SMALL, REST_JSON_1MIB, REST_SMALL, ServerSpec
+
+
+def venv_bin(root: Path, venv: str, program: str = "python") -> str:
+    return str(root / "bench" / ".venvs" / venv / "bin" / program)
+
+
+def peer_specs(root: Path) -> list[ServerSpec]:
+    peers = root / "bench" / "compare" / "peers"
+    mlserver = ServerSpec(
+        name="MLServer 1.7 (best)",
+        key="mlserver",
+        argv=(venv_bin(root, "mlserver", "mlserver"), "start", "."),
+        env={
+            "MLSERVER_HTTP_PORT": "{http_port}",
+            "MLSERVER_GRPC_PORT": "{grpc_port}",
+            "PYTHONUNBUFFERED": "1",
+        },
+        cwd=str(peers / "mlserver_repo"),
+        cases=frozenset({REST_SMALL, GRPC_SMALL, REST_JSON_1MIB, GRPC_RAW_1MIB}),
+        notes=(
+            "MLServer 1.7.1: parallel_workers 0, debug off (no access log), metrics off "
+            "(metrics_endpoint null: no Prometheus middleware/interceptor), gzip middleware off; "
+            "uvloop, httptools and orjson installed. It has no REST binary tensor data extension "
+            "(rest_binary_1mib not served); gRPC raw input is unpacked to a Python list and packed "
+            "back by MLServer itself."
+        ),
+    )
+    kserve = ServerSpec(
+        name="KServe 0.21 (1 worker)",
+        key="kserve",
+        argv=(
+            venv_bin(root, "kserve"),
+            str(peers / "kserve_identity.py"),
+            "--model_name=identity",
+            "--http_port={http_port}",
+            "--grpc_port={grpc_port}",
+            "--workers=1",
+            "--uvloop",
+            "--enable_latency_logging=false",
+            f"--log_config_file={peers / 'kserve_logging.json'}",
+        ),
+        env={"PYTHONUNBUFFERED": "1"},
+        # KServe takes a POST body without "Content-Type: application/json" for the binary
+        # extension (400 without Inference-Header-Content-Length): JSON requests must send it.
+        notes=(
+            "KServe 0.21.0: one worker (REST and gRPC in one process), uvloop event loop (set by "
+            "the launcher: KServe's --event-loop does not reach a one-worker server), per-request "
+            "logs off (latency log, uvicorn access log, gRPC interceptor's INFO line). Its REST "
+            "binary extension decodes the input into a Python list (about 0.3 s per MiB)."
+        ),
+    )
+    uvicorn_const = ServerSpec(
+        name="uvicorn + bare ASGI, constant answer",
+        key="uvicorn_const",
+        argv=(
+            venv_bin(root, "ceilings"),
+            "-m",
+            "uvicorn",
+            "uvicorn_const:app",
+            f"--app-dir={peers}",
+            "--host=127.0.0.1",
+            "--port={http_port}",
+            "--loop=uvloop",
+            "--http=httptools",
+            "--lifespan=off",
+            "--log-level=warning",
+            "--no-access-log",
+        ),
+        cases=frozenset({REST_SMALL}),
+        ceiling=True,
+        notes="uvicorn 0.54.0 (uvloop, httptools), no framework: reads the body, sends a constant.",
+    )
+    grpcio_const = ServerSpec(
+        name="grpc.aio, constant answer",
+        key="grpcio_const",
+        argv=(venv_bin(root, "ceilings"), str(peers / "grpcio_const.py"), "{grpc_port}"),
+        ready_path=None,
+        cases=frozenset({GRPC_SMALL}),
+        ceiling=True,
+        notes="grpcio 1.85.1 aio, generic handler on bytes: no protobuf work per call.",
+    )
+    return [mlserver, kserve, uvicorn_const, grpcio_const]

@@ -1,0 +1,131 @@
+"""rosettaserve's side of the comparison: its ServerSpec and the repositories it serves.
+
+- ``identity``: a python model returning its input (FP32 [-1,-1]), the model every server serves;
+- the tensor examples: ``examples/models`` symlinked without the LLM models (startup time);
+- the batching MLP of ``bench/batching_mlp.py``, unbatched and batched (dynamic batching).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import yaml
+from spec import CASES, ServerSpec
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = ROOT / ".venv" / "bin"
+
+IDENTITY_YAML = """\
+runtime: python
+class: Identity
+inputs:
+  - {name: INPUT0, datatype: FP32, shape: [-1, -1]}
+outputs:
+  - {name: OUTPUT0, datatype: FP32, shape: [-1, -1]}
+"""
+
+IDENTITY_PY = """\
+import numpy as np
+
+from rosettaserve import Model
+
+
+class Identity(Model):
+    def predict(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return {"OUTPUT0": inputs["INPUT0"]}
+"""
+
+
+def serve_argv(repo: Path) -> tuple[str, ...]:
+    return (
+        str(BIN / "rosettaserve"),
+        "serve",
+        str(repo),
+        "--http-port",
+        "{http_port}",
+        "--grpc-port",
+        "{grpc_port}",
+        "--log-level",
+        "warning",
+    )
+
+
+def identity_repo(root: Path) -> Path:
+    repo = root / "rosetta_identity"
+    (repo / "identity").mkdir(parents=True, exist_ok=True)
+    (repo / "identity" / "model.yaml").write_text(IDENTITY_YAML)
+    (repo / "identity" / "model.py").write_text(IDENTITY_PY)
+    return repo
+
+
+def rosetta_spec(root: Path) -> ServerSpec:
+    """rosettaserve serving the identity model from a repository made under ``root``."""
+    return ServerSpec(
+        name="rosettaserve",
+        key="rosettaserve",
+        argv=serve_argv(identity_repo(root)),
+        cases=frozenset(CASES),
+        notes="rosettaserve: one process, python runtime `identity` model, --log-level warning.",
+    )
+
+
+def examples_repo(root: Path) -> tuple[Path, list[str]]:
+    """examples/models as symlinks, without the LLM models; returns (repo, model names)."""
+    repo = root / "rosetta_examples"
+    repo.mkdir(parents=True, exist_ok=True)
+    names = []
+    for model in sorted((ROOT / "examples" / "models").iterdir()):
+        config = model / "model.yaml"
+        if not config.is_file():
+            continue
+        runtime = (yaml.safe_load(config.read_text()) or {}).get("runtime")
+        if runtime == "llm" or model.name == "tiny_llama":
+            continue
+        link = repo / model.name
+        if not link.exists():
+            link.symlink_to(model, target_is_directory=True)
+        names.append(model.name)
+    return repo, names
+
+
+def examples_spec(root: Path) -> ServerSpec:
+    repo, names = examples_repo(root)
+    return ServerSpec(
+        name="rosettaserve (tensor examples)",
+        key="rosettaserve-examples",
+        argv=serve_argv(repo),
+        cases=frozenset(),
+        notes="examples/models without LLM models: " + ", ".join(names),
+    )
+
+
+BATCHING_MODELS = ("mlp_unbatched", "mlp_batched")
+
+
+def batching_setup(root: Path) -> tuple[ServerSpec, bytes, dict[str, str], str]:
+    """rosettaserve serving bench/batching_mlp.py's MLP twice (its defaults) and its JSON body.
+
+    Returns (spec, request body, request headers, description of the model).
+    """
+    sys.path.insert(0, str(ROOT / "bench"))
+    import batching_mlp
+
+    args = batching_mlp.build_parser().parse_args([])
+    repo = root / "rosetta_batching"
+    if not repo.exists():
+        batching_mlp.make_repo(repo, args)
+    body, headers = batching_mlp.request_body(args)
+    hidden = "->".join([str(args.hidden)] * args.layers)
+    what = (
+        f"ONNX MLP {args.inputs}->{hidden}->16 FP32 (bench/batching_mlp.py defaults), one row "
+        f"per request, OIP REST JSON; max_batch_size 32, dynamic_batching "
+        f"max_queue_delay {args.delay_us} us; ONNX Runtime 1 intra-op thread"
+    )
+    spec = ServerSpec(
+        name="rosettaserve (batching MLP)",
+        key="rosettaserve-batching",
+        argv=serve_argv(repo),
+        cases=frozenset(),
+    )
+    return spec, body, headers, what

@@ -1,0 +1,36 @@
+"""What the comparison needs to know about one server: how to start it and what it serves.
+
+Each server under test (rosettaserve, the peers, the ceilings) is one ``ServerSpec``. The driver
+starts it pinned to the server core, waits until it is ready, measures, and stops it with SIGTERM.
+``argv`` and ``env`` values may hold ``{http_port}`` and ``{grpc_port}``: the driver picks free
+ports and formats them in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# The cases of the comparison; a server lists the ones it can serve.
+REST_SMALL = "rest_small"  # FP32 [1,4], OIP REST JSON
+GRPC_SMALL = "grpc_small"  # FP32 [1,4], OIP gRPC ModelInfer (typed fp32_contents)
+REST_JSON_1MIB = "rest_json_1mib"  # FP32 [1,262144], OIP REST JSON
+REST_BINARY_1MIB = "rest_binary_1mib"  # FP32 [1,262144], OIP REST binary tensor data extension
+GRPC_RAW_1MIB = "grpc_raw_1mib"  # FP32 [1,262144], OIP gRPC raw_input_contents
+CASES = (REST_SMALL, GRPC_SMALL, REST_JSON_1MIB, REST_BINARY_1MIB, GRPC_RAW_1MIB)
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    name: str  # row label in the table, e.g. "MLServer 1.7 (best)"
+    key: str  # short id for files and flags, e.g. "mlserver"
+    argv: tuple[str, ...]
+    env: dict[str, str] = field(default_factory=dict)
+    cwd: str | None = None
+    model: str = "identity"  # model name in /v2/models/{model}/infer and ModelInferRequest
+    input_name: str = "INPUT0"
+    output_name: str = "OUTPUT0"
+    # Readiness: an HTTP path on the http port answering 200 (None: the grpc port accepting TCP).
+    ready_path: str | None = "/v2/health/ready"
+    cases: frozenset[str] = frozenset(CASES)
+    ceiling: bool = False  # a constant-answer app: a ceiling, not a server under comparison
+    notes: str = ""  # shown under the table (config used, what a missing case means)
