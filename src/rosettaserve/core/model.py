@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import os
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,6 +18,11 @@ from rosettaserve.core.executor import run_blocking
 from rosettaserve.core.types import TensorSpec
 
 Arrays = dict[str, np.ndarray]
+
+# A synchronous predict whose calls average under this many microseconds runs on the event loop
+# thread: handing it to a thread and back would cost more than the call (0: always a thread).
+INLINE_NS = int(os.environ.get("ROSETTASERVE_INLINE_US", "100")) * 1000
+_EWMA_WEIGHT = 0.125  # of the newest call in the running mean of call times
 
 
 class Model:
@@ -75,7 +81,13 @@ class Invocable(Protocol):
 
 
 class Invoker:
-    """Calls a model's ``predict`` the way its signature asks, off the event loop."""
+    """Calls a model's ``predict`` the way its signature asks.
+
+    A synchronous ``predict`` runs on the model thread pool, unless its calls have been fast
+    (a running mean under ``INLINE_NS``): then it runs on the event loop thread, where it saves
+    the two thread switches. One slow call raises the mean and sends the next ones back to
+    the pool.
+    """
 
     waiting: int | None = None
 
@@ -89,6 +101,15 @@ class Invoker:
         self._takes_parameters = "parameters" in params or any(
             p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()
         )
+        self.mean_ns = float(2 * INLINE_NS)  # unknown until measured: start on the pool
+
+    @property
+    def inline(self) -> bool:
+        """Whether the next synchronous call runs on the event loop thread."""
+        return self.mean_ns < INLINE_NS
+
+    def _measured(self, elapsed_ns: int) -> None:
+        self.mean_ns += _EWMA_WEIGHT * (elapsed_ns - self.mean_ns)
 
     @property
     def streams(self) -> bool:
@@ -105,18 +126,21 @@ class Invoker:
         self, inputs: Arrays, parameters: dict[str, Any], call: Call | None = None
     ) -> Any:
         kwargs = self._kwargs(parameters)
+        call = call or Call(0)
         with _model_errors():
-            if call is None:
-                if self.is_async:
-                    return await self._fn(inputs, **kwargs)
-                return await run_blocking(self._fn, inputs, **kwargs)
             if self.is_async:
                 call.ran = perf_counter_ns()
                 try:
                     return await self._fn(inputs, **kwargs)
                 finally:
                     call.done = perf_counter_ns()
-            return await run_blocking(_timed, call, self._fn, inputs, kwargs)
+            try:
+                if self.inline:
+                    return _timed(call, self._fn, inputs, kwargs)
+                return await run_blocking(_timed, call, self._fn, inputs, kwargs)
+            finally:
+                if call.done:
+                    self._measured(call.done - call.ran)
 
     async def stream(
         self, inputs: Arrays, parameters: dict[str, Any], call: Call | None = None
@@ -138,7 +162,7 @@ class Invoker:
 
 
 def _timed(call: Call, fn: Callable[..., Any], inputs: Arrays, kwargs: dict[str, Any]) -> Any:
-    """Runs on the model thread, so ``ran`` - ``submitted`` is the wait for a free thread."""
+    """On the model thread pool, ``ran`` - ``submitted`` is the wait for a free thread."""
     call.ran = perf_counter_ns()
     try:
         return fn(inputs, **kwargs)

@@ -1,4 +1,4 @@
-"""The gRPC transport: one grpc.aio server for every enabled service, one error interceptor."""
+"""The gRPC transport: one grpc.aio server for every enabled service, errors mapped in one place."""
 
 from __future__ import annotations
 
@@ -48,56 +48,50 @@ class CallTracker:
             await asyncio.sleep(0.01)
 
 
-class ErrorInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
-    """Unary rpcs: a ServingError becomes its status code from the shared table."""
+def guarded(method: str, inner: Callable[[Any, Any], Awaitable[Any]], tracker: CallTracker) -> Any:
+    """A unary rpc whose ServingError becomes its status code from the shared table."""
 
-    def __init__(self, tracker: CallTracker) -> None:
-        self.tracker = tracker
+    async def call(request: Any, context: Any) -> Any:
+        tracker.active += 1  # (what tracker.busy() does, without a generator per call)
+        try:
+            return await inner(request, context)
+        except ServingError as exc:
+            # e.g. retry-after on RESOURCE_EXHAUSTED, as trailing metadata
+            trailers = tuple(exc.headers.items())
+            await context.abort(status_code(exc), exc.message, trailing_metadata=trailers)
+        except Exception as exc:
+            log.exception("unhandled error in %s", method)
+            await context.abort(grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}")
+        finally:
+            tracker.active -= 1
 
-    async def intercept_service(
-        self,
-        continuation: Callable[[Any], Awaitable[Any]],
-        details: Any,
-    ) -> Any:
-        handler = await continuation(details)
-        if handler is not None and handler.unary_stream is not None:
-            return handler._replace(unary_stream=self._tracked_stream(handler.unary_stream))
-        if handler is None or handler.unary_unary is None:
-            return handler
-        inner = handler.unary_unary
-        tracker = self.tracker
-
-        async def guarded(request: Any, context: Any) -> Any:
-            try:
-                with tracker.busy():
-                    return await inner(request, context)
-            except ServingError as exc:
-                # e.g. retry-after on RESOURCE_EXHAUSTED, as trailing metadata
-                trailers = tuple(exc.headers.items())
-                await context.abort(status_code(exc), exc.message, trailing_metadata=trailers)
-            except Exception as exc:
-                log.exception("unhandled error in %s", details.method)
-                await context.abort(grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}")
-
-        return handler._replace(unary_unary=guarded)
-
-    def _tracked_stream(self, inner: Any) -> Any:
-        tracker = self.tracker
-
-        async def tracked(request: Any, context: Any) -> AsyncIterator[Any]:
-            with tracker.busy():
-                async for reply in inner(request, context):
-                    yield reply
-
-        return tracked
+    return call
 
 
-def generic_handler(service: ServiceTable) -> Any:
+def tracked(inner: Callable[[Any, Any], AsyncIterator[Any]], tracker: CallTracker) -> Any:
+    """A server-streaming rpc that holds shutdown back while it streams."""
+
+    async def call(request: Any, context: Any) -> AsyncIterator[Any]:
+        with tracker.busy():
+            async for reply in inner(request, context):
+                yield reply
+
+    return call
+
+
+def generic_handler(service: ServiceTable, tracker: CallTracker) -> Any:
+    """The service's rpcs, each wrapped once here (an interceptor would wrap on every call):
+    unary ones map errors to status codes; bidirectional streams report errors in-band."""
     name, servicer, rpcs = service
     handlers = {}
     for rpc, (request_type, response_type, streaming) in rpcs.items():
+        fn = getattr(servicer, rpc)
+        if streaming is False:
+            fn = guarded(f"/{name}/{rpc}", fn, tracker)
+        elif streaming == "server":
+            fn = tracked(fn, tracker)
         handlers[rpc] = _HANDLER_KINDS[streaming](
-            getattr(servicer, rpc),
+            fn,
             request_deserializer=request_type.FromString,
             response_serializer=response_type.SerializeToString,
         )
@@ -111,12 +105,11 @@ def build_server(
     reuse_port: bool = False,  # one of several worker processes on the same port
 ) -> grpc.aio.Server:
     server = grpc.aio.server(
-        interceptors=[ErrorInterceptor(tracker)],
         options=[
             ("grpc.max_send_message_length", max_message_size),
             ("grpc.max_receive_message_length", max_message_size),
             ("grpc.so_reuseport", int(reuse_port)),
         ],
     )
-    server.add_generic_rpc_handlers([generic_handler(s) for s in services])
+    server.add_generic_rpc_handlers([generic_handler(s, tracker) for s in services])
     return server
