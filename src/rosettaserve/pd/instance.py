@@ -13,17 +13,19 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rosettaserve.core.dataplane import DataPlane
 from rosettaserve.core.errors import InvalidInput
 from rosettaserve.core.generate import generators
-from rosettaserve.pd.decode import DecodeRole
 from rosettaserve.pd.http_client import Address
-from rosettaserve.pd.prefill import PrefillRole
 from rosettaserve.pd.wire import REQ_TYPE
 from rosettaserve.settings import Settings
 from rosettaserve.transport.routing import HttpRequest, HttpResponse, Route, Router, json_response
+
+if TYPE_CHECKING:
+    from rosettaserve.pd.decode import DecodeRole
+    from rosettaserve.pd.prefill import PrefillRole
 
 
 class PdInstance:
@@ -31,8 +33,17 @@ class PdInstance:
         self.role = settings.role
         self.dp = dp
         self.settings = settings
-        self.prefill = PrefillRole(dp, settings.pd) if self.role == "prefill" else None
-        self.decode = DecodeRole(Router(llm_routes), settings.pd) if self.role == "decode" else None
+        # the roles' modules load torch: imported only by an instance that takes a PD role
+        self.prefill: PrefillRole | None = None
+        self.decode: DecodeRole | None = None
+        if self.role == "prefill":
+            from rosettaserve.pd.prefill import PrefillRole
+
+            self.prefill = PrefillRole(dp, settings.pd)
+        elif self.role == "decode":
+            from rosettaserve.pd.decode import DecodeRole
+
+            self.decode = DecodeRole(Router(llm_routes), settings.pd)
         self._llm_routes = llm_routes
 
     def bound(self, host: str, port: int) -> None:
