@@ -264,6 +264,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(settings: Settings) -> int:
+    from rosettaserve import malloc_tuning
+
+    malloc_tuning.tune()  # before any tensor is allocated (each worker tunes its own)
     if settings.workers > 1:
         from rosettaserve.scheduling.workers import supervise
 

@@ -126,6 +126,11 @@ def from_json(data: Any, dtype: DType, shape: tuple[int, ...], name: str) -> np.
             f"{dtype.name} data for tensor '{name}' cannot be sent as JSON; "
             "send it with the binary tensor data extension"
         )
+    if isinstance(data, np.ndarray):  # a flat array of plain numbers, read in bulk
+        check_count(data.size, count, shape, name)
+        if dtype.is_bytes:
+            raise InvalidInput(f"tensor '{name}' of datatype BYTES must hold JSON strings")
+        return _coerce(data, dtype, name).reshape(shape)
     if not isinstance(data, list):
         data = [data]
     if _is_flat(data):

@@ -77,8 +77,10 @@ class WorkerLink:
 def main(argv: list[str]) -> int:
     import uvloop
 
+    from rosettaserve import malloc_tuning
     from rosettaserve.server import Server
 
+    malloc_tuning.tune()
     fd, index = int(argv[0]), int(argv[1])
     sock = socket.socket(fileno=fd)
     message: Any = receive_blocking(sock)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import time
 from collections import deque
 from http import HTTPStatus
 from typing import Any
@@ -46,7 +47,7 @@ class Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.queue: deque[Pending] = deque()
         self.task: asyncio.Task[None] | None = None
-        self.idle: asyncio.TimerHandle | None = None
+        self.last_active = time.monotonic()  # the idle sweep closes connections quiet too long
         self.paused = False
         self.writable = asyncio.Event()
         self.writable.set()
@@ -69,14 +70,12 @@ class Connection(asyncio.Protocol):
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.server.connections.add(self)
-        self._arm_idle()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.server.connections.discard(self)
         self.transport = None
         if self.task is not None:
             self.task.cancel()  # the client went away: stop its work
-        self._cancel_idle()
 
     def pause_writing(self) -> None:
         self.writable.clear()
@@ -85,7 +84,7 @@ class Connection(asyncio.Protocol):
         self.writable.set()
 
     def data_received(self, data: bytes) -> None:
-        self._cancel_idle()
+        self.last_active = time.monotonic()
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:
@@ -165,12 +164,13 @@ class Connection(asyncio.Protocol):
             if response.stream is not None:
                 keep_alive = await self._write_stream(response, keep_alive)
             else:
-                self.transport.writelines([head(response, keep_alive), response.body])
+                parts = [head(response, keep_alive), response.body, *response.tail]
+                self.transport.writelines(parts)
             if not keep_alive or self.transport is None:
                 self.transport.close()
                 return
         self.task = None
-        self._arm_idle()
+        self.last_active = time.monotonic()
 
     async def _write_stream(self, response: HttpResponse, keep_alive: bool) -> bool:
         """Chunked transfer encoding, one chunk per item, waiting while the client is slow."""
@@ -213,24 +213,15 @@ class Connection(asyncio.Protocol):
             self.transport.write_eof()
             asyncio.get_running_loop().call_later(LINGER_S, self._close)
 
-    # -- idle timeout --------------------------------------------------------------------------
-
-    def _arm_idle(self) -> None:
-        self._cancel_idle()
-        loop = asyncio.get_running_loop()
-        self.idle = loop.call_later(self.server.idle_timeout, self._close_idle)
-
-    def _cancel_idle(self) -> None:
-        if self.idle is not None:
-            self.idle.cancel()
-            self.idle = None
+    # -- closing -------------------------------------------------------------------------------
 
     def _close(self) -> None:
         if self.transport is not None:
             self.transport.close()
 
-    def _close_idle(self) -> None:
-        if self.task is None and self.transport is not None:
+    def close_if_idle(self, since: float) -> None:
+        """Close it if no request is being answered and nothing arrived after ``since``."""
+        if self.task is None and self.last_active < since and self.transport is not None:
             self.transport.close()
 
     @property
@@ -240,9 +231,7 @@ class Connection(asyncio.Protocol):
 
 def head(response: HttpResponse, keep_alive: bool, chunked: bool = False) -> bytes:
     status = _STATUS_LINES.get(response.status) or f"HTTP/1.1 {response.status} \r\n".encode()
-    length = (
-        b"transfer-encoding: chunked" if chunked else b"content-length: %d" % len(response.body)
-    )
+    length = b"transfer-encoding: chunked" if chunked else b"content-length: %d" % response.length
     parts = [status, b"content-type: ", response.content_type.encode(), b"\r\n", length, b"\r\n"]
     for name, value in response.headers.items():
         parts += [name.encode(), b": ", value.encode(), b"\r\n"]
@@ -270,16 +259,30 @@ class HttpServer:
         self.connections: set[Connection] = set()
         self.closing = False
         self._server: asyncio.Server | None = None
+        self._sweeper: asyncio.Task[None] | None = None
 
     async def start(self, sock: socket.socket) -> None:
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(lambda: Connection(self), sock=sock, backlog=2048)
+        self._sweeper = loop.create_task(self._sweep_idle())
+
+    async def _sweep_idle(self) -> None:
+        """Close connections idle for longer than the timeout (give or take a quarter of it):
+        one timer for the server rather than one per connection re-armed on every request."""
+        interval = max(self.idle_timeout / 4, 0.01)
+        while True:
+            await asyncio.sleep(interval)
+            since = time.monotonic() - self.idle_timeout
+            for conn in list(self.connections):
+                conn.close_if_idle(since)
 
     async def shutdown(self, timeout: float | None = None) -> None:
         """Stop accepting, let requests in flight finish (then close), close idle connections."""
         self.closing = True
         if self._server is not None:
             self._server.close()
+        if self._sweeper is not None:
+            self._sweeper.cancel()
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + timeout
         while True:

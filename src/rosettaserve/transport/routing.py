@@ -32,6 +32,11 @@ class HttpResponse:
     content_type: str = "application/json"
     headers: dict[str, str] = field(default_factory=dict)
     stream: AsyncIterator[bytes] | None = None  # set: sent chunk by chunk, `body` unused
+    tail: tuple[bytes | memoryview, ...] = ()  # sent after `body` as they are, never joined
+
+    @property
+    def length(self) -> int:
+        return len(self.body) + sum(len(part) for part in self.tail)
 
 
 Handler = Callable[[HttpRequest], Awaitable[HttpResponse]]

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from rosettaserve.core import dtypes
+from rosettaserve.core import dtypes, json_bulk
 from rosettaserve.core.call import PROTOCOL, TIMEOUT_US
 from rosettaserve.core.codec import check_shape, from_json, from_raw, to_raw
 from rosettaserve.core.errors import InvalidInput
@@ -51,7 +51,9 @@ def parse_infer(body: bytes, header: str | None, model: str, version: str) -> In
     split = json_length(header, len(body))
     view = memoryview(body)
     try:
-        doc = parse_json(view[:split])
+        doc = json_bulk.loads(body, b"data", _place_data) if split == len(body) else None
+        if doc is None:
+            doc = parse_json(view[:split])
     except InvalidInput as exc:
         if header is None and b"binary_data_size" in body:
             raise InvalidInput(
@@ -75,6 +77,15 @@ def parse_infer(body: bytes, header: str | None, model: str, version: str) -> In
         parameters=parameters,
         context=request_context(parameters, "oip_rest", {BINARY_OUTPUT_KEY: binary_default}),
     )
+
+
+def _place_data(doc: Any, arrays: list[np.ndarray]) -> int:
+    """Bulk-read arrays go where they stood: the ``data`` of an input."""
+    used: set[int] = set()
+    items = doc.get("inputs") if isinstance(doc, dict) else None
+    if not isinstance(items, list):
+        return 0
+    return sum(json_bulk.swap(i, "data", arrays, used) for i in items if isinstance(i, dict))
 
 
 def request_context(
@@ -195,8 +206,9 @@ def _request_id(value: Any) -> str | None:
 
 def encode_infer(
     response: InferenceResponse, request: InferenceRequest
-) -> tuple[bytes, int | None]:
-    """The response body and, when it carries binary data, the JSON header's length."""
+) -> tuple[bytes, list[Any], int | None]:
+    """The JSON (header), the binary tensor data that follows it (buffers, not joined: they go
+    to the socket as they are), and, when there is binary data, the JSON header's length."""
     default_binary = bool(request.context.get(BINARY_OUTPUT_KEY, False))
     wanted = {o.name: o.parameters for o in request.outputs or ()}
     blobs: list[Any] = []
@@ -214,9 +226,7 @@ def encode_infer(
         doc["parameters"] = response.parameters
     doc["outputs"] = outputs
     header = orjson.dumps(doc, option=_NUMPY)
-    if not blobs:
-        return header, None
-    return b"".join([header, *blobs]), len(header)
+    return header, blobs, len(header) if blobs else None
 
 
 def _encode_output(tensor: Tensor, binary: bool, blobs: list[Any]) -> dict[str, Any]:

@@ -89,11 +89,11 @@ def infer_routes(dp: DataPlane) -> list[Route]:
             req.body, req.header(convert.HEADER_LENGTH), req.params["model"], _version(req)
         )
         response = await dp.infer(request)
-        body, header_length = convert.encode_infer(response, request)
+        body, blobs, header_length = convert.encode_infer(response, request)
         if header_length is None:
             return HttpResponse(200, body)
         headers = {convert.HEADER_LENGTH: str(header_length)}
-        return HttpResponse(200, body, "application/octet-stream", headers)
+        return HttpResponse(200, body, "application/octet-stream", headers, tail=tuple(blobs))
 
     return [Route("POST", MODEL + "/infer", infer)]
 

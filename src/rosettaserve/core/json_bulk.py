@@ -1,0 +1,117 @@
+"""Large JSON documents whose numeric arrays are read straight into numpy, not as Python numbers.
+
+A JSON list of a million numbers costs a Python float per element to read (and as much again to
+turn into an array). In a large body, every flat array of plain numbers that is the value of the
+given key is cut out of the text, read by simdjson into one int64, uint64 or float64 buffer, and
+a marker takes its place; the rest of the (now small) document is read as usual and each marker
+is swapped for its array. Only flat arrays of numbers qualify (simdjson refuses booleans, nulls
+and strings in a numeric buffer), so nested, boolean, null or string data takes the ordinary
+path and gets the ordinary errors. Whatever the fast path cannot account for, it gives up on:
+the caller then reads the whole body the ordinary way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Literal
+
+import numpy as np
+import simdjson
+
+MIN_BODY = 64 * 1024  # smaller bodies gain nothing: read them the ordinary way
+MIN_ARRAY = 1024  # bytes of array text worth a bulk read
+_BLANKS = (b" ", b"\t", b"\r", b"\n")
+_FRACTION = (b".", b"e", b"E")
+MARK = "\x00rosettaserve-bulk"  # a key that no real request carries
+_MARK_JSON = b'"\\u0000rosettaserve-bulk"'
+
+
+def find_arrays(body: bytes, key: bytes) -> list[tuple[int, int]]:
+    """(start, end) of each candidate array's text, brackets included, in document order: the
+    value of ``key`` when it is a list with no list inside (what it holds, simdjson checks)."""
+    spans = []
+    quoted = b'"' + key + b'"'
+    at = body.find(quoted)
+    while at >= 0:
+        colon = _skip_blanks(body, at + len(quoted))
+        if body[colon : colon + 1] == b":":
+            start = _skip_blanks(body, colon + 1)
+            end = body.find(b"]", start)
+            nested = body.find(b"[", start + 1, end) >= 0
+            if body[start : start + 1] == b"[" and end - start >= MIN_ARRAY and not nested:
+                spans.append((start, end + 1))
+        at = body.find(quoted, at + len(quoted))
+    return spans
+
+
+def _skip_blanks(body: bytes, at: int) -> int:
+    while body[at : at + 1] in _BLANKS:
+        at += 1
+    return at
+
+
+def read_array(text: bytes) -> np.ndarray | None:
+    """A flat numeric JSON array as int64 (or uint64 beyond int64) or float64; None if simdjson
+    cannot read it exactly (out-of-range numbers: the ordinary path reports them)."""
+    integral = not any(mark in text for mark in _FRACTION)
+    kinds: tuple[tuple[Literal["i", "u", "d"], type[np.generic]], ...] = (
+        (("i", np.int64), ("u", np.uint64)) if integral else (("d", np.float64),)
+    )
+    for code, dtype in kinds:
+        try:
+            doc = simdjson.Parser().parse(text)
+            if not isinstance(doc, simdjson.Array):
+                return None
+            return np.frombuffer(doc.as_buffer(of_type=code), dtype=dtype)
+        except (ValueError, TypeError):
+            continue
+    return None
+
+
+def loads(body: bytes, key: bytes, place: Callable[[Any, list[np.ndarray]], int]) -> Any:
+    """The document with bulk arrays swapped in, or None when the fast path does not apply.
+
+    ``place(doc, arrays)`` swaps each marker ``{MARK: i}`` where the caller expects it and
+    returns how many it swapped; any other count means a marker landed elsewhere (the key also
+    named something else), and the fast path gives up."""
+    import orjson
+
+    if len(body) < MIN_BODY:
+        return None
+    spans = find_arrays(body, key)
+    if not spans:
+        return None
+    view = memoryview(body)
+    arrays: list[np.ndarray] = []
+    parts: list[bytes | memoryview] = []
+    last = 0
+    for i, (start, end) in enumerate(spans):
+        array = read_array(body[start:end])
+        if array is None:
+            return None
+        arrays.append(array)
+        parts += [view[last:start], b"{%s:%d}" % (_MARK_JSON, i)]
+        last = end
+    parts.append(view[last:])
+    try:
+        doc = orjson.loads(b"".join(parts))
+    except orjson.JSONDecodeError:
+        return None  # a match inside a string broke the text: read it the ordinary way
+    return doc if place(doc, arrays) == len(arrays) else None
+
+
+def marker_index(value: Any) -> int | None:
+    """The array index a marker stands for (None: not a marker)."""
+    if type(value) is dict and len(value) == 1 and type(value.get(MARK)) is int:
+        return int(value[MARK])
+    return None
+
+
+def swap(container: dict[str, Any], key: str, arrays: list[np.ndarray], used: set[int]) -> int:
+    """Put the array a marker at ``container[key]`` stands for in its place: 1 if swapped."""
+    index = marker_index(container.get(key))
+    if index is None or not 0 <= index < len(arrays) or index in used:
+        return 0
+    used.add(index)
+    container[key] = arrays[index]
+    return 1

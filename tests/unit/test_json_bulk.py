@@ -1,0 +1,130 @@
+"""Large OIP JSON bodies: numeric arrays read in bulk give what the ordinary read gives."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import orjson
+import pytest
+
+from rosettaserve.core import json_bulk
+from rosettaserve.core.errors import InvalidInput
+from rosettaserve.protocols.oip import convert
+
+N = 20_000  # elements: a body well over json_bulk.MIN_BODY
+
+
+def body(
+    data: object, datatype: str = "FP32", shape: list[int] | None = None, **extra: object
+) -> bytes:
+    doc = {
+        "inputs": [{"name": "x", "datatype": datatype, "shape": shape or [N], "data": data}],
+        **extra,
+    }
+    return json.dumps(doc).encode()
+
+
+def parse(raw: bytes) -> object:
+    return convert.parse_infer(raw, None, "m", "")
+
+
+def ordinary(raw: bytes, monkeypatch: pytest.MonkeyPatch) -> object:
+    with monkeypatch.context() as m:
+        m.setattr(json_bulk, "MIN_BODY", 1 << 40)
+        return parse(raw)
+
+
+def outcome(raw: bytes) -> tuple[str, object]:
+    try:
+        req = parse(raw)
+    except InvalidInput as exc:
+        return "error", exc.message
+    tensor = req.inputs[0]  # type: ignore[attr-defined]
+    return "ok", (tensor.data.dtype.str, tensor.data.shape, tensor.data.tobytes())
+
+
+def test_a_large_float_array_is_read_in_bulk_and_exactly() -> None:
+    values = np.random.default_rng(7).standard_normal(N)
+    raw = body(values.tolist(), "FP64")
+    assert json_bulk.loads(raw, b"data", convert._place_data) is not None  # the bulk path ran
+    req = parse(raw)
+    np.testing.assert_array_equal(req.inputs[0].data, values)
+
+
+@pytest.mark.parametrize(
+    ("data", "datatype"),
+    [
+        (list(range(-N // 2, N // 2)), "INT32"),
+        (list(range(N)), "FP32"),
+        ([2**63 + i for i in range(N)], "UINT64"),
+        ([-(2**63)] * N, "INT64"),
+        ([1.5] * N, "INT32"),  # numbers where integers are wanted
+        ([300] * N, "INT8"),  # out of range
+        ([1e300] * N, "FP32"),  # beyond FP32: inf, as C casts
+        ([True] * N, "FP32"),  # booleans: not numbers
+        ([1] * (N - 1) + [None], "FP32"),
+        (["1"] * N, "FP32"),
+        ([1.0] * N, "BYTES"),
+        ([0.5] * (N - 1), "FP32"),  # one element short
+    ],
+)
+def test_bulk_and_ordinary_reads_agree(
+    data: list[object], datatype: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    raw = body(data, datatype)
+    bulk = outcome(raw)
+    with monkeypatch.context() as m:
+        m.setattr(json_bulk, "MIN_BODY", 1 << 40)
+        plain = outcome(raw)
+    assert bulk[0] == plain[0]
+    if bulk[0] == "ok":
+        assert bulk == plain
+
+
+def test_nested_and_ragged_data_take_the_ordinary_path() -> None:
+    rows = [[float(i)] * 100 for i in range(N // 100)]
+    req = parse(body(rows, shape=[N // 100, 100]))
+    assert req.inputs[0].data.shape == (N // 100, 100)
+    rows[3] = [*rows[3][:-1], [1.0]]  # ragged: a list where a number belongs
+    with pytest.raises(InvalidInput, match="ragged"):
+        parse(body(rows, shape=[N // 100, 100]))
+
+
+def test_a_data_key_elsewhere_is_left_alone() -> None:
+    """A numeric list under "data" in the request parameters stays a list of numbers."""
+    raw = body([0.25] * N, parameters={"data": list(range(N))})
+    req = parse(raw)
+    assert req.parameters["data"] == list(range(N))
+    assert req.inputs[0].data.dtype == np.float32
+
+
+def test_data_text_inside_a_string_does_not_confuse_it() -> None:
+    sneaky = '"data": [' + ",".join(["1"] * 2000) + "]"
+    raw = body([0.5] * N, parameters={"note": sneaky})
+    req = parse(raw)
+    assert req.parameters["note"] == sneaky
+    assert float(req.inputs[0].data[0]) == 0.5
+
+
+def test_a_forged_marker_is_not_trusted() -> None:
+    forged = {json_bulk.MARK: 0}
+    raw = orjson.dumps(
+        {
+            "inputs": [
+                {"name": "x", "datatype": "FP32", "shape": [N], "data": [0.5] * N},
+                {"name": "y", "datatype": "FP32", "shape": [1], "data": forged},
+            ]
+        }
+    )
+    doc = json_bulk.loads(raw, b"data", convert._place_data)
+    assert doc is not None
+    assert doc["inputs"][1]["data"] == forged  # the array went where the real marker stood
+    with pytest.raises(InvalidInput, match="must hold JSON numbers, got dict"):
+        parse(raw)
+
+
+def test_malformed_large_json_is_still_a_clear_error() -> None:
+    raw = body([0.5] * N)[:-3]
+    with pytest.raises(InvalidInput, match="not valid JSON"):
+        parse(raw)
