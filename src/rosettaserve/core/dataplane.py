@@ -219,6 +219,8 @@ class DataPlane:
         if not timeout_us:
             return await invoker.predict(arrays, request.parameters, call)
         call.deadline = asyncio.get_running_loop().time() + timeout_us / 1e6
+        if asyncio.current_task() is None:  # run eagerly by the HTTP server: a timeout needs a
+            await asyncio.sleep(0)  # task, and the one that takes the request over is it
         try:
             async with asyncio.timeout_at(call.deadline):
                 return await invoker.predict(arrays, request.parameters, call)

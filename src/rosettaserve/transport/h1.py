@@ -12,8 +12,9 @@ import logging
 import socket
 import time
 from collections import deque
+from collections.abc import Awaitable, Coroutine, Generator
 from http import HTTPStatus
-from typing import Any
+from typing import Any, cast
 
 import httptools
 
@@ -136,6 +137,9 @@ class Connection(asyncio.Protocol):
         pending = Pending(self.parser.get_method().decode(), self.url, self.headers, body)
         pending.keep_alive = self.parser.should_keep_alive()
         pending.error = self.error
+        if self.task is None and not self.queue and pending.error is None:
+            self._answer_eagerly(pending)
+            return
         self.queue.append(pending)
         if len(self.queue) > MAX_PIPELINE and self.transport is not None:
             self.transport.pause_reading()
@@ -145,8 +149,31 @@ class Connection(asyncio.Protocol):
 
     # -- answering -----------------------------------------------------------------------------
 
-    async def _serve_queue(self) -> None:
+    def _answer_eagerly(self, pending: Pending) -> None:
+        """Run the handler at once, up to its first wait. Most requests (a fast model) need none:
+        the response is written here, without a task. Otherwise a task takes the handler over
+        where it stopped, and answers the requests pipelined behind it after it."""
         app = self.server.app
+        handler = app.respond(pending.method, pending.url, pending.headers, pending.body)
+        try:
+            waits_for = handler.send(None)
+        except StopIteration as finished:
+            response: HttpResponse = finished.value
+            if response.stream is None:
+                self._write(response, pending)
+                return
+            first: Awaitable[HttpResponse] = _ready(response)
+        else:
+            first = Adopted(handler, waits_for)
+        self.task = asyncio.get_running_loop().create_task(self._serve_queue((first, pending)))
+
+    async def _serve_queue(
+        self, first: tuple[Awaitable[HttpResponse], Pending] | None = None
+    ) -> None:
+        """Answer the queued requests in order (after ``first``: a response on its way)."""
+        app = self.server.app
+        if first is not None and not await self._answer(await first[0], first[1]):
+            return
         while self.queue:
             pending = self.queue.popleft()
             if self.paused and len(self.queue) < MAX_PIPELINE // 2 and self.transport:
@@ -158,19 +185,32 @@ class Connection(asyncio.Protocol):
                 response = await app.respond(
                     pending.method, pending.url, pending.headers, pending.body
                 )
-            if self.transport is None:
-                return
-            keep_alive = pending.keep_alive and not self.server.closing
-            if response.stream is not None:
-                keep_alive = await self._write_stream(response, keep_alive)
-            else:
-                parts = [head(response, keep_alive), response.body, *response.tail]
-                self.transport.writelines(parts)
-            if not keep_alive or self.transport is None:
-                self.transport.close()
+            if not await self._answer(response, pending):
                 return
         self.task = None
         self.last_active = time.monotonic()
+
+    async def _answer(self, response: HttpResponse, pending: Pending) -> bool:
+        """Send it; False when the connection is done with (closed, or not kept alive)."""
+        if self.transport is None:
+            return False
+        if response.stream is None:
+            return self._write(response, pending)
+        keep_alive = pending.keep_alive and not self.server.closing
+        keep_alive = await self._write_stream(response, keep_alive)
+        if not keep_alive and self.transport is not None:
+            self.transport.close()
+        return keep_alive and self.transport is not None
+
+    def _write(self, response: HttpResponse, pending: Pending) -> bool:
+        """Head and body in one writelines; False when the connection is closed after it."""
+        if self.transport is None:
+            return False
+        keep_alive = pending.keep_alive and not self.server.closing
+        self.transport.writelines([head(response, keep_alive), response.body, *response.tail])
+        if not keep_alive:
+            self.transport.close()
+        return keep_alive
 
     async def _write_stream(self, response: HttpResponse, keep_alive: bool) -> bool:
         """Chunked transfer encoding, one chunk per item, waiting while the client is slow."""
@@ -227,6 +267,38 @@ class Connection(asyncio.Protocol):
     @property
     def busy(self) -> bool:
         return self.task is not None
+
+
+async def _ready(response: HttpResponse) -> HttpResponse:
+    return response
+
+
+class Adopted:
+    """A coroutine that has already run up to its first wait, made awaitable again: the task
+    that awaits it receives that wait first, then drives the coroutine on (sends, throws and
+    closes go through to it, as ``await`` would)."""
+
+    def __init__(self, coroutine: Coroutine[Any, Any, HttpResponse], waits_for: Any) -> None:
+        self.coroutine, self.waits_for = coroutine, waits_for
+
+    def __await__(self) -> Generator[Any, Any, HttpResponse]:
+        coroutine, step = self.coroutine, self.waits_for
+        while True:
+            try:
+                sent = yield step
+            except GeneratorExit:
+                coroutine.close()
+                raise
+            except BaseException as exc:  # cancellation too: it goes through
+                try:
+                    step = coroutine.throw(exc)
+                except StopIteration as finished:
+                    return cast(HttpResponse, finished.value)
+            else:
+                try:
+                    step = coroutine.send(sent)
+                except StopIteration as finished:
+                    return cast(HttpResponse, finished.value)
 
 
 def head(response: HttpResponse, keep_alive: bool, chunked: bool = False) -> bytes:
