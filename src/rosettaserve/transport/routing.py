@@ -62,27 +62,43 @@ class Route:
     on_error: ErrorRenderer = error_body
 
 
+Patterns = list[tuple[re.Pattern[str], dict[str, Route]]]
+
+
 class Router:
-    """Exact paths by dict lookup; patterned paths by one regex each, in declaration order."""
+    """Exact paths by dict lookup; patterned paths by one regex each, in declaration order.
+
+    A pattern whose last path segment is literal (``.../infer``) can only match a path that ends
+    in that segment, so a path is tried against those and the patterns that end otherwise, not
+    against every pattern (the order among them is kept)."""
 
     def __init__(self, routes: list[Route]) -> None:
         self._exact: dict[str, dict[str, Route]] = {}
-        self._patterns: list[tuple[re.Pattern[str], dict[str, Route]]] = []
+        self._patterns: Patterns = []
+        self._by_last: dict[str, Patterns] = {}
         index: dict[str, dict[str, Route]] = {}
         for route in routes:
             methods = index.setdefault(route.pattern, {})
             methods[route.method] = route
+        tails: list[str | None] = []
         for pattern, methods in index.items():
             if _is_literal(pattern):
                 self._exact[pattern] = methods
             else:
                 self._patterns.append((re.compile(pattern), methods))
+                tails.append(_literal_tail(pattern))
+        for last in {t for t in tails if t is not None}:
+            self._by_last[last] = [
+                p for p, t in zip(self._patterns, tails, strict=True) if t in (None, last)
+            ]
+        self._unsegmented = [p for p, t in zip(self._patterns, tails, strict=True) if t is None]
 
     def match(self, method: str, path: str) -> tuple[Route, dict[str, str]]:
         methods = self._exact.get(path)
         params: dict[str, str] = {}
         if methods is None:
-            for regex, candidates in self._patterns:
+            last = path.rpartition("/")[2]
+            for regex, candidates in self._by_last.get(last, self._unsegmented):
                 found = regex.fullmatch(path)
                 if found:
                     methods = candidates
@@ -98,6 +114,14 @@ class Router:
                 headers={"allow": allowed},
             )
         return route, params
+
+
+def _literal_tail(pattern: str) -> str | None:
+    """The pattern's last path segment when every path it matches ends in exactly that."""
+    tail = pattern.rpartition("/")[2]
+    if not tail or "|" in pattern or "(?i" in pattern or "." in tail or not _is_literal(tail):
+        return None
+    return tail
 
 
 def _is_literal(pattern: str) -> bool:
