@@ -22,6 +22,9 @@ import msgspec
 import numpy as np
 import orjson
 
+from rosettaserve.core import json_bulk
+from rosettaserve.protocols.oip import convert
+
 SMALL_REQ = b'{"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[1,4],"data":[1,2,3,4]}]}'
 BIG_N = 1 << 18  # 262144 FP32 values = 1 MiB of tensor data
 
@@ -68,6 +71,9 @@ def decoders() -> dict[str, Callable[[bytes], Any]]:
         "msgspec typed Struct": typed.decode,
         "orjson.loads + np.asarray": lambda b: np.asarray(
             orjson.loads(b)["inputs"][0]["data"], dtype=np.float32
+        ),
+        "server: json_bulk (simdjson)": lambda b: (
+            json_bulk.loads(b, b"data", convert._place_data) or orjson.loads(b)
         ),
     }
 
@@ -137,6 +143,9 @@ def check(big: bytes, arr: np.ndarray) -> None:
     assert orjson.loads(big)["inputs"][0]["data"] == ref
     assert msgspec.json.decode(big)["inputs"][0]["data"] == ref
     assert msgspec.json.Decoder(InferRequest).decode(big).inputs[0].data == ref
+    bulk = json_bulk.loads(big, b"data", convert._place_data)
+    assert bulk is not None
+    assert bulk["inputs"][0]["data"].tolist() == ref
     for name, enc in encoders().items():
         data = orjson.loads(enc(response(arr)))["outputs"][0]["data"]
         assert np.array_equal(np.asarray(data, dtype=np.float32), arr), name
