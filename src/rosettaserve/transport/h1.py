@@ -8,6 +8,7 @@ time out, and shutdown drains the requests in flight.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import socket
 import time
@@ -155,8 +156,9 @@ class Connection(asyncio.Protocol):
         where it stopped, and answers the requests pipelined behind it after it."""
         app = self.server.app
         handler = app.respond(pending.method, pending.url, pending.headers, pending.body)
+        context = contextvars.copy_context()  # the task that may take over runs in it too
         try:
-            waits_for = handler.send(None)
+            waits_for = context.run(handler.send, None)
         except StopIteration as finished:
             response: HttpResponse = finished.value
             if response.stream is None:
@@ -165,7 +167,9 @@ class Connection(asyncio.Protocol):
             first: Awaitable[HttpResponse] = _ready(response)
         else:
             first = Adopted(handler, waits_for)
-        self.task = asyncio.get_running_loop().create_task(self._serve_queue((first, pending)))
+        self.task = asyncio.get_running_loop().create_task(
+            self._serve_queue((first, pending)), context=context
+        )
 
     async def _serve_queue(
         self, first: tuple[Awaitable[HttpResponse], Pending] | None = None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import socket
 from collections.abc import AsyncIterator
 from typing import Any
@@ -10,11 +11,19 @@ from typing import Any
 from rosettaserve.transport.h1 import HttpServer
 from rosettaserve.transport.routing import HttpResponse
 
+VAR: contextvars.ContextVar[str] = contextvars.ContextVar("test_h1_var", default="")
+
 
 class EchoApp:
     async def respond(
         self, method: str, raw_url: bytes, headers: dict[str, str], body: bytes
     ) -> HttpResponse:
+        if raw_url == b"/context":  # set before its first wait, reset after it
+            token = VAR.set("inside")
+            await asyncio.sleep(0)
+            seen = VAR.get()
+            VAR.reset(token)
+            return HttpResponse(200, seen.encode(), "text/plain")
         if raw_url == b"/stream":
             return HttpResponse(200, content_type="text/plain", stream=self._chunks())
         return HttpResponse(200, method.encode() + b" " + raw_url + b" " + body, "text/plain")
@@ -98,3 +107,11 @@ def test_expect_continue_is_answered() -> None:
     )
     assert data.startswith(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK")
     assert data.endswith(b"POST /e abc")
+
+
+def test_a_handler_that_waits_keeps_its_context_across_the_wait() -> None:
+    """The server runs a handler eagerly up to its first wait; the task that finishes it must
+    run in the same context, or a ContextVar set before the wait cannot be reset after it."""
+    data = run(exchange(b"GET /context HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"))
+    assert data.startswith(b"HTTP/1.1 200 OK")
+    assert data.endswith(b"inside")
