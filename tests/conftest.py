@@ -3,10 +3,15 @@ from __future__ import annotations
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from tests.serverproc import ServerProcess, start_server
+from tests.serverproc import ServerProcess, served, start_server
+from tests.v2data import DATATYPES
+
+if TYPE_CHECKING:
+    import onnxruntime as ort
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "models"
@@ -22,12 +27,6 @@ def assemble_repo(dest: Path, *sources: Path) -> Path:
                     model, dest / model.name, ignore=shutil.ignore_patterns("__pycache__")
                 )
     return dest
-
-
-DATATYPES = [
-    "BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64",
-    "FP16", "FP32", "FP64", "BF16", "BYTES",
-]  # fmt: skip
 
 
 def add_identity_models(repo: Path) -> None:
@@ -54,6 +53,21 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def server(repo: Path) -> Iterator[ServerProcess]:
-    proc = start_server(repo)
-    yield proc
-    assert proc.stop() == 0, "\n".join(proc.lines)
+    yield from served(start_server(repo))
+
+
+@pytest.fixture(scope="session")
+def mlp_session() -> ort.InferenceSession:
+    """onnxruntime on the example MLP's ONNX file: expected values apart from the server."""
+    import onnxruntime as ort
+
+    model = EXAMPLES / "mlp_onnx" / "1" / "model.onnx"
+    return ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+
+
+@pytest.fixture(scope="module")
+def iris(repo: Path) -> Any:
+    """The classifier the server loaded: the repository's own copy of the pickle."""
+    import joblib
+
+    return joblib.load(repo / "iris_sklearn" / "model.joblib")

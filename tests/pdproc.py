@@ -6,12 +6,8 @@ scheduler prints only its ``http:`` line, and is ready once a prefill and a deco
 
 from __future__ import annotations
 
-import os
-import queue
 import shutil
-import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -20,7 +16,7 @@ from typing import Any
 import httpx
 
 from tests.conftest import EXAMPLES
-from tests.serverproc import START_TIMEOUT_S, ServerProcess, start_server, wait_until_ready
+from tests.serverproc import ServerProcess, launch, start_server, wait_until_ready
 
 
 def llm_repo(dest: Path, **parameters: Any) -> Path:
@@ -41,32 +37,8 @@ def start_scheduler(
 ) -> ServerProcess:
     cmd = [sys.executable, "-m", "rosettaserve", "scheduler", "--http-port", "0"]
     cmd += ["--prefill", *(p.http_url for p in prefill), "--decode", *(d.http_url for d in decode)]
-    proc = subprocess.Popen(
-        [*cmd, *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=dict(os.environ, PYTHONUNBUFFERED="1"),
-    )
-    lines: list[str] = []
-    found: queue.Queue[str] = queue.Queue()
-
-    def pump() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            lines.append(line.rstrip("\n"))
-            if line.startswith("http: "):
-                found.put(line.split(" ", 1)[1].strip())
-
-    threading.Thread(target=pump, daemon=True).start()
-    try:
-        url = found.get(timeout=START_TIMEOUT_S)
-    except queue.Empty:
-        proc.kill()
-        raise RuntimeError(
-            "the scheduler did not print its address:\n" + "\n".join(lines)
-        ) from None
-    server = ServerProcess(proc, url, lines)
+    proc, lines, addresses = launch([*cmd, *args], ("http",))
+    server = ServerProcess(proc, addresses["http"], lines)
     if wait_ready:
         wait_until_ready(server)
     return server

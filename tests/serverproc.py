@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,36 +38,59 @@ class ServerProcess:
             return self.proc.wait()
 
 
+def served(proc: ServerProcess) -> Iterator[ServerProcess]:
+    """A fixture's body, ``yield from served(start_server(repo))``: the server, stopped cleanly
+    once the tests that use it are done."""
+    yield proc
+    stop_cleanly(proc)
+
+
+def stop_cleanly(proc: ServerProcess) -> None:
+    """Stop ``proc``: it must exit with status 0 (else its output is the failure message)."""
+    assert proc.stop() == 0, "\n".join(proc.lines)
+
+
 def start_server(repo: Path, *args: str, wait_ready: bool = True) -> ServerProcess:
     cmd = [sys.executable, "-m", "rosettaserve", "serve", str(repo), "--http-port", "0"]
-    cmd += ["--grpc-port", "0", *args]
+    proc, lines, addresses = launch([*cmd, "--grpc-port", "0", *args], ("http", "grpc"))
+    server = ServerProcess(proc, addresses["http"], lines, addresses["grpc"])
+    if wait_ready:
+        wait_until_ready(server)
+    return server
+
+
+def launch(
+    cmd: list[str], kinds: tuple[str, ...]
+) -> tuple[subprocess.Popen[str], list[str], dict[str, str]]:
+    """Run ``cmd`` (unbuffered, stderr into stdout), keep every line it prints, and wait until
+    it printed a ``<kind>: <address>`` line for each of ``kinds``; returns those addresses."""
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     proc = subprocess.Popen(
         cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
     )
     lines: list[str] = []
     found: queue.Queue[str] = queue.Queue()
+    prefixes = tuple(f"{kind}: " for kind in kinds)
 
     def pump() -> None:
         assert proc.stdout is not None
         for line in proc.stdout:
             lines.append(line.rstrip("\n"))
-            if line.startswith(("http: ", "grpc: ")):
+            if line.startswith(prefixes):
                 found.put(line.strip())
 
     threading.Thread(target=pump, daemon=True).start()
     addresses: dict[str, str] = {}
     try:
-        while len(addresses) < 2:
-            kind, address = found.get(timeout=START_TIMEOUT_S).split(" ", 1)
+        while len(addresses) < len(kinds):
+            kind, address = found.get(timeout=START_TIMEOUT_S).split(": ", 1)
             addresses[kind] = address
     except queue.Empty:
         proc.kill()
-        raise RuntimeError("server did not print its addresses:\n" + "\n".join(lines)) from None
-    server = ServerProcess(proc, addresses["http:"], lines, addresses["grpc:"])
-    if wait_ready:
-        wait_until_ready(server)
-    return server
+        raise RuntimeError(
+            f"{' '.join(cmd[1:4])} did not print its addresses:\n" + "\n".join(lines)
+        ) from None
+    return proc, lines, addresses
 
 
 def wait_until_ready(server: ServerProcess) -> None:

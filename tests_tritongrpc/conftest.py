@@ -5,4 +5,4 @@ imported by one interpreter; the main run (``pytest tests``) imports kserve, thi
 imports tritonclient.grpc. The server fixtures are the main suite's own.
 """
 
-from tests.conftest import repo, server  # noqa: F401
+from tests.conftest import iris, mlp_session, repo, server  # noqa: F401

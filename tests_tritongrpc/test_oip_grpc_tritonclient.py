@@ -12,47 +12,32 @@ from __future__ import annotations
 import json
 import queue
 import shutil
-import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib.metadata import version as dist_version
 from pathlib import Path
 from typing import Any
 
-import joblib
-import ml_dtypes
 import numpy as np
 import onnxruntime as ort
 import pytest
 import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
-from tests.serverproc import ServerProcess, start_server
+from tests import v2data
+from tests.serverproc import ServerProcess, start_server, stop_cleanly
+from tests.tritonclient_common import expect_error
+from tests.v2data import (
+    DATATYPES,
+    MODEL_SIGNATURES,
+    NUMPY_TYPES,
+    Tensor,
+    as_bytes_list,
+    assert_same,
+    rng_for,
+)
 
-ROOT = Path(__file__).resolve().parents[1]
-MLP_FILE = ROOT / "examples" / "models" / "mlp_onnx" / "1" / "model.onnx"
-
-ALL_DTYPES = [
-    "BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64",
-    "FP16", "FP32", "FP64", "BF16", "BYTES",
-]  # fmt: skip
-NUMPY_TYPES: dict[str, Any] = {
-    "BOOL": np.bool_,
-    "UINT8": np.uint8,
-    "UINT16": np.uint16,
-    "UINT32": np.uint32,
-    "UINT64": np.uint64,
-    "INT8": np.int8,
-    "INT16": np.int16,
-    "INT32": np.int32,
-    "INT64": np.int64,
-    "FP16": np.float16,
-    "FP32": np.float32,
-    "FP64": np.float64,
-    "BF16": ml_dtypes.bfloat16,
-    "BYTES": np.object_,
-}
 STREAM_WAIT_S = 60.0  # a hang guard for stream responses, not a timing assertion
 
 
@@ -64,17 +49,6 @@ def client(server: ServerProcess) -> Iterator[grpcclient.InferenceServerClient]:
     c = grpcclient.InferenceServerClient(server.grpc_address)
     yield c
     c.close()
-
-
-@pytest.fixture(scope="module")
-def mlp_session() -> ort.InferenceSession:
-    return ort.InferenceSession(str(MLP_FILE), providers=["CPUExecutionProvider"])
-
-
-@pytest.fixture(scope="module")
-def iris(repo: Path) -> Any:
-    """The classifier the server loaded: the repository's own copy of the pickle."""
-    return joblib.load(repo / "iris_sklearn" / "model.joblib")
 
 
 def make_input(name: str, array: np.ndarray, datatype: str) -> grpcclient.InferInput:
@@ -91,61 +65,9 @@ def output_names(result: grpcclient.InferResult) -> list[str]:
     return [o.name for o in result.get_response().outputs]
 
 
-def as_bytes_list(array: np.ndarray) -> list[bytes]:
-    return [x if isinstance(x, bytes) else str(x).encode() for x in array.ravel()]
-
-
-def rng_for(tag: str) -> np.random.Generator:
-    return np.random.default_rng(zlib.crc32(tag.encode()))
-
-
 def sample(dtype: str) -> np.ndarray:
-    """A [2, 4] tensor of ``dtype`` with edge values (gRPC always carries raw bytes)."""
-    rng = rng_for("grpc" + dtype)
-    if dtype == "BOOL":
-        return np.array([[True, False, False, True], [False, True, True, False]])
-    if dtype == "BYTES":
-        items = [
-            b"",
-            b"a\x00b",
-            b"\x00",
-            b"plain",
-            b"\x00\x00",
-            b"",
-            b"\xff\xfe\x00raw",
-            b"end\x00",
-        ]
-        return np.array(items, dtype=object).reshape(2, 4)
-    np_type = NUMPY_TYPES[dtype]
-    if dtype.startswith(("UINT", "INT")):
-        info = np.iinfo(np_type)
-        edges = [info.min, info.max, 0, 1]
-        rand = rng.integers(info.min, info.max, size=4, dtype=np_type, endpoint=True)
-        return np.array([edges, rand], dtype=np_type)
-    finfo = ml_dtypes.finfo(np_type)
-    row = [float(finfo.max), float(finfo.min), float(finfo.smallest_normal), 3.0]
-    return np.array([row, [np.inf, -np.inf, np.nan, -0.0]], dtype=np_type)
-
-
-def assert_same(got: np.ndarray | None, expected: np.ndarray, dtype: str) -> None:
-    assert got is not None
-    assert got.shape == expected.shape, (got.shape, expected.shape)
-    if dtype == "BYTES":
-        assert as_bytes_list(got) == as_bytes_list(expected)
-    else:
-        assert got.dtype == expected.dtype, (got.dtype, expected.dtype)
-        # bit-exact, so NaN, -0.0 and the extremes count too
-        assert got.tobytes() == expected.tobytes(), (got, expected)
-
-
-def expect_error(call: Callable[[], Any], status: str, *fragments: str) -> InferenceServerException:
-    with pytest.raises(InferenceServerException) as info:
-        call()
-    exc = info.value
-    assert exc.status() == status, (exc.status(), exc.message())
-    for fragment in fragments:
-        assert fragment in (exc.message() or ""), exc.message()
-    return exc
+    """gRPC always carries raw bytes: NaN, infinities and non-UTF-8 BYTES too."""
+    return v2data.sample(dtype, "grpc")
 
 
 def assert_still_serving(client: grpcclient.InferenceServerClient) -> None:
@@ -204,45 +126,7 @@ def test_server_metadata(client: grpcclient.InferenceServerClient) -> None:
     assert as_json["extensions"] == extensions
 
 
-def _sig(*tensors: tuple[str, str, list[int]]) -> list[tuple[str, str, list[int]]]:
-    return list(tensors)
-
-
-MODEL_SIGNATURES = {
-    "mlp_onnx": (
-        ["1"],
-        _sig(("INPUT0", "FP32", [-1, 4])),
-        _sig(("OUTPUT0", "FP32", [-1, 3])),
-    ),
-    "iris_sklearn": (
-        ["1"],
-        _sig(("input", "FP64", [-1, 4])),
-        _sig(("predict", "BYTES", [-1]), ("predict_proba", "FP64", [-1, 3])),
-    ),
-    "text_python": (
-        ["1"],
-        _sig(("TEXT", "BYTES", [-1])),
-        _sig(("UPPER", "BYTES", [-1]), ("LENGTH", "INT64", [-1])),
-    ),
-    "versioned_python": (
-        ["1", "2"],
-        _sig(("INPUT0", "FP32", [-1, -1])),
-        _sig(("OUTPUT0", "FP32", [-1, -1])),
-    ),
-    "params_async": (
-        ["1"],
-        _sig(("INPUT0", "INT32", [-1])),
-        _sig(("OUTPUT0", "INT32", [-1]), ("PARAMS", "BYTES", [1])),
-    ),
-    "stream_python": (
-        ["1"],
-        _sig(("INPUT0", "INT32", [-1])),
-        _sig(("OUTPUT0", "INT32", [1])),
-    ),
-}
-
-
-def _tensors(items: Any) -> list[tuple[str, str, list[int]]]:
+def _tensors(items: Any) -> list[Tensor]:
     return [(t.name, t.datatype, list(t.shape)) for t in items]
 
 
@@ -284,10 +168,10 @@ def test_mlp_signature_matches_onnx_graph(
         assert list(served.shape) == [d if isinstance(d, int) else -1 for d in graph.shape]
 
 
-CONFIG_TYPES = {d: f"TYPE_{d}" for d in ALL_DTYPES} | {"BYTES": "TYPE_STRING"}
+CONFIG_TYPES = {d: f"TYPE_{d}" for d in DATATYPES} | {"BYTES": "TYPE_STRING"}
 
 
-def _config_tensors(items: Any) -> list[tuple[str, str, list[int]]]:
+def _config_tensors(items: Any) -> list[Tensor]:
     from tritonclient.grpc import model_config_pb2
 
     return [(t.name, model_config_pb2.DataType.Name(t.data_type), list(t.dims)) for t in items]
@@ -333,7 +217,7 @@ def test_model_config_agrees_with_metadata(
     assert config.name == model
     batch = config.max_batch_size
 
-    def expected(items: Any) -> list[tuple[str, str, list[int]]]:
+    def expected(items: Any) -> list[Tensor]:
         return [
             (t.name, CONFIG_TYPES[t.datatype], list(t.shape)[1:] if batch > 0 else list(t.shape))
             for t in items
@@ -343,7 +227,7 @@ def test_model_config_agrees_with_metadata(
     assert _config_tensors(config.output) == expected(meta.outputs)
 
 
-@pytest.mark.parametrize("dtype", ALL_DTYPES)
+@pytest.mark.parametrize("dtype", DATATYPES)
 def test_model_config_data_types(client: grpcclient.InferenceServerClient, dtype: str) -> None:
     config = client.get_model_config(f"identity_{dtype.lower()}").config
     assert _config_tensors(config.input)[0][1] == CONFIG_TYPES[dtype]
@@ -513,8 +397,8 @@ def test_async_infer_concurrent(client: grpcclient.InferenceServerClient) -> Non
     def put(result: Any, error: Any) -> None:
         replies.put((result, error))
 
-    fast = {f"fast{i}": np.full((1, 3), i, dtype=np.float32) for i in range(10)}
-    slow = {f"slow{i}": np.full((2,), -i, dtype=np.float32) for i in range(3)}
+    fast: dict[str, np.ndarray] = {f"fast{i}": np.full((1, 3), i, np.float32) for i in range(10)}
+    slow: dict[str, np.ndarray] = {f"slow{i}": np.full((2,), -i, np.float32) for i in range(3)}
     for rid, x in slow.items():
         inputs = [make_input("INPUT0", x, "FP32")]
         params = {"sleep": 0.2}
@@ -564,7 +448,7 @@ def test_streaming_model_refuses_unary_infer(client: grpcclient.InferenceServerC
 # -- datatypes -----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("dtype", ALL_DTYPES)
+@pytest.mark.parametrize("dtype", DATATYPES)
 def test_identity_roundtrip(client: grpcclient.InferenceServerClient, dtype: str) -> None:
     x = sample(dtype)
     model = f"identity_{dtype.lower()}"
@@ -576,7 +460,7 @@ def test_identity_roundtrip(client: grpcclient.InferenceServerClient, dtype: str
 
 
 @pytest.mark.parametrize("shape", [(0, 3), (2, 0), (0, 0)], ids=["0x3", "2x0", "0x0"])
-@pytest.mark.parametrize("dtype", ALL_DTYPES)
+@pytest.mark.parametrize("dtype", DATATYPES)
 def test_identity_empty_tensors(
     client: grpcclient.InferenceServerClient, dtype: str, shape: tuple[int, int]
 ) -> None:
@@ -1051,7 +935,7 @@ def controlled(controlled_repo: Path) -> Iterator[ServerProcess]:
     try:
         yield proc
     finally:
-        assert proc.stop() == 0, "\n".join(proc.lines)
+        stop_cleanly(proc)
 
 
 @pytest.fixture

@@ -18,12 +18,13 @@ from tritonclient.utils import InferenceServerException
 
 from rosettaserve.protocols.oip.pb import grpc_service_pb2 as pb
 from tests.conftest import TEST_MODELS
-from tests.integration.test_batching_server import (
-    INFER,
+from tests.integration.gated import (
     Gate,
     gated_model,
     in_threads,
+    model_infer,
     rest_infer,
+    serve_gated,
     wait_for,
 )
 from tests.serverproc import ServerProcess, start_server
@@ -55,20 +56,13 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def server(repo: Path) -> Iterator[ServerProcess]:
-    proc = start_server(repo)
-    yield proc
-    (repo / "hold").unlink(missing_ok=True)
-    assert proc.stop() == 0, "\n".join(proc.lines)
+    yield from serve_gated(repo)
 
 
 @pytest.fixture
 def infer_stub(server: ServerProcess) -> Iterator[Any]:
     with grpc.insecure_channel(server.grpc_address) as channel:
-        yield channel.unary_unary(
-            INFER,
-            request_serializer=pb.ModelInferRequest.SerializeToString,
-            response_deserializer=pb.ModelInferResponse.FromString,
-        )
+        yield model_infer(channel)
 
 
 def hold_with_queue(gate: Gate, queued: int) -> list[Any]:

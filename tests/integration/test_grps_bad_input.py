@@ -6,7 +6,6 @@ on serving afterwards."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,13 +13,7 @@ import grpc
 import pytest
 
 from rosettaserve.protocols.grps.pb import grps_pb2 as pb
-from tests.integration.grps_support import (
-    TIMEOUT_S,
-    generate_stubs,
-    message,
-    raw_post,
-    start_grps_server,
-)
+from tests.integration.grps_support import TIMEOUT_S, message, raw_post
 from tests.serverproc import ServerProcess
 
 JSON = "application/json"
@@ -169,20 +162,6 @@ CASES = [
         grpc=True,
     ),
 ]
-
-
-@pytest.fixture(scope="module")
-def grps_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    proc = start_grps_server(tmp_path_factory.mktemp("grps_repo"))
-    yield proc
-    assert proc.stop() == 0, "\n".join(proc.lines)
-
-
-@pytest.fixture(scope="module")
-def stub(grps_server: ServerProcess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    stubs = generate_stubs(tmp_path_factory.mktemp("grps_stubs"))
-    with grpc.insecure_channel(grps_server.grpc_address) as channel:
-        yield stubs.GrpsServiceStub(channel)
 
 
 def still_serving(server: ServerProcess, stub: Any) -> None:

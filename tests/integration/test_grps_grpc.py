@@ -3,7 +3,6 @@ every data form both ways, selection, PredictStreaming, metadata; the transport 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import grpc
@@ -12,31 +11,10 @@ import pytest
 import yaml
 
 from rosettaserve.protocols.grps.pb import grps_pb2 as pb
-from tests.integration.grps_support import (
-    DEFAULT_MODEL,
-    TIMEOUT_S,
-    as_dict,
-    generate_stubs,
-    message,
-    start_grps_server,
-)
+from tests.integration.grps_support import DEFAULT_MODEL, TIMEOUT_S, as_dict, message
 from tests.serverproc import ServerProcess
 
 SUCCESS = pb.Status(code=200, msg="OK", status=pb.Status.SUCCESS)
-
-
-@pytest.fixture(scope="module")
-def grps_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    proc = start_grps_server(tmp_path_factory.mktemp("grps_repo"))
-    yield proc
-    assert proc.stop() == 0, "\n".join(proc.lines)
-
-
-@pytest.fixture(scope="module")
-def stub(grps_server: ServerProcess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    stubs = generate_stubs(tmp_path_factory.mktemp("grps_stubs"))
-    with grpc.insecure_channel(grps_server.grpc_address) as channel:
-        yield stubs.GrpsServiceStub(channel)
 
 
 def ok(reply: Any) -> Any:

@@ -15,11 +15,7 @@ import httpx
 import pytest
 
 from rosettaserve.protocols.grps.pb import grps_pb2 as pb
-from tests.integration.grps_support import (
-    TIMEOUT_S,
-    generate_stubs,
-    start_grps_server,
-)
+from tests.integration.grps_support import TIMEOUT_S
 from tests.serverproc import START_TIMEOUT_S, ServerProcess, start_server
 
 GATE_MODEL = '''
@@ -49,22 +45,11 @@ parameters: {gate: GATE}
 """
 
 
-@pytest.fixture(scope="module")
-def grps_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    proc = start_grps_server(tmp_path_factory.mktemp("grps_repo"))
-    yield proc
-    assert proc.stop() == 0, "\n".join(proc.lines)
-
-
-@pytest.fixture(scope="module")
-def stubs(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    return generate_stubs(tmp_path_factory.mktemp("grps_stubs"))
-
-
 @pytest.fixture
-def stub(grps_server: ServerProcess, stubs: Any) -> Iterator[Any]:
+def stub(grps_server: ServerProcess, grps_stubs: Any) -> Iterator[Any]:
+    """A channel of its own per test."""
     with grpc.insecure_channel(grps_server.grpc_address) as channel:
-        yield stubs.GrpsServiceStub(channel)
+        yield grps_stubs.GrpsServiceStub(channel)
 
 
 def rest(server: ServerProcess, what: str, method: str = "GET") -> tuple[int, dict[str, Any]]:
@@ -137,7 +122,7 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def test_not_ready_while_models_load_then_online_by_itself(tmp_path: Path, stubs: Any) -> None:
+def test_not_ready_while_models_load_then_online_by_itself(tmp_path: Path, grps_stubs: Any) -> None:
     """The server listens while it loads (and prints its ports only after): pick the ports."""
     gate = tmp_path / "repo" / "gated"
     gate.mkdir(parents=True)
@@ -156,7 +141,7 @@ def test_not_ready_while_models_load_then_online_by_itself(tmp_path: Path, stubs
         assert rest(loading, "live") == OK
         assert_rest_down(loading)
         with grpc.insecure_channel(f"127.0.0.1:{grpc_port}") as channel:
-            stub = stubs.GrpsServiceStub(channel)
+            stub = grps_stubs.GrpsServiceStub(channel)
             assert grpc_status(stub, "CheckReadiness") == GRPC_DOWN
             (gate / "open").touch()
             wait_for(lambda: rest(loading, "ready")[0] == 200)

@@ -13,25 +13,12 @@ import numpy as np
 import pytest
 import yaml
 
-from tests.integration.grps_support import (
-    DEFAULT_MODEL,
-    TIMEOUT_S,
-    raw_post,
-    start_grps_server,
-    status_of,
-)
+from tests.integration.grps_support import DEFAULT_MODEL, TIMEOUT_S, raw_post, status_of
 from tests.serverproc import ServerProcess
 
 JSON = "application/json"
 OCTETS = "application/octet-stream"
 PREDICT = "/grps/v1/infer/predict"
-
-
-@pytest.fixture(scope="module")
-def grps_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    proc = start_grps_server(tmp_path_factory.mktemp("grps_repo"))
-    yield proc
-    assert proc.stop() == 0, "\n".join(proc.lines)
 
 
 @pytest.fixture(scope="module")

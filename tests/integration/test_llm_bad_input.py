@@ -12,7 +12,7 @@ import orjson
 import pytest
 
 from tests.conftest import EXAMPLES
-from tests.serverproc import ServerProcess, start_server
+from tests.serverproc import ServerProcess, served, start_server
 
 LONG = "word " * 600  # more tokens than the 512-token context window
 
@@ -22,9 +22,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     repo = tmp_path_factory.mktemp("llm_bad_repo")
     for name in ("tiny_llama", "text_python"):
         shutil.copytree(EXAMPLES / name, repo / name)
-    proc = start_server(repo)
-    yield proc
-    assert proc.stop() == 0, "\n".join(proc.lines)
+    yield from served(start_server(repo))
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ from text_generation import errors as tgi_errors
 from transformers import AutoTokenizer
 
 from tests.conftest import EXAMPLES
-from tests.serverproc import ServerProcess, start_server
+from tests.serverproc import ServerProcess, served, start_server
 
 PROMPTS = ["The quick brown", "Once upon a time", "你好", "In the café on the corner", "hi"]
 MAX_NEW = 24
@@ -29,9 +29,7 @@ Family = Callable[[httpx.Client, str], str]
 def llm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     repo = tmp_path_factory.mktemp("llm_repo")
     shutil.copytree(EXAMPLES / "tiny_llama", repo / "tiny_llama")
-    proc = start_server(repo)
-    yield proc
-    assert proc.stop() == 0, "\n".join(proc.lines)
+    yield from served(start_server(repo))
 
 
 @pytest.fixture(scope="module")
@@ -166,6 +164,19 @@ FAMILIES: dict[str, Family] = {
     "mindie-stream": mindie_infer_stream,
     "oip": oip_infer,
 }
+LLM_FAMILIES = {k: v for k, v in FAMILIES.items() if k != "oip"}  # OIP is not an LLM API family
+Job = tuple[str, str]  # family, prompt
+
+
+def concurrently(url: str, jobs: list[Job], timeout: float = 60) -> dict[Job, str]:
+    """The text of every (family, prompt) job, eight at a time, each on a client of its own."""
+
+    def call(job: Job) -> tuple[Job, str]:
+        with httpx.Client(base_url=url, timeout=timeout) as client:
+            return job, FAMILIES[job[0]](client, job[1])
+
+    with ThreadPoolExecutor(8) as pool:
+        return dict(pool.map(call, jobs))
 
 
 @pytest.fixture(scope="module")
@@ -189,16 +200,8 @@ def test_greedy_output_is_the_same_in_every_family(
 def test_greedy_output_is_the_same_under_8_concurrent_requests(
     llm_server: ServerProcess, reference: dict[str, str]
 ) -> None:
-    jobs = [(f, p) for f in FAMILIES for p in PROMPTS]
-
-    def call(job: tuple[str, str]) -> tuple[str, str, str]:
-        family, prompt = job
-        with httpx.Client(base_url=llm_server.http_url, timeout=60) as client:
-            return family, prompt, FAMILIES[family](client, prompt)
-
-    with ThreadPoolExecutor(8) as pool:
-        results = list(pool.map(call, jobs))
-    wrong = [(f, p, text) for f, p, text in results if text != reference[p]]
+    results = concurrently(llm_server.http_url, [(f, p) for f in FAMILIES for p in PROMPTS])
+    wrong = [(f, p, text) for (f, p), text in results.items() if text != reference[p]]
     assert wrong == []
 
 

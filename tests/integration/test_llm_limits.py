@@ -18,7 +18,7 @@ import orjson
 import pytest
 
 from tests.conftest import EXAMPLES
-from tests.serverproc import ServerProcess, start_server
+from tests.serverproc import ServerProcess, served, start_server
 
 MODEL_YAML = """\
 runtime: llm
@@ -39,9 +39,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     repo = tmp_path_factory.mktemp("llm_limits_repo")
     shutil.copytree(EXAMPLES / "tiny_llama", repo / "tiny_llama")
     (repo / "tiny_llama" / "model.yaml").write_text(MODEL_YAML)
-    proc = start_server(repo)
-    yield proc
-    assert proc.stop() == 0, "\n".join(proc.lines)
+    yield from served(start_server(repo))
 
 
 def raw_request(server: ServerProcess, path: str, doc: dict[str, Any]) -> socket.socket:

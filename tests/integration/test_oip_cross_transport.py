@@ -13,9 +13,8 @@ import pytest
 from rosettaserve.core.status import BY_HTTP
 from rosettaserve.protocols.oip.grpc_convert import CONTENTS_FIELD
 from rosettaserve.protocols.oip.pb import grpc_service_pb2 as pb
+from tests.integration.gated import model_infer
 from tests.serverproc import ServerProcess
-
-INFER = "/inference.GRPCInferenceService/ModelInfer"
 
 
 @dataclass
@@ -124,11 +123,7 @@ def grpc_request(case: Case) -> Any:
 @pytest.fixture(scope="module")
 def infer_stub(server: ServerProcess) -> Iterator[Any]:
     with grpc.insecure_channel(server.grpc_address) as channel:
-        yield channel.unary_unary(
-            INFER,
-            request_serializer=pb.ModelInferRequest.SerializeToString,
-            response_deserializer=pb.ModelInferResponse.FromString,
-        )
+        yield model_infer(channel)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])

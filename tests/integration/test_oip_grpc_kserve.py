@@ -17,46 +17,24 @@ from __future__ import annotations
 
 import asyncio
 import json
-import zlib
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any, TypeVar
 
 import grpc
-import joblib
-import ml_dtypes
 import numpy as np
 import onnxruntime as ort
 import pytest
 from kserve import InferenceGRPCClient, InferInput, InferRequest, InferResponse
 from kserve.protocol.infer_type import RequestedOutput
 
+from tests import v2data
+from tests.integration.kserve_support import kinput, value
 from tests.serverproc import ServerProcess
-
-ROOT = Path(__file__).resolve().parents[2]
-MLP_FILE = ROOT / "examples" / "models" / "mlp_onnx" / "1" / "model.onnx"
+from tests.v2data import DATATYPES, as_bytes_list, assert_same, rng_for
 
 # kserve has no BF16; FP16 cannot travel as typed contents (the protocol has no field for it)
-BINARY_DTYPES = [
-    "BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64",
-    "FP16", "FP32", "FP64", "BYTES",
-]  # fmt: skip
+BINARY_DTYPES = [d for d in DATATYPES if d != "BF16"]
 CONTENTS_DTYPES = [d for d in BINARY_DTYPES if d != "FP16"]
-NUMPY_TYPES: dict[str, Any] = {
-    "BOOL": np.bool_,
-    "UINT8": np.uint8,
-    "UINT16": np.uint16,
-    "UINT32": np.uint32,
-    "UINT64": np.uint64,
-    "INT8": np.int8,
-    "INT16": np.int16,
-    "INT32": np.int32,
-    "INT64": np.int64,
-    "FP16": np.float16,
-    "FP32": np.float32,
-    "FP64": np.float64,
-    "BYTES": np.object_,
-}
 MODES = [pytest.param(True, id="raw"), pytest.param(False, id="contents")]
 T = TypeVar("T")
 
@@ -96,12 +74,6 @@ def expect_error(
     return exc
 
 
-def kinput(name: str, array: np.ndarray, datatype: str, binary: bool) -> InferInput:
-    inp = InferInput(name, list(array.shape), datatype)
-    inp.set_data_from_numpy(array, binary_data=binary)
-    return inp
-
-
 def request(model: str, inputs: list[InferInput], **kwargs: Any) -> InferRequest:
     return InferRequest(model_name=model, infer_inputs=inputs, **kwargs)
 
@@ -117,50 +89,13 @@ def assert_wire_encoding(req: InferRequest, binary: bool) -> None:
         assert all(t.HasField("contents") for t in msg.inputs)
 
 
-def value(response: InferResponse, name: str) -> np.ndarray:
-    out = response.get_output_by_name(name)
-    assert out is not None, f"output {name} missing"
-    return out.as_numpy()
-
-
 def output_names(response: InferResponse) -> list[str]:
     return [o.name for o in response.outputs]
 
 
-def as_bytes_list(array: np.ndarray) -> list[bytes]:
-    return [x if isinstance(x, bytes) else str(x).encode() for x in array.ravel()]
-
-
-def rng_for(tag: str) -> np.random.Generator:
-    return np.random.default_rng(zlib.crc32(tag.encode()))
-
-
 def sample(dtype: str, binary: bool) -> np.ndarray:
-    """A [2, 4] tensor with edge values; kserve's typed-contents path needs UTF-8 BYTES."""
-    rng = rng_for("kserve-grpc" + dtype)
-    if dtype == "BOOL":
-        return np.array([[False, True, True, False], [True, True, False, False]])
-    if dtype == "BYTES":
-        last = b"\xff\xfe\x00raw" if binary else "h\u00e9llo".encode()
-        items = [b"", b"a\x00b", b"\x00", b"plain", b"\x00\x00", b"", b"end\x00", last]
-        return np.array(items, dtype=object).reshape(2, 4)
-    np_type = NUMPY_TYPES[dtype]
-    if dtype.startswith(("UINT", "INT")):
-        info = np.iinfo(np_type)
-        rand = rng.integers(info.min, info.max, size=4, dtype=np_type, endpoint=True)
-        return np.array([[info.min, info.max, 0, 1], rand], dtype=np_type)
-    finfo = ml_dtypes.finfo(np_type)
-    row = [float(finfo.max), float(finfo.min), float(finfo.smallest_normal), 3.0]
-    return np.array([row, [np.inf, -np.inf, np.nan, -0.0]], dtype=np_type)
-
-
-def assert_same(got: np.ndarray, expected: np.ndarray, dtype: str) -> None:
-    assert got.shape == expected.shape, (got.shape, expected.shape)
-    if dtype == "BYTES":
-        assert as_bytes_list(got) == as_bytes_list(expected)
-    else:
-        assert got.dtype == expected.dtype, (got.dtype, expected.dtype)
-        assert got.tobytes() == expected.tobytes(), (got, expected)
+    """kserve's typed-contents path needs UTF-8 BYTES; floats are raw either way."""
+    return v2data.sample(dtype, "kserve-grpc", non_utf8=binary)
 
 
 def assert_still_serving(server: ServerProcess) -> None:
@@ -179,16 +114,6 @@ def params_of(response: InferResponse) -> dict[str, Any]:
     (raw,) = value(response, "PARAMS").ravel()
     doc: dict[str, Any] = json.loads(raw)
     return doc
-
-
-@pytest.fixture(scope="module")
-def mlp_session() -> ort.InferenceSession:
-    return ort.InferenceSession(str(MLP_FILE), providers=["CPUExecutionProvider"])
-
-
-@pytest.fixture(scope="module")
-def iris(repo: Path) -> Any:
-    return joblib.load(repo / "iris_sklearn" / "model.joblib")
 
 
 # -- health --------------------------------------------------------------------------------------

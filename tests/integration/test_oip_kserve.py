@@ -15,15 +15,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import zlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
-import joblib
-import ml_dtypes
 import numpy as np
 import onnxruntime as ort
 import pytest
@@ -31,34 +27,22 @@ from kserve import InferenceRESTClient, InferInput, InferRequest, InferResponse,
 from kserve.errors import InvalidInput as KServeInvalidInput
 from kserve.protocol.infer_type import RequestedOutput
 
+from tests import v2data
+from tests.integration.kserve_support import kinput, value
 from tests.serverproc import ServerProcess
+from tests.v2data import (
+    DATATYPES,
+    EXTREMES_64,
+    JSON_DATATYPES,
+    NUMPY_TYPES,
+    as_bytes_list,
+    assert_same,
+    rng_for,
+)
 
-ROOT = Path(__file__).resolve().parents[2]
-MLP_FILE = ROOT / "examples" / "models" / "mlp_onnx" / "1" / "model.onnx"
-IRIS_FILE = ROOT / "examples" / "models" / "iris_sklearn" / "model.joblib"
 HEADER = "inference-header-content-length"
 
-# kserve cannot represent BF16 at all (see the module docstring)
-BINARY_DTYPES = [
-    "BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64",
-    "FP16", "FP32", "FP64", "BYTES",
-]  # fmt: skip
-JSON_DTYPES = [d for d in BINARY_DTYPES if d != "FP16"]
-NUMPY_TYPES: dict[str, Any] = {
-    "BOOL": np.bool_,
-    "UINT8": np.uint8,
-    "UINT16": np.uint16,
-    "UINT32": np.uint32,
-    "UINT64": np.uint64,
-    "INT8": np.int8,
-    "INT16": np.int16,
-    "INT32": np.int32,
-    "INT64": np.int64,
-    "FP16": np.float16,
-    "FP32": np.float32,
-    "FP64": np.float64,
-    "BYTES": np.object_,
-}
+BINARY_DTYPES = [d for d in DATATYPES if d != "BF16"]  # kserve has no BF16 (module docstring)
 MODES = [pytest.param(True, id="binary"), pytest.param(False, id="json")]
 T = TypeVar("T")
 
@@ -171,12 +155,6 @@ def infer_error(
     return exc
 
 
-def kinput(name: str, array: np.ndarray, datatype: str, binary: bool) -> InferInput:
-    inp = InferInput(name, list(array.shape), datatype)
-    inp.set_data_from_numpy(array, binary_data=binary)
-    return inp
-
-
 def outputs(names: list[str], binary: bool | None) -> list[RequestedOutput]:
     params = None if binary is None else {"binary_data": binary}
     return [RequestedOutput(n, dict(params) if params else None) for n in names]
@@ -199,16 +177,6 @@ def request(
     )
 
 
-def value(response: InferResponse, name: str) -> np.ndarray:
-    out = response.get_output_by_name(name)
-    assert out is not None, f"output {name} missing"
-    return out.as_numpy()
-
-
-def as_bytes_list(array: np.ndarray) -> list[bytes]:
-    return [x if isinstance(x, bytes) else str(x).encode() for x in array.ravel()]
-
-
 def assert_encoding(exchange: Exchange, name: str, binary: bool) -> None:
     out = exchange.output(name)
     params = out.get("parameters") or {}
@@ -221,45 +189,9 @@ def assert_encoding(exchange: Exchange, name: str, binary: bool) -> None:
         assert "binary_data_size" not in params, out
 
 
-def rng_for(tag: str) -> np.random.Generator:
-    return np.random.default_rng(zlib.crc32(tag.encode()))
-
-
 def sample(dtype: str, binary: bool) -> np.ndarray:
-    """A [2, 4] tensor with edge values; non-finite floats only in binary mode."""
-    rng = rng_for("kserve" + dtype)
-    if dtype == "BOOL":
-        return np.array([[False, True, True, False], [True, False, False, True]])
-    if dtype == "BYTES":
-        items = [
-            b"",
-            b"a\x00b",
-            b"\x00",
-            b"plain",
-            b"\x00\x00",
-            b"",
-            b"end\x00",
-            "\u00e9t\u00e9".encode(),
-        ]
-        return np.array(items, dtype=object).reshape(2, 4)
-    np_type = NUMPY_TYPES[dtype]
-    if dtype.startswith(("UINT", "INT")):
-        info = np.iinfo(np_type)
-        rand = rng.integers(info.min, info.max, size=4, dtype=np_type, endpoint=True)
-        return np.array([[info.min, info.max, 0, 1], rand], dtype=np_type)
-    finfo = ml_dtypes.finfo(np_type)
-    special = [np.inf, -np.inf, np.nan, -0.0] if binary else [-0.0, 0.5, -2.25, 1.0]
-    row = [float(finfo.max), float(finfo.min), float(finfo.smallest_normal), 3.0]
-    return np.array([row, special], dtype=np_type)
-
-
-def assert_same(got: np.ndarray, expected: np.ndarray, dtype: str) -> None:
-    assert got.shape == expected.shape
-    if dtype == "BYTES":
-        assert as_bytes_list(got) == as_bytes_list(expected)
-    else:
-        assert got.dtype == expected.dtype, (got.dtype, expected.dtype)
-        assert got.tobytes() == expected.tobytes(), (got, expected)
+    """Non-finite floats only in binary mode; kserve decodes every BYTES output as UTF-8."""
+    return v2data.sample(dtype, "kserve", non_finite=binary, non_utf8=False)
 
 
 def assert_still_serving(server: ServerProcess) -> None:
@@ -275,16 +207,6 @@ def assert_still_serving(server: ServerProcess) -> None:
         return response
 
     run(check)
-
-
-@pytest.fixture(scope="module")
-def mlp_session() -> ort.InferenceSession:
-    return ort.InferenceSession(str(MLP_FILE), providers=["CPUExecutionProvider"])
-
-
-@pytest.fixture(scope="module")
-def iris() -> Any:
-    return joblib.load(IRIS_FILE)
 
 
 def binary_params(binary: bool) -> dict[str, Any] | None:
@@ -575,7 +497,7 @@ def test_identity_roundtrip_binary(server: ServerProcess, dtype: str) -> None:
     assert_same(value(response, "OUTPUT0"), data, dtype)
 
 
-@pytest.mark.parametrize("dtype", JSON_DTYPES)
+@pytest.mark.parametrize("dtype", JSON_DATATYPES)
 def test_identity_roundtrip_json(server: ServerProcess, dtype: str) -> None:
     data = sample(dtype, binary=False)
     model = f"identity_{dtype.lower()}"
@@ -633,13 +555,7 @@ def test_bytes_nul_and_empty(server: ServerProcess, binary: bool) -> None:
 
 
 @pytest.mark.parametrize("binary", MODES)
-@pytest.mark.parametrize(
-    ("dtype", "values"),
-    [
-        ("INT64", [-(2**63), -(2**63) + 1, -1, 0, 1, 2**63 - 2, 2**63 - 1]),
-        ("UINT64", [0, 1, 2**32, 2**53 + 1, 2**63 - 1, 2**63, 2**64 - 1]),
-    ],
-)
+@pytest.mark.parametrize(("dtype", "values"), list(EXTREMES_64.items()))
 def test_int64_uint64_extremes(
     server: ServerProcess, dtype: str, values: list[int], binary: bool
 ) -> None:

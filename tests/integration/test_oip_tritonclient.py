@@ -8,47 +8,32 @@ Python example models by re-stating what their ``predict`` does.
 from __future__ import annotations
 
 import json
-import zlib
 from collections.abc import Iterator
+from functools import partial
 from importlib.metadata import version as dist_version
-from pathlib import Path
 from typing import Any
 
-import joblib
-import ml_dtypes
 import numpy as np
 import onnxruntime as ort
 import pytest
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
+from tests import v2data
 from tests.serverproc import ServerProcess
+from tests.tritonclient_common import expect_error
+from tests.v2data import (
+    DATATYPES,
+    EXTREMES_64,
+    JSON_DATATYPES,
+    MODEL_SIGNATURES,
+    NUMPY_TYPES,
+    Tensor,
+    as_bytes_list,
+    assert_same,
+    rng_for,
+)
 
-ROOT = Path(__file__).resolve().parents[2]
-MLP_FILE = ROOT / "examples" / "models" / "mlp_onnx" / "1" / "model.onnx"
-IRIS_FILE = ROOT / "examples" / "models" / "iris_sklearn" / "model.joblib"
-
-ALL_DTYPES = [
-    "BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64",
-    "FP16", "FP32", "FP64", "BF16", "BYTES",
-]  # fmt: skip
-JSON_DTYPES = [d for d in ALL_DTYPES if d not in ("FP16", "BF16")]
-NUMPY_TYPES: dict[str, Any] = {
-    "BOOL": np.bool_,
-    "UINT8": np.uint8,
-    "UINT16": np.uint16,
-    "UINT32": np.uint32,
-    "UINT64": np.uint64,
-    "INT8": np.int8,
-    "INT16": np.int16,
-    "INT32": np.int32,
-    "INT64": np.int64,
-    "FP16": np.float16,
-    "FP32": np.float32,
-    "FP64": np.float64,
-    "BF16": ml_dtypes.bfloat16,
-    "BYTES": np.object_,
-}
 MODES = [pytest.param(True, id="binary"), pytest.param(False, id="json")]
 
 
@@ -60,16 +45,6 @@ def client(server: ServerProcess) -> Iterator[httpclient.InferenceServerClient]:
     c = httpclient.InferenceServerClient(server.http_hostport, network_timeout=60.0)
     yield c
     c.close()
-
-
-@pytest.fixture(scope="module")
-def mlp_session() -> ort.InferenceSession:
-    return ort.InferenceSession(str(MLP_FILE), providers=["CPUExecutionProvider"])
-
-
-@pytest.fixture(scope="module")
-def iris() -> Any:
-    return joblib.load(IRIS_FILE)
 
 
 def make_input(name: str, array: np.ndarray, datatype: str, binary: bool) -> httpclient.InferInput:
@@ -99,54 +74,9 @@ def output_names(result: httpclient.InferResult) -> list[str]:
     return [o["name"] for o in result.get_response()["outputs"]]
 
 
-def as_bytes_list(array: np.ndarray) -> list[bytes]:
-    return [x if isinstance(x, bytes) else str(x).encode() for x in array.ravel()]
-
-
-def rng_for(tag: str) -> np.random.Generator:
-    return np.random.default_rng(zlib.crc32(tag.encode()))
-
-
 def sample(dtype: str, binary: bool) -> np.ndarray:
-    """A [2, 4] tensor of ``dtype`` with edge values; non-finite/non-UTF-8 only in binary mode."""
-    rng = rng_for(dtype)
-    if dtype == "BOOL":
-        return np.array([[True, False, True, True], [False, False, True, False]])
-    if dtype == "BYTES":
-        last = b"\xff\xfe\x00raw" if binary else "h\u00e9llo w\u00f6rld".encode()
-        items = [b"", b"a\x00b", b"\x00", b"plain", b"\x00\x00", b"", b"end\x00", last]
-        return np.array(items, dtype=object).reshape(2, 4)
-    np_type = NUMPY_TYPES[dtype]
-    if dtype.startswith(("UINT", "INT")):
-        info = np.iinfo(np_type)
-        edges = [info.min, info.max, 0, 1]
-        rand = rng.integers(info.min, info.max, size=4, dtype=np_type, endpoint=True)
-        return np.array([edges, rand], dtype=np_type)
-    finfo = ml_dtypes.finfo(np_type)
-    special = [np.inf, -np.inf, np.nan, -0.0] if binary else [-0.0, 0.5, -2.25, 1.0]
-    row = [float(finfo.max), float(finfo.min), float(finfo.smallest_normal), 3.0]
-    return np.array([row, special], dtype=np_type)
-
-
-def assert_same(got: np.ndarray, expected: np.ndarray, dtype: str) -> None:
-    assert got is not None
-    assert got.shape == expected.shape
-    if dtype == "BYTES":
-        assert as_bytes_list(got) == as_bytes_list(expected)
-    else:
-        assert got.dtype == expected.dtype, (got.dtype, expected.dtype)
-        # bit-exact, so NaN, -0.0 and the float extremes count too
-        assert got.tobytes() == expected.tobytes(), (got, expected)
-
-
-def expect_error(call: Any, status: str, *fragments: str) -> InferenceServerException:
-    with pytest.raises(InferenceServerException) as info:
-        call()
-    exc = info.value
-    assert exc.status() == status, (exc.status(), exc.message())
-    for fragment in fragments:
-        assert fragment in (exc.message() or ""), exc.message()
-    return exc
+    """Non-finite floats and non-UTF-8 bytes only in binary mode (JSON cannot carry them)."""
+    return v2data.sample(dtype, "", non_finite=binary, non_utf8=binary)
 
 
 def assert_still_serving(client: httpclient.InferenceServerClient) -> None:
@@ -173,50 +103,8 @@ def test_server_metadata(client: httpclient.InferenceServerClient) -> None:
     assert "binary_tensor_data" in meta["extensions"]
 
 
-def _sig(*tensors: tuple[str, str, list[int]]) -> list[dict[str, Any]]:
+def _sig(tensors: list[Tensor]) -> list[dict[str, Any]]:
     return [{"name": n, "datatype": d, "shape": s} for n, d, s in tensors]
-
-
-MODEL_SIGNATURES = {
-    "mlp_onnx": (
-        ["1"],
-        _sig(("INPUT0", "FP32", [-1, 4])),
-        _sig(("OUTPUT0", "FP32", [-1, 3])),
-    ),
-    "iris_sklearn": (
-        ["1"],
-        _sig(("input", "FP64", [-1, 4])),
-        _sig(("predict", "BYTES", [-1]), ("predict_proba", "FP64", [-1, 3])),
-    ),
-    "text_python": (
-        ["1"],
-        _sig(("TEXT", "BYTES", [-1])),
-        _sig(("UPPER", "BYTES", [-1]), ("LENGTH", "INT64", [-1])),
-    ),
-    "versioned_python": (
-        ["1", "2"],
-        _sig(("INPUT0", "FP32", [-1, -1])),
-        _sig(("OUTPUT0", "FP32", [-1, -1])),
-    ),
-    "params_async": (
-        ["1"],
-        _sig(("INPUT0", "INT32", [-1])),
-        _sig(("OUTPUT0", "INT32", [-1]), ("PARAMS", "BYTES", [1])),
-    ),
-    "stream_python": (
-        ["1"],
-        _sig(("INPUT0", "INT32", [-1])),
-        _sig(("OUTPUT0", "INT32", [1])),
-    ),
-    **{
-        f"identity_{d.lower()}": (
-            ["1"],
-            _sig(("INPUT0", d, [-1, -1])),
-            _sig(("OUTPUT0", d, [-1, -1])),
-        )
-        for d in ALL_DTYPES
-    },
-}
 
 
 @pytest.mark.parametrize("model", sorted(MODEL_SIGNATURES))
@@ -227,8 +115,8 @@ def test_model_metadata(client: httpclient.InferenceServerClient, model: str) ->
     assert meta["versions"] == versions
     assert isinstance(meta["platform"], str)
     assert meta["platform"]
-    assert meta["inputs"] == inputs
-    assert meta["outputs"] == outputs
+    assert meta["inputs"] == _sig(inputs)
+    assert meta["outputs"] == _sig(outputs)
 
 
 def test_model_metadata_versioned_paths(client: httpclient.InferenceServerClient) -> None:
@@ -236,7 +124,7 @@ def test_model_metadata_versioned_paths(client: httpclient.InferenceServerClient
         meta = client.get_model_metadata("versioned_python", v)
         assert meta["name"] == "versioned_python"
         assert meta["versions"] == ["1", "2"]
-        assert meta["inputs"] == _sig(("INPUT0", "FP32", [-1, -1]))
+        assert meta["inputs"] == _sig([("INPUT0", "FP32", [-1, -1])])
     expect_error(lambda: client.get_model_metadata("versioned_python", "3"), "404", "3")
     expect_error(lambda: client.get_model_metadata("mlp_onnx", "2"), "404")
     with pytest.raises(InferenceServerException) as info:
@@ -443,7 +331,7 @@ def test_binary_data_output_default(client: httpclient.InferenceServerClient, ir
 # -- datatypes ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("dtype", ALL_DTYPES)
+@pytest.mark.parametrize("dtype", DATATYPES)
 def test_identity_roundtrip_binary(client: httpclient.InferenceServerClient, dtype: str) -> None:
     data = sample(dtype, binary=True)
     model = f"identity_{dtype.lower()}"
@@ -457,7 +345,7 @@ def test_identity_roundtrip_binary(client: httpclient.InferenceServerClient, dty
     assert_same(result.as_numpy("OUTPUT0"), data, dtype)
 
 
-@pytest.mark.parametrize("dtype", JSON_DTYPES)
+@pytest.mark.parametrize("dtype", JSON_DATATYPES)
 def test_identity_roundtrip_json(client: httpclient.InferenceServerClient, dtype: str) -> None:
     data = sample(dtype, binary=False)
     model = f"identity_{dtype.lower()}"
@@ -471,7 +359,7 @@ def test_identity_roundtrip_json(client: httpclient.InferenceServerClient, dtype
     assert_same(result.as_numpy("OUTPUT0"), data, dtype)
 
 
-@pytest.mark.parametrize("dtype", JSON_DTYPES)
+@pytest.mark.parametrize("dtype", JSON_DATATYPES)
 @pytest.mark.parametrize(("in_binary", "out_binary"), [(True, False), (False, True)])
 def test_identity_mixed_encodings(
     client: httpclient.InferenceServerClient, dtype: str, in_binary: bool, out_binary: bool
@@ -535,13 +423,7 @@ def test_bytes_nul_and_empty(client: httpclient.InferenceServerClient) -> None:
 
 
 @pytest.mark.parametrize("binary", MODES)
-@pytest.mark.parametrize(
-    ("dtype", "values"),
-    [
-        ("INT64", [-(2**63), -(2**63) + 1, -1, 0, 1, 2**63 - 2, 2**63 - 1]),
-        ("UINT64", [0, 1, 2**32, 2**53 + 1, 2**63 - 1, 2**63, 2**64 - 1]),
-    ],
-)
+@pytest.mark.parametrize(("dtype", "values"), list(EXTREMES_64.items()))
 def test_int64_uint64_extremes(
     client: httpclient.InferenceServerClient, dtype: str, values: list[int], binary: bool
 ) -> None:
@@ -666,9 +548,7 @@ def test_bad_requests_leave_server_serving(
          "400", ("BYTES",)),
     ]  # fmt: skip
     for model, inputs, outputs, status, fragments in cases:
-        expect_error(
-            lambda m=model, i=inputs, o=outputs: client.infer(m, i, outputs=o), status, *fragments
-        )
+        expect_error(partial(client.infer, model, inputs, outputs=outputs), status, *fragments)
         assert client.is_server_live()
     with pytest.raises(InferenceServerException) as info:
         client.infer("no_such_model", [make_input("INPUT0", good, "FP32", binary)])

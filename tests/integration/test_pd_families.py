@@ -5,7 +5,6 @@ each family's own framing, and the official clients unchanged."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -16,16 +15,15 @@ import pytest
 from text_generation import Client as TgiClient
 
 from tests.integration.test_llm_families import (
-    FAMILIES,
+    LLM_FAMILIES,
     PROMPTS,
+    concurrently,
     post,
     sse_events,
     stream_body,
 )
 from tests.pdproc import llm_repo, start_instance, start_scheduler, status
-from tests.serverproc import ServerProcess, start_server
-
-PD_FAMILIES = {k: v for k, v in FAMILIES.items() if k != "oip"}  # OIP is not an LLM family
+from tests.serverproc import ServerProcess, served, start_server, stop_cleanly
 
 
 @pytest.fixture(scope="module")
@@ -35,9 +33,7 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def mixed(repo: Path) -> Iterator[ServerProcess]:
-    proc = start_server(repo)
-    yield proc
-    assert proc.stop() == 0, "\n".join(proc.lines)
+    yield from served(start_server(repo))
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +43,7 @@ def cluster(repo: Path) -> Iterator[dict[str, ServerProcess]]:
     s = start_scheduler([p], [d], "--policy", "round-robin")
     yield {"prefill": p, "decode": d, "scheduler": s}
     for proc in (s, p, d):
-        assert proc.stop() == 0, "\n".join(proc.lines)
+        stop_cleanly(proc)
 
 
 @pytest.fixture(scope="module")
@@ -62,11 +58,11 @@ def ref(mixed: ServerProcess) -> Iterator[httpx.Client]:
         yield client
 
 
-@pytest.mark.parametrize("family", PD_FAMILIES)
+@pytest.mark.parametrize("family", LLM_FAMILIES)
 def test_every_family_gives_the_mixed_text(
     pd: httpx.Client, ref: httpx.Client, family: str
 ) -> None:
-    call = PD_FAMILIES[family]
+    call = LLM_FAMILIES[family]
     expected = {p: call(ref, p) for p in PROMPTS}
     assert all(expected.values())
     assert {p: call(pd, p) for p in PROMPTS} == expected
@@ -75,21 +71,14 @@ def test_every_family_gives_the_mixed_text(
 def test_concurrent_requests_of_every_family(
     cluster: dict[str, ServerProcess], ref: httpx.Client
 ) -> None:
-    jobs = [(f, p) for f in PD_FAMILIES for p in PROMPTS]
-    expected = {(f, p): PD_FAMILIES[f](ref, p) for f, p in jobs}
-
-    def call(job: tuple[str, str]) -> tuple[tuple[str, str], str]:
-        with httpx.Client(base_url=cluster["scheduler"].http_url, timeout=60) as client:
-            return job, PD_FAMILIES[job[0]](client, job[1])
-
-    with ThreadPoolExecutor(8) as pool:
-        got = dict(pool.map(call, jobs))
-    assert got == expected
+    jobs = [(f, p) for f in LLM_FAMILIES for p in PROMPTS]
+    expected = {(f, p): LLM_FAMILIES[f](ref, p) for f, p in jobs}
+    assert concurrently(cluster["scheduler"].http_url, jobs) == expected
 
 
 def test_requests_really_were_split(cluster: dict[str, ServerProcess], pd: httpx.Client) -> None:
     before = status(cluster["decode"])["decode"]["finished"]
-    PD_FAMILIES["openai-stream"](pd, "Once upon a time")
+    LLM_FAMILIES["openai-stream"](pd, "Once upon a time")
     after_p, after_d = status(cluster["prefill"]), status(cluster["decode"])
     assert after_d["decode"]["finished"] == before + 1
     assert after_p["prefill"]["handovers"] >= after_d["decode"]["finished"]

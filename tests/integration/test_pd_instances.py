@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,28 +17,25 @@ import pytest
 
 from rosettaserve.pd import wire
 from tests.pdproc import eventually, llm_repo, start_instance, status
-from tests.serverproc import ServerProcess, start_server
+from tests.serverproc import ServerProcess, served, start_server
 
 HEARTBEAT = "0.3"
+LONG = 8000  # tokens: a request that runs until it is cancelled
 
 
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return llm_repo(tmp_path_factory.mktemp("pd_instances_repo"))
+    return llm_repo(tmp_path_factory.mktemp("pd_instances_repo"), max_model_len=LONG + 100)
 
 
 @pytest.fixture(scope="module")
 def prefill(repo: Path) -> Iterator[ServerProcess]:
-    proc = start_instance(repo, "prefill")
-    yield proc
-    assert proc.stop() == 0, "\n".join(proc.lines)
+    yield from served(start_instance(repo, "prefill"))
 
 
 @pytest.fixture(scope="module")
 def decode(repo: Path) -> Iterator[ServerProcess]:
-    proc = start_instance(repo, "decode", "--dresult-heartbeat", HEARTBEAT)
-    yield proc
-    assert proc.stop() == 0, "\n".join(proc.lines)
+    yield from served(start_instance(repo, "decode", "--dresult-heartbeat", HEARTBEAT))
 
 
 class DResultReader:
@@ -74,8 +72,12 @@ class DResultReader:
         body, self.buffer = self.buffer[:size], self.buffer[size + 2 :]
         self.frames += self.parser.feed(body)
 
-    def read_until(self, done: Any) -> list[wire.Frame]:
+    def read_until(self, done: Any, timeout: float = 120.0) -> list[wire.Frame]:
+        """Frames until ``done(frames)`` or the stream ends (heartbeats keep an idle stream
+        open: the timeout is a guard against hanging, not a measurement)."""
+        deadline = time.monotonic() + timeout
         while not done(self.frames) and not self.ended:
+            assert time.monotonic() < deadline, f"never came: {len(self.frames)} frames so far"
             self._chunk()
         return self.frames
 
@@ -225,22 +227,45 @@ def test_a_request_that_ends_at_prefill_never_reaches_decode(
 def test_interleaved_requests_are_told_apart(
     prefill: ServerProcess, decode: ServerProcess, reader: DResultReader
 ) -> None:
-    ids = [str(200 + i) for i in range(4)]
+    """Four requests decode while a long one decodes on the same instance; it goes on until it
+    is cancelled, so its frames come before and after theirs on the one /dresult stream,
+    however the processes are scheduled. Each request is reassembled by its id alone."""
+    long_id, ids = "299", [str(200 + i) for i in range(4)]
     prompts = ["The quick brown", "Once upon a time", "你好", "hi"]
-    replies: dict[str, Any] = {}
+    long_doc = {"model": "tiny_llama", "prompt": "In the café on the corner", "stream": True}
+    long_doc |= {"max_tokens": LONG, "ignore_eos": True, "temperature": 0, "logprobs": 0}
+    replies: dict[str, httpx.Response] = {}
 
     def send(req_id: str, prompt: str) -> None:
         doc = {"inputs": prompt, "stream": True, "parameters": {"max_new_tokens": 40}}
-        replies[req_id] = to_prefill(prefill, "/infer", doc, pd_headers(req_id, decode)).json()
+        replies[req_id] = to_prefill(prefill, "/infer", doc, pd_headers(req_id, decode))
 
-    threads = [threading.Thread(target=send, args=job) for job in zip(ids, prompts, strict=True)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    frames = reader.read_until(lambda fs: all(finished(i)(fs) for i in ids))
+    long_reply = to_prefill(prefill, "/v1/completions", long_doc, pd_headers(long_id, decode))
+    assert long_reply.status_code == 200, long_reply.text
+    try:
+        reader.read_until(lambda fs: bool(of(fs, long_id)))  # it is decoding on D now
+        threads = [
+            threading.Thread(target=send, args=job) for job in zip(ids, prompts, strict=True)
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert [replies[i].status_code for i in ids] == [200] * len(ids)
+        frames = reader.read_until(lambda fs: all(finished(i)(fs) for i in ids))
+        theirs = len(frames)
+        frames = reader.read_until(
+            lambda fs: bool(of(fs[theirs:], long_id)) or finished(long_id)(fs)
+        )
+    finally:
+        httpx.delete(f"{decode.http_url}/v1/pd/decode/{long_id}", timeout=10)
+        eventually(lambda: status(decode)["decode"]["jobs"] == 0)
+    at = {i: [n for n, f in enumerate(frames) if f.req_id == i] for i in [long_id, *ids]}
+    for req_id in ids:  # the long one's frames on both sides of each one's
+        assert at[long_id][0] < at[req_id][0] <= at[req_id][-1] < at[long_id][-1], req_id
     for req_id, prompt in zip(ids, prompts, strict=True):
-        body = replies[req_id]["output"].encode() + b"".join(f.body for f in of(frames, req_id))
+        output = replies[req_id].json()["output"]
+        body = output.encode() + b"".join(f.body for f in of(frames, req_id))
         doc = {"inputs": prompt, "stream": True, "parameters": {"max_new_tokens": 40}}
         whole = httpx.post(decode.http_url + "/infer", json=doc, timeout=60).content
         events = [orjson.loads(e) for e in sse_events_strip(body)]
@@ -249,8 +274,14 @@ def test_interleaved_requests_are_told_apart(
         assert untimed == [
             {k: v for k, v in e.items() if not k.endswith("_time")} for e in expected
         ]
-    kinds = [f.req_id for f in frames if f.req_id in ids]
-    assert kinds != sorted(kinds)  # they really were interleaved on the one stream
+    # the long one, cut short: what it sent is the start of what it would have sent alone
+    body = long_reply.json()["output"].encode() + b"".join(f.body for f in of(frames, long_id))
+    chunks = [orjson.loads(e)["choices"][0] for e in sse_events_strip(body) if e != b"[DONE]"]
+    tokens = [t for c in chunks for t in c["logprobs"]["tokens"]]
+    alone_doc = {**long_doc, "stream": False, "max_tokens": len(tokens)}
+    alone = httpx.post(decode.http_url + "/v1/completions", json=alone_doc, timeout=60).json()
+    assert alone["choices"][0]["logprobs"]["tokens"] == tokens
+    assert alone["choices"][0]["text"].startswith("".join(c["text"] for c in chunks))
 
 
 def sse_events_strip(body: bytes) -> list[bytes]:

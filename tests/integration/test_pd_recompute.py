@@ -5,18 +5,16 @@ still gives exactly the text of a mixed instance."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.integration.test_llm_families import FAMILIES, PROMPTS
+from tests.integration.test_llm_families import LLM_FAMILIES, PROMPTS, concurrently
 from tests.pdproc import instances, llm_repo, start_instance, start_scheduler, status
-from tests.serverproc import ServerProcess, start_server
+from tests.serverproc import ServerProcess, start_server, stop_cleanly
 
 BUDGET = 48  # KV tokens: two of the 24-token requests at once do not fit
-PD_FAMILIES = {k: v for k, v in FAMILIES.items() if k != "oip"}
 
 
 @pytest.fixture(scope="module")
@@ -33,21 +31,14 @@ def procs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Server
     )
     yield started
     for proc in started.values():
-        assert proc.stop() == 0, "\n".join(proc.lines)
+        stop_cleanly(proc)
 
 
 def test_preempted_requests_come_back_with_the_same_text(procs: dict[str, ServerProcess]) -> None:
-    jobs = [(f, p) for f in PD_FAMILIES for p in PROMPTS]
+    jobs = [(f, p) for f in LLM_FAMILIES for p in PROMPTS]
     with httpx.Client(base_url=procs["mixed"].http_url, timeout=60) as ref:
-        expected = {(f, p): PD_FAMILIES[f](ref, p) for f, p in jobs}
-
-    def call(job: tuple[str, str]) -> tuple[tuple[str, str], str]:
-        with httpx.Client(base_url=procs["scheduler"].http_url, timeout=120) as client:
-            return job, PD_FAMILIES[job[0]](client, job[1])
-
-    with ThreadPoolExecutor(8) as pool:
-        got = dict(pool.map(call, jobs))
-    assert got == expected
+        expected = {(f, p): LLM_FAMILIES[f](ref, p) for f, p in jobs}
+    assert concurrently(procs["scheduler"].http_url, jobs, timeout=120) == expected
     decode = status(procs["decode"])
     assert decode["resource"]["kvBudgetTokens"] == BUDGET
     assert decode["resource"]["preempted"] > 0  # the budget really ran out

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from rosettaserve.protocols.oip.pb import grpc_service_pb2 as pb
-from tests.integration.test_batching_server import wait_for
+from tests.integration.gated import wait_for
 from tests.serverproc import ServerProcess, start_server
 
 PID_MODEL = '''

@@ -15,15 +15,11 @@ from numpy.testing import assert_array_equal
 from rosettaserve.core.codec import check_shape, element_count, from_json, from_raw, to_raw
 from rosettaserve.core.dtypes import DTYPES, DType
 from rosettaserve.core.errors import InvalidInput
+from tests.v2data import DATATYPES, JSON_DATATYPES
 
-ALL = [
-    "BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64",
-    "FP16", "FP32", "FP64", "BF16", "BYTES",
-]  # fmt: skip
 INTS = ["UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64"]
 FLOATS = ["FP16", "FP32", "FP64", "BF16"]
-JSON_OK = [name for name in ALL if name not in ("FP16", "BF16")]
-NUMERIC_JSON = [name for name in JSON_OK if name not in ("BOOL", "BYTES")]
+NUMERIC_JSON = [name for name in JSON_DATATYPES if name not in ("BOOL", "BYTES")]
 BYTES_ITEMS = [b"", b"a\x00b", b"\x00", b"\x00\x00\x00\x00", "é€".encode(), b"\xff\xfe", b"x" * 300]
 
 
@@ -91,7 +87,7 @@ SHAPES = [(6,), (2, 3), (3, 1, 2), (1, 6)]
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
-@pytest.mark.parametrize("name", ALL)
+@pytest.mark.parametrize("name", DATATYPES)
 def test_raw_round_trip_every_datatype(name: str, shape: tuple[int, ...]) -> None:
     dtype = DTYPES[name]
     arr = sample(name).reshape(shape)
@@ -104,7 +100,7 @@ def test_raw_round_trip_every_datatype(name: str, shape: tuple[int, ...]) -> Non
     assert_decoded(out, arr, dtype)
 
 
-@pytest.mark.parametrize("name", ALL)
+@pytest.mark.parametrize("name", DATATYPES)
 def test_raw_round_trip_scalar(name: str) -> None:
     dtype = DTYPES[name]
     arr = sample(name)[1:2].reshape(())
@@ -117,7 +113,7 @@ def test_raw_round_trip_scalar(name: str) -> None:
 @pytest.mark.parametrize("shape", [(0,), (2, 0), (0, 3), (4, 0, 2)], ids=str)
 def test_raw_round_trip_empty(shape: tuple[int, ...]) -> None:
     failures = {}
-    for name in ALL:  # one test per shape, naming every datatype that fails it
+    for name in DATATYPES:  # one test per shape, naming every datatype that fails it
         dtype = DTYPES[name]
         arr = np.empty(shape, dtype=dtype.numpy)
         try:
@@ -157,7 +153,7 @@ def test_raw_wire_format_is_little_endian_row_major(
 
 
 def test_wire_table_covers_every_fixed_size_datatype() -> None:
-    assert sorted(w[0] for w in WIRE) == sorted(n for n in ALL if n != "BYTES")
+    assert sorted(w[0] for w in WIRE) == sorted(n for n in DATATYPES if n != "BYTES")
 
 
 def test_raw_bytes_wire_format_with_nuls_and_empty_strings() -> None:
@@ -194,7 +190,7 @@ def test_raw_bool_bytes_decode() -> None:
 
 
 @pytest.mark.parametrize("delta", [-1, 1, -4])
-@pytest.mark.parametrize("name", [n for n in ALL if n != "BYTES"])
+@pytest.mark.parametrize("name", [n for n in DATATYPES if n != "BYTES"])
 def test_raw_size_mismatch(name: str, delta: int) -> None:
     dtype = DTYPES[name]
     raw = np.zeros((2, 3), dtype=dtype.numpy).tobytes()
@@ -278,7 +274,7 @@ def test_raw_bytes_count_bounded_by_buffer() -> None:
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
-@pytest.mark.parametrize("name", JSON_OK)
+@pytest.mark.parametrize("name", JSON_DATATYPES)
 def test_json_nested_and_flat(name: str, shape: tuple[int, ...]) -> None:
     dtype = DTYPES[name]
     arr = json_sample(name).reshape(shape)
@@ -288,7 +284,7 @@ def test_json_nested_and_flat(name: str, shape: tuple[int, ...]) -> None:
     assert_decoded(flat, arr, dtype)
 
 
-@pytest.mark.parametrize("name", JSON_OK)
+@pytest.mark.parametrize("name", JSON_DATATYPES)
 def test_json_scalar_shape(name: str) -> None:
     dtype = DTYPES[name]
     arr = json_sample(name)[1:2]
@@ -300,7 +296,7 @@ def test_json_scalar_shape(name: str) -> None:
 @pytest.mark.parametrize(
     ("data", "shape"), [([], (0,)), ([], (2, 0)), ([[], []], (2, 0)), ([], (0, 3))], ids=str
 )
-@pytest.mark.parametrize("name", JSON_OK)
+@pytest.mark.parametrize("name", JSON_DATATYPES)
 def test_json_empty(name: str, data: Any, shape: tuple[int, ...]) -> None:
     dtype = DTYPES[name]
     out = from_json(data, dtype, shape, "t")

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Coroutine, Iterator
-from pathlib import Path
+from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 import pytest
@@ -20,8 +19,8 @@ from rosettaserve.core.generate import (
     collect,
 )
 from rosettaserve.runtimes.llm import LlmModel
+from tests.llmmodel import load_llm
 
-MODEL = Path(__file__).resolve().parents[2] / "examples" / "models" / "tiny_llama"
 PROMPTS = [
     "The quick brown",
     "Once upon a time",
@@ -37,21 +36,6 @@ T = TypeVar("T")
 
 def run(coro: Coroutine[Any, Any, T]) -> T:
     return asyncio.run(coro)
-
-
-def load(**parameters: Any) -> LlmModel:
-    model = LlmModel(
-        name="tiny_llama", path=MODEL, config={"parameters": {"threads": 1, **parameters}}
-    )
-    model.load()
-    return model
-
-
-@pytest.fixture(scope="module")
-def llm() -> Iterator[LlmModel]:
-    model = load()
-    yield model
-    model.unload()
 
 
 def greedy(prompt: str, max_new: int = 24, **kw: Any) -> GenerateRequest:
@@ -253,7 +237,7 @@ def wait_until(condition: Any, timeout: float = 30.0) -> None:
 
 
 def test_queue_limit_refuses_instead_of_queueing() -> None:
-    llm = load(max_num_seqs=1, max_waiting=1, max_model_len=100_000)
+    llm = load_llm(max_num_seqs=1, max_waiting=1, max_model_len=100_000)
     try:
 
         async def check() -> None:

@@ -5,8 +5,6 @@ the KV budget (admission waits, preemption of the newest preemptible sequence)."
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,24 +19,9 @@ from rosettaserve.core.generate import (
 from rosettaserve.pd.kv_transfer import decode, encode, geometry
 from rosettaserve.runtimes.llm import LlmModel
 from rosettaserve.runtimes.llm.resume import Handoff, Preempted, Resume, victims
+from tests.llmmodel import held_engine
 
-MODEL = Path(__file__).resolve().parents[2] / "examples" / "models" / "tiny_llama"
 PROMPTS = ["Once upon a time", "The quick brown", "你好", "In the café on the corner"]
-
-
-def load(**parameters: Any) -> LlmModel:
-    model = LlmModel(
-        name="tiny_llama", path=MODEL, config={"parameters": {"threads": 1, **parameters}}
-    )
-    model.load()
-    return model
-
-
-@pytest.fixture(scope="module")
-def llm() -> Iterator[LlmModel]:
-    model = load()
-    yield model
-    model.unload()
 
 
 def request(prompt: str, max_new: int = 20, **kw: Any) -> GenerateRequest:
@@ -133,46 +116,56 @@ def test_the_newest_preemptible_sequences_go_first() -> None:
     assert victims([10, 10], [False, False], budget=5) == []
 
 
-def test_the_kv_budget_preempts_and_admission_waits() -> None:
-    llm = load(kv_budget_tokens=40)
-    try:
-        engine = llm.engine
+BUDGET = 40  # KV cache tokens
 
-        async def scenario() -> tuple[list[int], Preempted, list[int]]:
-            first = request("Once upon a time", 30, ignore_eos=True)
-            second = request("The quick brown", 30, ignore_eos=True)
-            a = engine.submit(first, engine.prompt_ids(first), Resume(preemptible=True))
-            await a.__anext__()
-            b = engine.submit(second, engine.prompt_ids(second), Resume(preemptible=True))
+
+def test_the_kv_budget_preempts_the_newest_sequence() -> None:
+    with held_engine(kv_budget_tokens=BUDGET) as llm:
+        engine = llm.engine
+        older, newer = (request(p, 30, ignore_eos=True) for p in PROMPTS[:2])
+        older_ids, newer_ids = engine.prompt_ids(older), engine.prompt_ids(newer)
+        assert len(older_ids) + 1 + len(newer_ids) + 1 <= BUDGET  # both are admitted at once
+
+        async def scenario() -> tuple[Completion, Preempted]:
+            a = engine.submit(older, older_ids, Resume(preemptible=True))
+            b = engine.submit(newer, newer_ids, Resume(preemptible=True))
+            engine.start()  # its first admission takes both: they decode in the same steps
             with pytest.raises(Preempted) as caught:
                 async for _ in b:
                     pass
-            rest = [t for d in [d async for d in a] for t in d.token_ids]
-            return rest, caught.value, engine.prompt_ids(second)
+            (done,) = await collect(a)
+            return done, caught.value
 
-        rest, preempted, second_ids = asyncio.run(scenario())
-        assert len(rest) == 29  # the older one ran to its end
-        assert preempted.prompt_ids == second_ids
-        assert 0 < len(preempted.output_ids) < 30
+        done, preempted = asyncio.run(scenario())
+        assert len(done.token_ids) == 30  # the older one ran to its end
+        assert preempted.prompt_ids == newer_ids
+        # one token each per step: the newer goes before the step that would outgrow the budget
+        steps = (BUDGET - len(older_ids) - len(newer_ids)) // 2 + 1
+        assert len(preempted.output_ids) == steps
         assert engine.stats.preempted == 1
+        assert engine.stats.peak_batch == 2
         # what was preempted, recomputed elsewhere, is what one run gives
-        single = asyncio.run(whole(llm, request("The quick brown", 30, ignore_eos=True)))
-        assert preempted.output_ids == single.token_ids[: len(preempted.output_ids)]
-        # a request that does not fit beside a running one waits instead of joining
-        words = "The cat sat on the mat and the dog sat on the log"
-        while len(engine.prompt_ids(request(words))) < 37:
-            words += " again"
-        long, short = request(words, 12, ignore_eos=True), request("hi", 3, ignore_eos=True)
+        single = asyncio.run(whole(llm, request(PROMPTS[1], 30, ignore_eos=True)))
+        assert preempted.output_ids == single.token_ids[:steps]
 
-        async def one_at_a_time() -> list[int]:
+
+def test_a_request_that_does_not_fit_beside_a_running_one_waits() -> None:
+    with held_engine(kv_budget_tokens=BUDGET) as llm:
+        engine = llm.engine
+        short = request("hi", 3, ignore_eos=True)
+        room = BUDGET - (len(engine.prompt_ids(short)) + 1)  # what the short one leaves
+        ids = engine.tokenize("The cat sat on the mat and the dog sat on the log. " * 4)
+        long = request("", 12, ignore_eos=True)
+        long.prompt_token_ids = ids[:room]  # its KV cache needs room + 1 tokens: one too many
+        assert len(long.prompt_token_ids) == room
+
+        async def queued_together() -> list[int]:
             a = engine.submit(long, engine.prompt_ids(long))
-            await a.__anext__()
             b = engine.submit(short, engine.prompt_ids(short))
+            engine.start()  # its first admission sees both waiting
             done = await asyncio.gather(collect(a), collect(b))
             return [len(c.token_ids) for (c,) in done]
 
-        engine.stats.peak_batch = 0  # the engine is idle: nobody else writes it now
-        assert asyncio.run(one_at_a_time()) == [11, 3]
+        assert asyncio.run(queued_together()) == [12, 3]
         assert engine.stats.peak_batch == 1  # the short one waited for room in the budget
-    finally:
-        llm.unload()
+        assert engine.stats.prefills == 2
