@@ -119,6 +119,12 @@ def case(
 _FP32_4 = (1.0, 2.0, 3.0, 4.0)
 _BLOB16 = struct.pack("<4f", *_FP32_4)
 _BIG = 2**62
+_LARGE = 20_000  # elements: a body over 64 KiB, whose numeric arrays are read in bulk
+
+
+def large(datatype: str, values: list[Any], shape: Any = (1, _LARGE)) -> bytes:
+    return request(tensor(datatype=datatype, shape=shape, data=values))
+
 
 CASES: list[Case] = [
     # -- the body is not an inference request -------------------------------------------------
@@ -448,6 +454,43 @@ CASES: list[Case] = [
         path="/v2/models/mlp_onnx",
     ),
     case("unknown_path", b"", 404, "Not Found", method="GET", path="/v2/no/such/path"),
+    # -- large bodies (the bulk JSON read): the same errors as small ones ---------------------
+    case("large_malformed_json", large("FP32", [0.5] * _LARGE)[:-3], 400, "not valid JSON"),
+    case(
+        "large_count_mismatch",
+        large("FP32", [0.5] * (_LARGE - 1)),
+        400,
+        f"({_LARGE} elements)",
+        path=identity("FP32"),
+    ),
+    case(
+        "large_fraction_for_int",
+        large("INT32", [1.5] * _LARGE),
+        400,
+        "must hold JSON integers",
+        path=identity("INT32"),
+    ),
+    case(
+        "large_out_of_range",
+        large("INT8", [300] * _LARGE),
+        400,
+        "outside the INT8 range",
+        path=identity("INT8"),
+    ),
+    case(
+        "large_boolean_among_numbers",
+        large("FP32", [1.0] * (_LARGE - 1) + [True]),
+        400,
+        "numbers",
+        path=identity("FP32"),
+    ),
+    case(
+        "large_ragged_nested",
+        large("FP32", [[1.0] * 100] * 199 + [[1.0] * 99 + [[1.0]]], shape=(200, 100)),
+        400,
+        "ragged",
+        path=identity("FP32"),
+    ),
     case(
         "unknown_model_subpath",
         request(tensor()),

@@ -473,6 +473,32 @@ def test_empty_half_tensors_binary(client: httpclient.InferenceServerClient, dty
     assert result.as_numpy("OUTPUT0").shape == (1, 0)
 
 
+@pytest.mark.parametrize(
+    "dtype", [d for d in JSON_DATATYPES if d not in ("BOOL", "BYTES", "FP16", "BF16")]
+)
+def test_large_json_tensors_round_trip(
+    client: httpclient.InferenceServerClient, dtype: str
+) -> None:
+    """A JSON body well over 64 KiB: its flat numeric data is read in bulk by the server, and
+    must come back exactly (integers at their extremes, floats at full precision)."""
+    np_type = NUMPY_TYPES[dtype]
+    rng = rng_for("large" + dtype)
+    if dtype.startswith(("UINT", "INT")):
+        info = np.iinfo(np_type)
+        flat = rng.integers(info.min, info.max, size=20_000, dtype=np_type, endpoint=True)
+        flat[:2] = info.min, info.max
+    else:
+        flat = rng.standard_normal(20_000).astype(np_type)
+    data = flat.reshape(2, 10_000)
+    result = client.infer(
+        f"identity_{dtype.lower()}",
+        [make_input("INPUT0", data, dtype, False)],
+        outputs=want(["OUTPUT0"], False),
+    )
+    assert_encoding(result, "OUTPUT0", False)
+    np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), data)
+
+
 # -- request parameters and model errors -------------------------------------------------------
 
 
