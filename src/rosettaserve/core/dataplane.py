@@ -163,12 +163,9 @@ class DataPlane:
                     f"model '{mv.name}' streams its responses; call it through a streaming endpoint"
                 )
             self._admit(mv, invoker)
-            mv.inflight += 1  # (mv.in_use(), without a generator on the hot path)
-            try:
+            with mv.in_use():
                 call.submitted = perf_counter_ns()
                 result = await self._invoke(mv, invoker, request, call)
-            finally:
-                mv.inflight -= 1
             response = _response(mv, request, result)
         except ServingError as exc:
             self._failed(mv, request, call, exc.kind.name.lower())
@@ -219,8 +216,8 @@ class DataPlane:
         if not timeout_us:
             return await invoker.predict(arrays, request.parameters, call)
         call.deadline = asyncio.get_running_loop().time() + timeout_us / 1e6
-        if asyncio.current_task() is None:  # run eagerly by the HTTP server: a timeout needs a
-            await asyncio.sleep(0)  # task, and the one that takes the request over is it
+        if asyncio.current_task() is None:  # driven eagerly, outside a task (the HTTP server's
+            await asyncio.sleep(0)  # first step): a timeout needs the task that takes it over
         try:
             async with asyncio.timeout_at(call.deadline):
                 return await invoker.predict(arrays, request.parameters, call)

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 import numpy as np
+import orjson
 import simdjson
 
 MIN_BODY = 64 * 1024  # smaller bodies gain nothing: read them the ordinary way
@@ -74,8 +75,6 @@ def loads(body: bytes, key: bytes, place: Callable[[Any, list[np.ndarray]], int]
     ``place(doc, arrays)`` swaps each marker ``{MARK: i}`` where the caller expects it and
     returns how many it swapped; any other count means a marker landed elsewhere (the key also
     named something else), and the fast path gives up."""
-    import orjson
-
     if len(body) < MIN_BODY:
         return None
     spans = find_arrays(body, key)

@@ -43,21 +43,15 @@ class ModelStats:
 
         ``ran`` - ``submitted`` is its queue time (a batcher's queue, or the wait for a thread).
         """
-        start, submitted = call.start, call.submitted
-        ran = call.ran or submitted
+        ran = call.ran or call.submitted
         done = call.done or ran
         self.last_inference_ms = time.time_ns() // 1_000_000
         self.inference_count += batch_size
-        # Duration.add, inlined: this runs on every request
-        for duration, ns in (
-            (self.success, end - start),
-            (self.queue, ran - submitted),
-            (self.compute_input, submitted - start),
-            (self.compute_infer, done - ran),
-            (self.compute_output, end - done),
-        ):
-            duration.count += 1
-            duration.ns += ns
+        self.success.add(end - call.start)
+        self.queue.add(ran - call.submitted)
+        self.compute_input.add(call.submitted - call.start)
+        self.compute_infer.add(done - ran)
+        self.compute_output.add(end - done)
 
     def record_execution(
         self, batch_size: int, input_ns: int, infer_ns: int, output_ns: int
@@ -67,13 +61,9 @@ class ModelStats:
         batch = self.batches.get(batch_size)
         if batch is None:
             batch = self.batches[batch_size] = BatchStats()
-        for duration, ns in (
-            (batch.compute_input, input_ns),
-            (batch.compute_infer, infer_ns),
-            (batch.compute_output, output_ns),
-        ):
-            duration.count += 1
-            duration.ns += ns
+        batch.compute_input.add(input_ns)
+        batch.compute_infer.add(infer_ns)
+        batch.compute_output.add(output_ns)
 
     def record_failure(self, start: int) -> None:
         self.last_inference_ms = time.time_ns() // 1_000_000

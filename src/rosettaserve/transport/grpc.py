@@ -52,9 +52,9 @@ def guarded(method: str, inner: Callable[[Any, Any], Awaitable[Any]], tracker: C
     """A unary rpc whose ServingError becomes its status code from the shared table."""
 
     async def call(request: Any, context: Any) -> Any:
-        tracker.active += 1  # (what tracker.busy() does, without a generator per call)
         try:
-            return await inner(request, context)
+            with tracker.busy():
+                return await inner(request, context)
         except ServingError as exc:
             # e.g. retry-after on RESOURCE_EXHAUSTED, as trailing metadata
             trailers = tuple(exc.headers.items())
@@ -62,8 +62,6 @@ def guarded(method: str, inner: Callable[[Any, Any], Awaitable[Any]], tracker: C
         except Exception as exc:
             log.exception("unhandled error in %s", method)
             await context.abort(grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}")
-        finally:
-            tracker.active -= 1
 
     return call
 
