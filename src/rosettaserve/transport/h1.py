@@ -3,6 +3,10 @@
 Each response leaves in one ``writelines`` (one writev: head and body together), pipelined
 requests are answered in order, bodies are bounded before they are buffered, idle connections
 time out, and shutdown drains the requests in flight.
+
+Reads land in one receive buffer per server (the parser copies what it keeps), except a large
+body with a Content-Length: the socket reads it straight into a buffer of its own size, which
+the handler receives as it is (a ``bytearray``) -- no chunk copies, no join.
 """
 
 from __future__ import annotations
@@ -31,18 +35,22 @@ MAX_DISCARD_BYTES = 64 * 1024 * 1024
 LINGER_S = 5.0  # how long a rejected upload may go on being discarded
 _STATUS_LINES = {s.value: f"HTTP/1.1 {s.value} {s.phrase}\r\n".encode() for s in HTTPStatus}
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+RECV_BYTES = 256 * 1024  # the shared receive buffer
+BULK_MIN_BYTES = 256 * 1024  # a declared body this large is read into its own buffer
 
 
 class Pending:
     __slots__ = ("body", "error", "headers", "keep_alive", "method", "url")
 
-    def __init__(self, method: str, url: bytes, headers: dict[str, str], body: bytes) -> None:
+    def __init__(
+        self, method: str, url: bytes, headers: dict[str, str], body: bytes | bytearray
+    ) -> None:
         self.method, self.url, self.headers, self.body = method, url, headers, body
         self.keep_alive = True
         self.error: ServingError | None = None
 
 
-class Connection(asyncio.Protocol):
+class Connection(asyncio.BufferedProtocol):
     def __init__(self, server: HttpServer) -> None:
         self.server = server
         self.parser = httptools.HttpRequestParser(self)
@@ -61,6 +69,9 @@ class Connection(asyncio.Protocol):
         self.header_bytes = 0
         self.chunks: list[bytes] = []
         self.size = 0
+        self.bulk: bytearray | None = None  # a large body's own buffer, while it fills
+        self.bulk_method = ""
+        self.bulk_keep_alive = True
         self.error: ServingError | None = None
         self.discarding = False
 
@@ -85,7 +96,24 @@ class Connection(asyncio.Protocol):
     def resume_writing(self) -> None:
         self.writable.set()
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self.bulk is not None:
+            return memoryview(self.bulk)[self.size :]  # no further than the body's end
+        return self.server.recv_buffer
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self.bulk is None:
+            self.data_received(self.server.recv_buffer[:nbytes])
+            return
+        self.last_active = time.monotonic()
+        self.size += nbytes
+        if self.size == len(self.bulk):
+            # the parser saw the body's start only, and the read stopped at the body's end:
+            # a fresh parser takes the next request from its first byte
+            self.parser = httptools.HttpRequestParser(self)
+            self._complete(self.bulk, self.bulk_keep_alive)
+
+    def data_received(self, data: bytes | memoryview) -> None:
         self.last_active = time.monotonic()
         try:
             self.parser.feed_data(data)
@@ -115,8 +143,17 @@ class Connection(asyncio.Protocol):
         declared = self.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > limit:
             self._too_large(too_large(int(declared), limit))
-        elif self.headers.get("expect", "").lower() == "100-continue" and self.transport:
+            return
+        if self.headers.get("expect", "").lower() == "100-continue" and self.transport:
             self.transport.write(_CONTINUE)
+        if (
+            declared.isdigit()
+            and int(declared) >= BULK_MIN_BYTES
+            and "transfer-encoding" not in self.headers
+        ):
+            self.bulk = bytearray(int(declared))
+            self.bulk_method = self.parser.get_method().decode()
+            self.bulk_keep_alive = self.parser.should_keep_alive()
 
     def on_body(self, body: bytes) -> None:
         self.size += len(body)
@@ -126,7 +163,9 @@ class Connection(asyncio.Protocol):
             return
         if self.error is None and self.size > self.server.max_request_size:
             self._too_large(too_large(None, self.server.max_request_size))
-        if self.error is None:
+        if self.bulk is not None:
+            self.bulk[self.size - len(body) : self.size] = body
+        elif self.error is None:
             self.chunks.append(body)
 
     def on_message_complete(self) -> None:
@@ -134,9 +173,15 @@ class Connection(asyncio.Protocol):
             if self.transport is not None:
                 self.transport.close()
             return
-        body = self.chunks[0] if len(self.chunks) == 1 else b"".join(self.chunks)
-        pending = Pending(self.parser.get_method().decode(), self.url, self.headers, body)
-        pending.keep_alive = self.parser.should_keep_alive()
+        body = self.bulk if self.bulk is not None else b"".join(self.chunks)
+        self._complete(body, self.parser.should_keep_alive())
+
+    def _complete(self, body: bytes | bytearray, keep_alive: bool) -> None:
+        """A whole request is in: answer it now, or queue it behind those before it."""
+        method = self.bulk_method if self.bulk is not None else self.parser.get_method().decode()
+        self.bulk = None
+        pending = Pending(method, self.url, self.headers, body)
+        pending.keep_alive = keep_alive
         pending.error = self.error
         if self.task is None and not self.queue and pending.error is None:
             self._answer_eagerly(pending)
@@ -333,6 +378,7 @@ class HttpServer:
         self.max_request_size = max_request_size
         self.idle_timeout = idle_timeout
         self.connections: set[Connection] = set()
+        self.recv_buffer = memoryview(bytearray(RECV_BYTES))  # read into, parsed at once
         self.closing = False
         self._server: asyncio.Server | None = None
         self._sweeper: asyncio.Task[None] | None = None

@@ -8,7 +8,7 @@ import socket
 from collections.abc import AsyncIterator
 from typing import Any
 
-from rosettaserve.transport.h1 import HttpServer
+from rosettaserve.transport.h1 import BULK_MIN_BYTES, HttpServer
 from rosettaserve.transport.routing import HttpResponse
 
 VAR: contextvars.ContextVar[str] = contextvars.ContextVar("test_h1_var", default="")
@@ -24,6 +24,8 @@ class EchoApp:
             seen = VAR.get()
             VAR.reset(token)
             return HttpResponse(200, seen.encode(), "text/plain")
+        if raw_url == b"/type":
+            return HttpResponse(200, type(body).__name__.encode(), "text/plain")
         if raw_url == b"/stream":
             return HttpResponse(200, content_type="text/plain", stream=self._chunks())
         return HttpResponse(200, method.encode() + b" " + raw_url + b" " + body, "text/plain")
@@ -34,7 +36,8 @@ class EchoApp:
             yield word
 
 
-async def exchange(request: bytes, max_request_size: int = 1 << 20) -> bytes:
+async def exchange(request: bytes, max_request_size: int = 1 << 20, pieces: int = 1) -> bytes:
+    """Send ``request`` (in ``pieces`` writes with a pause between them), read to the close."""
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     sock.listen()
@@ -42,8 +45,12 @@ async def exchange(request: bytes, max_request_size: int = 1 << 20) -> bytes:
     server = HttpServer(EchoApp(), max_request_size)
     await server.start(sock)
     reader, writer = await asyncio.open_connection(*sock.getsockname())
-    writer.write(request)
-    await writer.drain()
+    step = -(-len(request) // pieces)
+    for start in range(0, len(request), step):
+        writer.write(request[start : start + step])
+        await writer.drain()
+        if pieces > 1:
+            await asyncio.sleep(0.01)
     data = await asyncio.wait_for(reader.read(), timeout=10)  # the server closes at the end
     writer.close()
     await server.shutdown(timeout=5)
@@ -115,3 +122,73 @@ def test_a_handler_that_waits_keeps_its_context_across_the_wait() -> None:
     data = run(exchange(b"GET /context HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"))
     assert data.startswith(b"HTTP/1.1 200 OK")
     assert data.endswith(b"inside")
+
+
+def _payload(size: int) -> bytes:
+    return bytes(range(251)) * (size // 251) + bytes(size % 251)
+
+
+def _answers(data: bytes) -> list[bytes]:
+    """The bodies of the 200 answers in ``data``, in order (each of them has a content-length)."""
+    bodies = []
+    while data:
+        head, rest = data.split(b"\r\n\r\n", 1)
+        assert head.startswith(b"HTTP/1.1 200 OK"), head
+        length = int(head.split(b"content-length: ")[1].split(b"\r\n")[0])
+        bodies.append(rest[:length])
+        data = rest[length:]
+    return bodies
+
+
+def _post(url: bytes, body: bytes, extra: bytes = b"") -> bytes:
+    return b"POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n%s\r\n%s" % (
+        url,
+        len(body),
+        extra,
+        body,
+    )
+
+
+CLOSE = b"GET /last HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+
+
+def test_a_large_body_read_over_many_reads_arrives_whole_and_the_next_request_follows() -> None:
+    body = _payload(BULK_MIN_BYTES * 3 + 17)  # read into its own buffer, past the parser
+    data = run(exchange(_post(b"/big", body) + CLOSE, pieces=40))
+    assert _answers(data) == [b"POST /big " + body, b"GET /last "]
+
+
+def test_a_large_body_in_one_write_with_requests_around_it() -> None:
+    body = _payload(BULK_MIN_BYTES + 1)
+    request = _post(b"/a", b"hi") + _post(b"/big", body) + _post(b"/b", b"yo") + CLOSE
+    data = run(exchange(request))
+    assert _answers(data) == [b"POST /a hi", b"POST /big " + body, b"POST /b yo", b"GET /last "]
+
+
+def test_a_large_body_queued_behind_a_waiting_handler() -> None:
+    body = _payload(BULK_MIN_BYTES * 2)
+    request = b"GET /context HTTP/1.1\r\nHost: x\r\n\r\n" + _post(b"/big", body) + CLOSE
+    data = run(exchange(request, pieces=7))
+    assert _answers(data) == [b"inside", b"POST /big " + body, b"GET /last "]
+
+
+def test_a_large_body_with_expect_continue_and_connection_close() -> None:
+    body = _payload(BULK_MIN_BYTES + 5)
+    extra = b"Expect: 100-continue\r\nConnection: close\r\n"
+    data = run(exchange(_post(b"/big", body, extra), pieces=3))
+    assert data.startswith(b"HTTP/1.1 100 Continue\r\n\r\n")
+    rest = data[len(b"HTTP/1.1 100 Continue\r\n\r\n") :]
+    assert b"connection: close" in rest.split(b"\r\n\r\n", 1)[0]
+    assert _answers(rest) == [b"POST /big " + body]
+
+
+def test_a_large_body_over_the_limit_is_413_and_not_buffered() -> None:
+    head = b"POST /big HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % (BULK_MIN_BYTES * 2)
+    data = run(exchange(head + _payload(1000), max_request_size=BULK_MIN_BYTES))
+    assert data.startswith(b"HTTP/1.1 413 Request Entity Too Large")
+
+
+def test_only_a_large_declared_body_gets_its_own_buffer() -> None:
+    big, small = _payload(BULK_MIN_BYTES), _payload(BULK_MIN_BYTES - 1)
+    data = run(exchange(_post(b"/type", big) + _post(b"/type", small) + CLOSE, pieces=5))
+    assert _answers(data) == [b"bytearray", b"bytes", b"GET /last "]
