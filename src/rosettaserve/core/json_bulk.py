@@ -34,14 +34,16 @@ def find_arrays(body: bytes, key: bytes) -> list[tuple[int, int]]:
     quoted = b'"' + key + b'"'
     at = body.find(quoted)
     while at >= 0:
-        colon = _skip_blanks(body, at + len(quoted))
+        resume = at + len(quoted)
+        colon = _skip_blanks(body, resume)
         if body[colon : colon + 1] == b":":
             start = _skip_blanks(body, colon + 1)
             end = body.find(b"]", start)
             nested = body.find(b"[", start + 1, end) >= 0
             if body[start : start + 1] == b"[" and end - start >= MIN_ARRAY and not nested:
                 spans.append((start, end + 1))
-        at = body.find(quoted, at + len(quoted))
+                resume = end + 1  # past the array (not numbers only? simdjson refuses it)
+        at = body.find(quoted, resume)
     return spans
 
 
