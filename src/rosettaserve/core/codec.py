@@ -152,6 +152,8 @@ def from_values(
     as ``dtype``: the count is checked first, then the range where the carrier is wider."""
     check_count(len(values), element_count(shape), shape, name)
     wide = np.array(values, dtype=carrier)
+    if wide.dtype == dtype.numpy:
+        return wide.reshape(shape)
     if wide.size and dtype.numpy.kind in "iu" and dtype.numpy.itemsize < wide.dtype.itemsize:
         check_range(int(wide.min()), int(wide.max()), dtype, name)
     with np.errstate(over="ignore"):  # FP32 -> FP16 beyond its range is inf, as in C
@@ -239,7 +241,9 @@ def _coerce(arr: np.ndarray, dtype: DType, name: str) -> np.ndarray:
             f"tensor '{name}' of datatype {dtype.name} must hold JSON {_KIND_NAMES[want]}, "
             f"got {_KIND_NAMES.get(kind, 'other values')}"
         )
-    if want in "iu" and arr.dtype != target:
+    if arr.dtype == target:
+        return arr
+    if want in "iu":
         check_range(int(arr.min()), int(arr.max()), dtype, name)
     with np.errstate(over="ignore"):  # FP64 -> FP32 beyond its range is inf, as in C
         return arr.astype(target, copy=False)
