@@ -344,7 +344,7 @@ def check_outputs(mv: ModelVersion, outputs: list[RequestedOutput] | None) -> No
 
 
 def _response(mv: ModelVersion, request: InferenceRequest, result: Any) -> InferenceResponse:
-    if not isinstance(result, Mapping):
+    if type(result) is not dict and not isinstance(result, Mapping):
         raise ModelError(
             f"model '{mv.name}' returned {type(result).__name__}; predict must return "
             "a dict of output name to array"

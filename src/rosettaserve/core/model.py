@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import inspect
 import os
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from time import perf_counter_ns
 from typing import Any, Protocol
@@ -127,7 +126,7 @@ class Invoker:
     ) -> Any:
         kwargs = self._kwargs(parameters)
         call = call or Call(0)
-        with _model_errors():
+        with _MODEL_ERRORS:
             if self.is_async:
                 call.ran = perf_counter_ns()
                 try:
@@ -147,7 +146,7 @@ class Invoker:
     ) -> AsyncIterator[Any]:
         """``call``: unused (the data plane times a stream as a whole)."""
         kwargs = self._kwargs(parameters)
-        with _model_errors():
+        with _MODEL_ERRORS:
             if self.is_async_gen:
                 async for item in self._fn(inputs, **kwargs):
                     yield item
@@ -170,14 +169,19 @@ def _timed(call: Call, fn: Callable[..., Any], inputs: Arrays, kwargs: dict[str,
         call.done = perf_counter_ns()
 
 
-@contextmanager
-def _model_errors() -> Iterator[None]:
-    """ValueError from a model means bad input (400); anything else is the model's fault."""
-    try:
-        yield
-    except ServingError:
-        raise
-    except ValueError as exc:
-        raise InvalidInput(str(exc) or "the model rejected the input") from exc
-    except Exception as exc:
+class _ModelErrors:
+    """ValueError from a model means bad input (400); anything else is the model's fault.
+    (A class rather than a generator-based context manager: it wraps every model call.)"""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
+        if exc is None or isinstance(exc, ServingError) or not isinstance(exc, Exception):
+            return
+        if isinstance(exc, ValueError):
+            raise InvalidInput(str(exc) or "the model rejected the input") from exc
         raise ModelError(f"{type(exc).__name__}: {exc}") from exc
+
+
+_MODEL_ERRORS = _ModelErrors()  # stateless: one for every call

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Protocol
@@ -56,13 +54,16 @@ class ModelVersion:
     def ready(self) -> bool:
         return self.state is VersionState.READY
 
-    @contextmanager
-    def in_use(self) -> Iterator[None]:
+    def in_use(self) -> ModelVersion:
+        """``with version.in_use():`` counts a request in flight on it (the version is its own
+        context manager: cheaper per request than a generator-based one)."""
+        return self
+
+    def __enter__(self) -> None:
         self.inflight += 1
-        try:
-            yield
-        finally:
-            self.inflight -= 1
+
+    def __exit__(self, *exc: object) -> None:
+        self.inflight -= 1
 
 
 class Registry(Protocol):

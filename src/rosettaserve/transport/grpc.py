@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 import grpc
@@ -34,13 +33,16 @@ class CallTracker:
     def __init__(self) -> None:
         self.active = 0
 
-    @contextmanager
-    def busy(self) -> Iterator[None]:
+    def busy(self) -> CallTracker:
+        """``with tracker.busy():`` counts a call doing work (the tracker is its own context
+        manager: cheaper per call than a generator-based one)."""
+        return self
+
+    def __enter__(self) -> None:
         self.active += 1
-        try:
-            yield
-        finally:
-            self.active -= 1
+
+    def __exit__(self, *exc: object) -> None:
+        self.active -= 1
 
     async def wait_idle(self, timeout: float) -> None:
         deadline = asyncio.get_running_loop().time() + timeout
