@@ -1,0 +1,106 @@
+"""The request bodies: one input tensor per case (random FP32 with a fixed seed), encoded per
+server as OIP REST JSON, REST with the binary tensor data extension, or a gRPC ModelInfer frame.
+A ``Body`` is one such request written to a file, with (for REST) the wrk lua script sending it.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from spec import GRPC_RAW_1MIB, GRPC_SMALL, REST_BINARY_1MIB, REST_SMALL, ServerSpec
+
+SMALL_SHAPE, LARGE_SHAPE = (1, 4), (1, 262144)
+
+
+@dataclass
+class Body:
+    """A request of one case for one server: the bytes the load generator sends, and its input."""
+
+    path: Path  # body file (REST) or gRPC frame file
+    data: bytes
+    tensor: np.ndarray[Any, np.dtype[np.float32]]
+    headers: dict[str, str]
+    script: Path | None = None  # wrk lua script (REST)
+
+
+def tensor_for(case: str) -> np.ndarray[Any, np.dtype[np.float32]]:
+    shape = SMALL_SHAPE if case in (REST_SMALL, GRPC_SMALL) else LARGE_SHAPE
+    seed = 20260801 if shape == SMALL_SHAPE else 20260802
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def json_body(spec: ServerSpec, tensor: np.ndarray[Any, np.dtype[np.float32]]) -> bytes:
+    # str(np.float32) is numpy's shortest repr that reads back to the same float32
+    data = ",".join(str(v) for v in tensor.reshape(-1))
+    head = {"name": spec.input_name, "shape": list(tensor.shape), "datatype": "FP32"}
+    return f'{{"inputs":[{json.dumps(head)[:-1]},"data":[{data}]}}]}}'.encode()
+
+
+def binary_body(spec: ServerSpec, tensor: np.ndarray[Any, np.dtype[np.float32]]) -> bytes:
+    raw = tensor.astype("<f4").tobytes()
+    head = {
+        "inputs": [
+            {
+                "name": spec.input_name,
+                "shape": list(tensor.shape),
+                "datatype": "FP32",
+                "parameters": {"binary_data_size": len(raw)},
+            }
+        ],
+        "parameters": {"binary_data_output": True},
+    }
+    return json.dumps(head, separators=(",", ":")).encode() + raw
+
+
+def grpc_message(
+    spec: ServerSpec, tensor: np.ndarray[Any, np.dtype[np.float32]], raw: bool
+) -> bytes:
+    from rosettaserve.protocols.oip.pb import grpc_service_pb2 as pb
+
+    request = pb.ModelInferRequest(model_name=spec.model)
+    item = request.inputs.add(name=spec.input_name, datatype="FP32", shape=list(tensor.shape))
+    if raw:
+        request.raw_input_contents.append(tensor.astype("<f4").tobytes())
+    else:
+        item.contents.fp32_contents.extend(tensor.reshape(-1).tolist())
+    return bytes(request.SerializeToString())
+
+
+def make_body(spec: ServerSpec, case: str, workdir: Path) -> Body:
+    tensor = tensor_for(case)
+    path = workdir / f"body-{spec.key}-{case}.bin"
+    if case in (GRPC_SMALL, GRPC_RAW_1MIB):
+        message = grpc_message(spec, tensor, raw=case == GRPC_RAW_1MIB)
+        frame = b"\x00" + struct.pack(">I", len(message)) + message
+        path.write_bytes(frame)
+        headers = {"content-type": "application/grpc", "te": "trailers"}
+        return Body(path, message, tensor, headers)
+    if case == REST_BINARY_1MIB:
+        data = binary_body(spec, tensor)
+        headers = {
+            "Content-Type": "application/octet-stream",
+            "Inference-Header-Content-Length": str(len(data) - tensor.nbytes),
+        }
+    else:
+        data = json_body(spec, tensor)
+        headers = {"Content-Type": "application/json"}
+    path.write_bytes(data)
+    script = path.with_suffix(".lua")
+    write_lua(script, path, headers)
+    return Body(path, data, tensor, headers, script)
+
+
+def write_lua(script: Path, body: Path, headers: dict[str, str]) -> None:
+    lines = [
+        f'local f = assert(io.open("{body}", "rb"))',
+        'wrk.body = f:read("*a")',
+        "f:close()",
+        'wrk.method = "POST"',
+    ]
+    lines += [f'wrk.headers["{k}"] = "{v}"' for k, v in headers.items()]
+    script.write_text("\n".join(lines) + "\n")

@@ -1,0 +1,220 @@
+"""The cases and the servers: which cases run with how many connections, the servers under test
+(rosettaserve's spec and the peers'), and one repeat of one server: start it, check and measure
+each case it serves, read its memory, stop it; likewise the batching MLP and the startup of the
+tensor examples.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import rosetta
+from answers import GRPC_INFER, check_grpc, check_rest
+from bodies import Body, write_lua
+from loadgen import Load, h2load, wrk
+from measurements import Measurement, Results, ServerRun
+from processes import HOST, Server, server_version, settle, start, stop, tree_memory, wait_ready
+from spec import (
+    CASES,
+    GRPC_RAW_1MIB,
+    GRPC_SMALL,
+    REST_BINARY_1MIB,
+    REST_JSON_1MIB,
+    REST_SMALL,
+    ServerSpec,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+BATCHING, STARTUP = "batching", "startup"
+ALL_CASES = (*CASES, BATCHING, STARTUP)
+# (case, connections) in the order they run
+RUNS = (
+    (REST_SMALL, 1),
+    (REST_SMALL, 16),
+    (GRPC_SMALL, 1),
+    (GRPC_SMALL, 16),
+    (REST_JSON_1MIB, 4),
+    (REST_BINARY_1MIB, 4),
+    (GRPC_RAW_1MIB, 4),
+)
+BATCHING_CONNECTIONS = 32
+
+
+def measure_server(
+    spec: ServerSpec,
+    runs: Sequence[tuple[str, int]],
+    bodies: Callable[[ServerSpec, str], Body],
+    args: argparse.Namespace,
+    *,
+    repeat: int,
+    results: Results,
+    load: Load,
+) -> None:
+    record = ServerRun()
+    results.runs.setdefault(spec.key, []).append(record)
+    print(f"[repeat {repeat}] {spec.key}: starting", flush=True)
+    server = start(spec, args.server_cpu, load.raw / f"r{repeat}-{spec.key}.server.log")
+    try:
+        record.startup = wait_ready(server)
+        time.sleep(1.0)
+        record.idle_rss = tree_memory(server.proc.pid, "VmRSS")
+        record.version = server_version(server)
+        print(
+            f"  ready in {record.startup:.2f} s, idle RSS {record.idle_rss / 1e6:.0f} MB"
+            + (f", {record.version}" if record.version else ""),
+            flush=True,
+        )
+        for case, conns in runs:
+            key = (spec.key, case, conns)
+            tag = f"r{repeat}-{spec.key}-{case}-c{conns}"
+            try:
+                m = run_case(server, bodies(spec, case), case, conns=conns, load=load, tag=tag)
+            except Exception as exc:
+                results.fail(key, f"repeat {repeat}: {exc}")
+                print(f"  {case} c{conns}: FAILED {exc}", flush=True)
+                if server.proc.poll() is not None:
+                    raise RuntimeError(f"server exited:\n{server.log_tail()}") from exc
+                continue
+            results.add(key, m)
+            flag = f"  ({m.errors} ERRORS)" if m.errors else ""
+            flag += f"  ({m.note})" if m.note else ""
+            print(
+                f"  {case} c{conns}: {m.rps:.0f} req/s, p50 {m.p50:.2f} ms, p99 {m.p99:.2f} ms"
+                + flag,
+                flush=True,
+            )
+        record.peak_rss = tree_memory(server.proc.pid, "VmHWM")
+    except Exception as exc:
+        record.failure = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        print(f"  {spec.key} FAILED: {exc}", flush=True)
+    finally:
+        stop(server)
+
+
+def run_case(
+    server: Server, body: Body, case: str, *, conns: int, load: Load, tag: str
+) -> Measurement:
+    """Check one answer, then a warm-up run and a measured run, each after the server settled."""
+    grpc = case in (GRPC_SMALL, GRPC_RAW_1MIB)
+    if grpc:
+        wrong, answer_size = check_grpc(server, body)
+        url = f"http://{HOST}:{server.grpc_port}{GRPC_INFER}"
+    else:
+        wrong, answer_size = check_rest(server, body), 0
+        url = server.rest_url(f"/v2/models/{server.spec.model}/infer")
+    if wrong:
+        raise RuntimeError(f"wrong answer: {wrong}")
+
+    def one_run(seconds: int, name: str) -> Measurement:
+        waited = settle(server)
+        if waited > 1:
+            print(f"  (waited {waited:.1f} s for the server to be idle)", flush=True)
+        if grpc:
+            return h2load(
+                load, url, body, conns=conns, seconds=seconds, tag=name, answer_size=answer_size
+            )
+        assert body.script is not None
+        return wrk(load, url, body.script, conns=conns, seconds=seconds, tag=name)
+
+    if load.warmup > 0:
+        one_run(load.warmup, tag + "-warmup")
+    return one_run(load.duration, tag)
+
+
+def measure_batching(
+    args: argparse.Namespace, workdir: Path, repeat: int, results: Results, load: Load
+) -> str:
+    import batching_mlp
+
+    spec, data, headers, what = rosetta.batching_setup(workdir)
+    path = workdir / "body-batching.bin"
+    path.write_bytes(data)
+    script = path.with_suffix(".lua")
+    write_lua(script, path, headers)
+    record = ServerRun()
+    results.runs.setdefault(spec.key, []).append(record)
+    print(f"[repeat {repeat}] {spec.key}: starting", flush=True)
+    server = start(spec, args.server_cpu, load.raw / f"r{repeat}-{spec.key}.server.log")
+    try:
+        record.startup = wait_ready(server)
+        url = server.rest_url("")
+        batching_mlp.check_same_answers(url, data, headers)
+        for model in rosetta.BATCHING_MODELS:
+            key = (spec.key, model, BATCHING_CONNECTIONS)
+            tag = f"r{repeat}-{spec.key}-{model}-c{BATCHING_CONNECTIONS}"
+            target = f"{url}/v2/models/{model}/infer"
+            try:
+                if load.warmup > 0:
+                    settle(server)
+                    wrk(
+                        load,
+                        target,
+                        script,
+                        conns=BATCHING_CONNECTIONS,
+                        seconds=load.warmup,
+                        tag=tag + "-w",
+                    )
+                settle(server)
+                m = wrk(
+                    load, target, script, conns=BATCHING_CONNECTIONS, seconds=load.duration, tag=tag
+                )
+            except Exception as exc:
+                results.fail(key, f"repeat {repeat}: {exc}")
+                print(f"  {model}: FAILED {exc}", flush=True)
+                continue
+            results.add(key, m)
+            results.batch_size.setdefault(model, []).append(batching_mlp.mean_batch(url, model))
+            print(
+                f"  {model}: {m.rps:.0f} req/s, p50 {m.p50:.2f} ms, p99 {m.p99:.2f} ms", flush=True
+            )
+        record.peak_rss = tree_memory(server.proc.pid, "VmHWM")
+    except Exception as exc:
+        record.failure = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        print(f"  {spec.key} FAILED: {exc}", flush=True)
+    finally:
+        stop(server)
+    return what
+
+
+def measure_startup(
+    args: argparse.Namespace, spec: ServerSpec, repeat: int, results: Results, load: Load
+) -> None:
+    record = ServerRun()
+    results.runs.setdefault(spec.key, []).append(record)
+    server = start(spec, args.server_cpu, load.raw / f"r{repeat}-{spec.key}.server.log")
+    try:
+        record.startup = wait_ready(server)
+        time.sleep(1.0)
+        record.idle_rss = tree_memory(server.proc.pid, "VmRSS")
+        record.peak_rss = tree_memory(server.proc.pid, "VmHWM")
+        print(
+            f"[repeat {repeat}] {spec.key}: ready in {record.startup:.2f} s, "
+            f"idle RSS {record.idle_rss / 1e6:.0f} MB",
+            flush=True,
+        )
+    except Exception as exc:
+        record.failure = str(exc).splitlines()[0]
+        print(f"  {spec.key} FAILED: {exc}", flush=True)
+    finally:
+        stop(server)
+
+
+# -- the servers -------------------------------------------------------------------------------
+
+
+def all_specs(workdir: Path) -> tuple[list[ServerSpec], str]:
+    """rosettaserve's spec and the peers' (bench/compare/peers.py), and a note on the peers."""
+    specs = [rosetta.rosetta_spec(workdir)]
+    try:
+        peers = importlib.import_module("peers")
+    except ImportError as exc:
+        return specs, f"peers not available (bench/compare/peers.py: {exc}); rosettaserve only"
+    try:
+        found = list(peers.peer_specs(ROOT))
+    except Exception as exc:
+        return specs, f"peers skipped: peer_specs failed: {exc}"
+    return specs + [s for s in found if isinstance(s, ServerSpec)], ""
