@@ -1,12 +1,17 @@
-"""The server's own cost of one small OIP REST infer request, in-process (no sockets).
+"""The server's own cost of one OIP REST infer request, in-process (no sockets).
 
     taskset -c 0 .venv/bin/python bench/rest_path_cost.py REPO [--requests 20000] [--rounds 7]
+        [--model identity] [--body FILE] [--connections 1]
 
-Loads REPO (one with a python identity model named ``identity``, as ``identity_repo`` in
-bench/compare/rosetta.py writes it), then feeds the raw bytes
-of ``POST /v2/models/identity/infer`` (FP32 [1,4], JSON) to an HTTP connection object whose
-transport only counts writes: httptools parsing, routing, the data plane, the model and the
-response encoding, as the server runs them. Prints the best round's microseconds per request.
+Loads REPO (by default one with a python identity model named ``identity``, as
+``identity_repo`` in bench/compare/rosetta.py writes it), then feeds the raw bytes of
+``POST /v2/models/MODEL/infer`` (by default FP32 [1,4], JSON; or the JSON body in FILE) to
+HTTP connection objects whose transport only counts writes: httptools parsing, routing, the
+data plane, the model and the response encoding, as the server runs them. With
+--connections N, each step sends one request on each of N connections before waiting for the
+answers, so a dynamically batched model gets batches of up to N (the batching MLP's repository,
+``rosetta_batching`` of bench/compare/rosetta.py, with ``--model mlp_batched``). Prints the best
+round's microseconds per request.
 
 Wall-clock time on a shared machine is noisy; instruction counts are not. Run it under callgrind
 twice and subtract (startup cancels out):
@@ -29,11 +34,17 @@ from rosettaserve.server import Server
 from rosettaserve.settings import Settings
 from rosettaserve.transport.h1 import Connection, HttpServer
 
-BODY = b'{"inputs":[{"name":"INPUT0","shape":[1,4],"datatype":"FP32","data":[1.0,2.0,3.0,4.0]}]}'
-REQUEST = (
-    b"POST /v2/models/identity/infer HTTP/1.1\r\nHost: bench\r\n"
-    b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(BODY)
-) + BODY
+SMALL_BODY = (
+    b'{"inputs":[{"name":"INPUT0","shape":[1,4],"datatype":"FP32","data":[1.0,2.0,3.0,4.0]}]}'
+)
+
+
+def infer_request(model: str, body: bytes) -> bytes:
+    head = (
+        f"POST /v2/models/{model}/infer HTTP/1.1\r\nHost: bench\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    )
+    return head.encode() + body
 
 
 class CountingTransport:
@@ -59,24 +70,30 @@ class CountingTransport:
         pass
 
 
-async def measure(repo: Path, requests: int, rounds: int) -> None:
+async def measure(repo: Path, request: bytes, requests: int, rounds: int, connections: int) -> None:
     server = Server(Settings(repository=repo))
     await server.repository.load_all()
     server.dataplane.started = True
-    conn = Connection(HttpServer(server.app, 1 << 26))
+    http = HttpServer(server.app, 1 << 26)
     transport = CountingTransport()
-    conn.connection_made(transport)
+    conns = [Connection(http) for _ in range(connections)]
+    for conn in conns:
+        conn.connection_made(transport)
+    steps = max(1, requests // connections)
     best = float("inf")
     for _ in range(rounds):
         start = time.perf_counter()
-        for _ in range(requests):
-            conn.data_received(REQUEST)
-            if conn.task is not None:  # a request that had to wait (a model on the pool)
-                await conn.task
-        best = min(best, (time.perf_counter() - start) / requests)
-    if transport.writes != requests * rounds:
-        raise SystemExit(f"expected {requests * rounds} responses, got {transport.writes}")
-    print(f"{best * 1e6:.1f} us per request (best of {rounds} rounds of {requests})")
+        for _ in range(steps):
+            for conn in conns:
+                conn.data_received(request)
+            for conn in conns:
+                if conn.task is not None:  # a request that had to wait (pool or batcher)
+                    await conn.task
+        best = min(best, (time.perf_counter() - start) / (steps * connections))
+    expected = steps * connections * rounds
+    if transport.writes != expected:
+        raise SystemExit(f"expected {expected} responses, got {transport.writes}")
+    print(f"{best * 1e6:.1f} us per request (best of {rounds} rounds of {steps * connections})")
 
 
 def main() -> None:
@@ -84,8 +101,13 @@ def main() -> None:
     parser.add_argument("repository", type=Path)
     parser.add_argument("--requests", type=int, default=20000)
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--model", default="identity")
+    parser.add_argument("--body", type=Path, help="a JSON infer body (default: FP32 [1,4])")
+    parser.add_argument("--connections", type=int, default=1)
     args = parser.parse_args()
-    uvloop.run(measure(args.repository, args.requests, args.rounds))
+    body = args.body.read_bytes() if args.body else SMALL_BODY
+    request = infer_request(args.model, body)
+    uvloop.run(measure(args.repository, request, args.requests, args.rounds, args.connections))
 
 
 if __name__ == "__main__":
