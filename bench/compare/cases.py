@@ -7,9 +7,10 @@ tensor examples.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import rosetta
@@ -44,6 +45,25 @@ RUNS = (
 BATCHING_CONNECTIONS = 32
 
 
+@contextlib.contextmanager
+def one_repeat(
+    spec: ServerSpec, args: argparse.Namespace, repeat: int, results: Results, load: Load
+) -> Iterator[tuple[ServerRun, Server]]:
+    """One repeat of one server: started and its startup time recorded; a failure inside is
+    recorded on the repeat (its first line) and printed; the server is stopped in any case."""
+    record = ServerRun()
+    results.runs.setdefault(spec.key, []).append(record)
+    server = start(spec, args.server_cpu, load.raw / f"r{repeat}-{spec.key}.server.log")
+    try:
+        record.startup = wait_ready(server)
+        yield record, server
+    except Exception as exc:
+        record.failure = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        print(f"  {spec.key} FAILED: {exc}", flush=True)
+    finally:
+        stop(server)
+
+
 def measure_server(
     spec: ServerSpec,
     runs: Sequence[tuple[str, int]],
@@ -54,12 +74,8 @@ def measure_server(
     results: Results,
     load: Load,
 ) -> None:
-    record = ServerRun()
-    results.runs.setdefault(spec.key, []).append(record)
     print(f"[repeat {repeat}] {spec.key}: starting", flush=True)
-    server = start(spec, args.server_cpu, load.raw / f"r{repeat}-{spec.key}.server.log")
-    try:
-        record.startup = wait_ready(server)
+    with one_repeat(spec, args, repeat, results, load) as (record, server):
         time.sleep(1.0)
         record.idle_rss = tree_memory(server.proc.pid, "VmRSS")
         record.version = server_version(server)
@@ -88,11 +104,6 @@ def measure_server(
                 flush=True,
             )
         record.peak_rss = tree_memory(server.proc.pid, "VmHWM")
-    except Exception as exc:
-        record.failure = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        print(f"  {spec.key} FAILED: {exc}", flush=True)
-    finally:
-        stop(server)
 
 
 def run_case(
@@ -135,12 +146,8 @@ def measure_batching(
     path.write_bytes(data)
     script = path.with_suffix(".lua")
     write_lua(script, path, headers)
-    record = ServerRun()
-    results.runs.setdefault(spec.key, []).append(record)
     print(f"[repeat {repeat}] {spec.key}: starting", flush=True)
-    server = start(spec, args.server_cpu, load.raw / f"r{repeat}-{spec.key}.server.log")
-    try:
-        record.startup = wait_ready(server)
+    with one_repeat(spec, args, repeat, results, load) as (record, server):
         url = server.rest_url("")
         batching_mlp.check_same_answers(url, data, headers)
         for model in rosetta.BATCHING_MODELS:
@@ -172,22 +179,13 @@ def measure_batching(
                 f"  {model}: {m.rps:.0f} req/s, p50 {m.p50:.2f} ms, p99 {m.p99:.2f} ms", flush=True
             )
         record.peak_rss = tree_memory(server.proc.pid, "VmHWM")
-    except Exception as exc:
-        record.failure = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        print(f"  {spec.key} FAILED: {exc}", flush=True)
-    finally:
-        stop(server)
     return what
 
 
 def measure_startup(
     args: argparse.Namespace, spec: ServerSpec, repeat: int, results: Results, load: Load
 ) -> None:
-    record = ServerRun()
-    results.runs.setdefault(spec.key, []).append(record)
-    server = start(spec, args.server_cpu, load.raw / f"r{repeat}-{spec.key}.server.log")
-    try:
-        record.startup = wait_ready(server)
+    with one_repeat(spec, args, repeat, results, load) as (record, server):
         time.sleep(1.0)
         record.idle_rss = tree_memory(server.proc.pid, "VmRSS")
         record.peak_rss = tree_memory(server.proc.pid, "VmHWM")
@@ -196,11 +194,6 @@ def measure_startup(
             f"idle RSS {record.idle_rss / 1e6:.0f} MB",
             flush=True,
         )
-    except Exception as exc:
-        record.failure = str(exc).splitlines()[0]
-        print(f"  {spec.key} FAILED: {exc}", flush=True)
-    finally:
-        stop(server)
 
 
 # -- the servers -------------------------------------------------------------------------------
