@@ -141,17 +141,14 @@ class Connection(asyncio.BufferedProtocol):
     def on_headers_complete(self) -> None:
         limit = self.server.max_request_size
         declared = self.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > limit:
-            self._too_large(too_large(int(declared), limit))
+        length = int(declared) if declared.isdigit() else -1
+        if length > limit:
+            self._too_large(too_large(length, limit))
             return
         if self.headers.get("expect", "").lower() == "100-continue" and self.transport:
             self.transport.write(_CONTINUE)
-        if (
-            declared.isdigit()
-            and int(declared) >= BULK_MIN_BYTES
-            and "transfer-encoding" not in self.headers
-        ):
-            self.bulk = bytearray(int(declared))
+        if length >= BULK_MIN_BYTES and "transfer-encoding" not in self.headers:
+            self.bulk = bytearray(length)
             self.bulk_method = self.parser.get_method().decode()
             self.bulk_keep_alive = self.parser.should_keep_alive()
 
