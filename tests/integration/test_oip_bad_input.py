@@ -120,6 +120,9 @@ _FP32_4 = (1.0, 2.0, 3.0, 4.0)
 _BLOB16 = struct.pack("<4f", *_FP32_4)
 _BIG = 2**62
 _LARGE = 20_000  # elements: a body over 64 KiB, whose numeric arrays are read in bulk
+_BULK_FP32 = 1 << 16  # FP32 elements: a 256 KiB binary body, read into a buffer of its own
+_BULK_BLOB = struct.pack(f"<{_BULK_FP32}f", *([0.5] * _BULK_FP32))
+_BULK_DOC = {"inputs": [binary_input("INPUT0", "FP32", [1, _BULK_FP32], len(_BULK_BLOB))]}
 
 
 def large(datatype: str, values: list[Any], shape: Any = (1, _LARGE)) -> bytes:
@@ -482,6 +485,21 @@ CASES: list[Case] = [
         large("FP32", [1.0] * (_LARGE - 1) + [True]),
         400,
         "numbers",
+        path=identity("FP32"),
+    ),
+    case(
+        "large_binary_blob_short",
+        with_binary(_BULK_DOC, _BULK_BLOB[:-4]),
+        400,
+        "unexpected size for input 'INPUT0'",
+        path=identity("FP32"),
+    ),
+    case(
+        "large_binary_blob_long",
+        with_binary(_BULK_DOC, _BULK_BLOB + _BLOB16),
+        400,
+        "unexpected additional input data",
+        "16 bytes",
         path=identity("FP32"),
     ),
     case(

@@ -499,6 +499,23 @@ def test_large_json_tensors_round_trip(
     np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), data)
 
 
+def test_large_binary_bodies_in_a_row(client: httpclient.InferenceServerClient) -> None:
+    """Binary bodies of 256 KiB and more (the server reads each into a buffer of its own) one
+    after another on tritonclient's keep-alive connection, then a small request: each answer
+    is its own request's tensor."""
+    rng = rng_for("large-binary")
+    for elements in (1 << 18, 3 << 18, 1 << 16):  # 1 MiB, 3 MiB, 256 KiB of FP32
+        data = rng.standard_normal((2, elements // 2)).astype(np.float32)
+        result = client.infer(
+            "identity_fp32",
+            [make_input("INPUT0", data, "FP32", True)],
+            outputs=want(["OUTPUT0"], True),
+        )
+        assert_encoding(result, "OUTPUT0", True)
+        np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), data)
+    assert_still_serving(client)
+
+
 # -- request parameters and model errors -------------------------------------------------------
 
 
