@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import struct
 import tracemalloc
+import warnings
 from typing import Any
 
 import ml_dtypes
@@ -12,7 +13,14 @@ import orjson
 import pytest
 from numpy.testing import assert_array_equal
 
-from rosettaserve.core.codec import check_shape, element_count, from_json, from_raw, to_raw
+from rosettaserve.core.codec import (
+    SMALL_LIST,
+    check_shape,
+    element_count,
+    from_json,
+    from_raw,
+    to_raw,
+)
 from rosettaserve.core.dtypes import DTYPES, DType
 from rosettaserve.core.errors import InvalidInput
 from tests.v2data import DATATYPES, JSON_DATATYPES
@@ -341,6 +349,51 @@ def test_json_ints_into_float_types() -> None:
     assert_decoded(out, np.array([1, 2, -3], dtype=np.float32), DTYPES["FP32"])
     out = from_json([1, 2.5], DTYPES["FP64"], (2,), "t")
     assert_decoded(out, np.array([1.0, 2.5]), DTYPES["FP64"])
+
+
+SHORT_AND_LONG = [
+    ("FP32", [1.5, -2, 0.0, -0.0]),
+    ("FP32", [3.5e38, -3.5e38, 1e300]),  # beyond FP32: inf, as the long path casts them
+    ("FP32", [2**70, 1]),  # a big integer is a number
+    ("FP32", [10**400]),  # beyond float64 too
+    ("FP64", [1.7976931348623157e308, 2**1030]),
+    ("INT8", [-128, 127]),
+    ("INT8", [128]),
+    ("UINT8", [-1]),
+    ("UINT64", [2**64 - 1, 0]),
+    ("INT64", [2**63]),
+    ("INT32", [1, 2.0]),
+    ("INT32", [True, 1]),
+    ("FP32", [1.0, False]),
+    ("BOOL", [True, False]),
+    ("BOOL", [1, True]),
+    ("FP32", [1.0, "2"]),
+    ("FP32", [1.0, None]),
+]
+
+
+def _decoded(data: list[Any], name: str) -> tuple[str, Any]:
+    try:
+        out = from_json(data, DTYPES[name], (len(data),), "t")
+    except InvalidInput as exc:
+        return "error", exc.message
+    return str(out.dtype), out.tolist()
+
+
+@pytest.mark.parametrize(("name", "values"), SHORT_AND_LONG, ids=str)
+def test_json_short_lists_decode_as_long_ones_do(name: str, values: list[Any]) -> None:
+    """Lists up to SMALL_LIST elements take a shorter path; it must agree with the general one
+    (values and dtype, or the same error), and warn of nothing (inf from a cast is silent)."""
+    long = values * (SMALL_LIST // len(values) + 1)
+    assert len(values) <= SMALL_LIST < len(long)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        short_result, long_result = _decoded(values, name), _decoded(long, name)
+    assert short_result[0] == long_result[0]
+    if short_result[0] == "error":
+        assert short_result[1] == long_result[1]
+    else:
+        assert short_result[1] == long_result[1][: len(values)]
 
 
 # -- JSON rejections --------------------------------------------------------------------------

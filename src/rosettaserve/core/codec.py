@@ -135,10 +135,50 @@ def from_json(data: Any, dtype: DType, shape: tuple[int, ...], name: str) -> np.
         data = [data]
     if _is_flat(data):
         check_count(len(data), count, shape, name)  # cheap, before any conversion
+        if len(data) <= SMALL_LIST and not dtype.is_bytes:
+            plain = _plain_array(data, dtype)
+            if plain is not None:
+                return plain.reshape(shape)
     convert = _python_array if dtype.is_bytes else _numeric_array
     arr = convert(data, dtype, name)
     check_count(arr.size, count, shape, name)
     return arr.reshape(shape)
+
+
+# A flat list of at most this many elements is checked element by element in C (the types, then
+# min and max against the range) and converted in one call; a longer one costs less the numpy
+# way below (one conversion, then a look for booleans in its JSON text).
+SMALL_LIST = 256
+
+
+def _json_range(numpy: np.dtype) -> tuple[frozenset[type], float, float]:
+    """The Python types a JSON list of this dtype may hold, and the range its values must be in."""
+    if numpy.kind == "b":
+        return frozenset({bool}), 0, 1
+    if numpy.kind in "iu":
+        info = np.iinfo(numpy)
+        return frozenset({int}), int(info.min), int(info.max)
+    top = float(np.finfo(numpy).max)
+    return frozenset({int, float}), -top, top
+
+
+_JSON_RANGES = {
+    t: _json_range(t)
+    for t in map(np.dtype, ("?", "u1", "u2", "u4", "u8", "i1", "i2", "i4", "i8", "f4", "f8"))
+}
+
+
+def _plain_array(data: list[Any], dtype: DType) -> np.ndarray | None:
+    """A short flat list of only the JSON kind ``dtype`` takes, all in its range, as an array;
+    None for anything else (booleans among numbers, strings, out of range...): the general path
+    then converts it or says what is wrong."""
+    accepted = _JSON_RANGES.get(dtype.numpy)
+    if accepted is None or not data:
+        return None
+    kinds, low, high = accepted
+    if not set(map(type, data)) <= kinds or not (low <= min(data) and max(data) <= high):
+        return None
+    return np.array(data, dtype=dtype.numpy)
 
 
 def _is_flat(data: list[Any]) -> bool:
@@ -234,8 +274,13 @@ def _coerce(arr: np.ndarray, dtype: DType, name: str) -> np.ndarray:
     if kind == "O":  # Python objects, already checked element by element
         if want in "iu":
             check_range(int(min(arr)), int(max(arr)), dtype, name)
-        with np.errstate(over="ignore"):
-            return np.array(arr.tolist(), dtype=target)
+        try:
+            with np.errstate(over="ignore"):
+                return np.array(arr.tolist(), dtype=target)
+        except OverflowError:  # an integer past even float64
+            raise InvalidInput(
+                f"tensor '{name}' holds a number outside the {dtype.name} range"
+            ) from None
     if kind not in {"b": "b", "i": "iu", "u": "iu", "f": "iuf"}[want]:
         raise InvalidInput(
             f"tensor '{name}' of datatype {dtype.name} must hold JSON {_KIND_NAMES[want]}, "
