@@ -20,26 +20,48 @@ from rosettaserve.transport.routing import (
 log = logging.getLogger("rosettaserve.http")
 
 
+# Routed URLs remembered: clients repeat a few (a model's infer URL), and a lookup costs less than
+# splitting and matching again. Only short URLs, and the memory is dropped when full.
+MAX_ROUTED, MAX_ROUTED_URL = 1024, 256
+
+Routed = tuple[str, bytes, Route, dict[str, str]]  # path, query, route, path parameters
+
+
 class HttpApp:
     def __init__(self, routes: list[Route]) -> None:
         self.router = Router(routes)
+        self._routed: dict[tuple[str, bytes], Routed] = {}
 
     async def respond(
         self, method: str, raw_url: bytes, headers: dict[str, str], body: bytes
     ) -> HttpResponse:
         """Route and answer one request; never raises."""
+        routed = self._routed.get((method, raw_url))
+        if routed is None:
+            try:
+                routed = self._route(method, raw_url)
+            except ServingError as exc:
+                return error_body(exc)
+        path, query, route, params = routed
         try:
-            path, query = split_url(raw_url)
-            route, params = self.router.match(method, path)
-        except ServingError as exc:
-            return error_body(exc)
-        try:
-            return await route.handler(HttpRequest(method, path, query, headers, body, params))
+            request = HttpRequest(method, path, query, headers, body, dict(params))
+            return await route.handler(request)
         except ServingError as exc:
             return route.on_error(exc)
         except Exception:
             log.exception("unhandled error on %s %s", method, path)
             return json_response({"error": "internal server error (see the server log)"}, 500)
+
+    def _route(self, method: str, raw_url: bytes) -> Routed:
+        """Split and match a URL, and remember the answer (routes never change while serving)."""
+        path, query = split_url(raw_url)
+        route, params = self.router.match(method, path)
+        routed = (path, query, route, params)
+        if len(raw_url) <= MAX_ROUTED_URL:
+            if len(self._routed) >= MAX_ROUTED:
+                self._routed.clear()
+            self._routed[method, raw_url] = routed
+        return routed
 
 
 def split_url(raw_url: bytes) -> tuple[str, bytes]:
