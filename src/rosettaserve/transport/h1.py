@@ -348,15 +348,31 @@ class Adopted:
 
 
 def head(response: HttpResponse, keep_alive: bool, chunked: bool = False) -> bytes:
-    status = _STATUS_LINES.get(response.status) or f"HTTP/1.1 {response.status} \r\n".encode()
-    length = b"transfer-encoding: chunked" if chunked else b"content-length: %d" % response.length
-    parts = [status, b"content-type: ", response.content_type.encode(), b"\r\n", length, b"\r\n"]
+    start = _head_start(response.status, response.content_type)
+    if chunked:
+        parts = [start, b"transfer-encoding: chunked\r\n"]
+    else:
+        parts = [start, b"content-length: %d\r\n" % response.length]
     for name, value in response.headers.items():
         parts += [name.encode(), b": ", value.encode(), b"\r\n"]
     if not keep_alive:
         parts.append(b"connection: close\r\n")
     parts.append(b"\r\n")
     return b"".join(parts)
+
+
+_HEAD_STARTS: dict[tuple[int, str], bytes] = {}
+
+
+def _head_start(status: int, content_type: str) -> bytes:
+    """The status line and content-type line, built once per pair (handlers use a few)."""
+    start = _HEAD_STARTS.get((status, content_type))
+    if start is None:
+        line = _STATUS_LINES.get(status) or f"HTTP/1.1 {status} \r\n".encode()
+        start = line + b"content-type: " + content_type.encode() + b"\r\n"
+        if len(_HEAD_STARTS) < 256:
+            _HEAD_STARTS[status, content_type] = start
+    return start
 
 
 def too_large(size: int | None, limit: int) -> PayloadTooLarge:

@@ -232,11 +232,11 @@ def encode_infer(
 def _encode_output(tensor: Tensor, binary: bool, blobs: list[Any]) -> dict[str, Any]:
     dtype = dtypes.lookup(tensor.datatype)
     out: dict[str, Any] = {"name": tensor.name, "datatype": dtype.name, "shape": list(tensor.shape)}
-    params = dict(tensor.parameters)
+    params = tensor.parameters
     if binary:
         raw = to_raw(tensor.data, dtype)
         blobs.append(raw)
-        params[BINARY_SIZE_KEY] = len(raw)
+        params = {**params, BINARY_SIZE_KEY: len(raw)}
     else:
         out["data"] = json_data(tensor, dtype)
     if params:
@@ -250,7 +250,7 @@ def json_data(tensor: Tensor, dtype: dtypes.DType) -> Any:
             f"output '{tensor.name}' is {dtype.name}, which JSON cannot carry; "
             'request it with "parameters": {"binary_data": true}'
         )
-    flat = tensor.data.reshape(-1)
+    flat = tensor.data.ravel()  # C-contiguous, as orjson needs (a view when it already was)
     if dtype.is_bytes:
         try:
             return [item.decode() for item in flat]
@@ -259,7 +259,7 @@ def json_data(tensor: Tensor, dtype: dtypes.DType) -> Any:
                 f"output '{tensor.name}' holds bytes that are not UTF-8 text; "
                 'request it with "parameters": {"binary_data": true}'
             ) from None
-    return np.ascontiguousarray(flat)
+    return flat
 
 
 # -- metadata ----------------------------------------------------------------------------------
