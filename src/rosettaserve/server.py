@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import grpc
 
-from rosettaserve import __version__
+from rosettaserve import __version__, gc_tuning
 from rosettaserve.core.dataplane import DataPlane, Limits, ServerInfo
 from rosettaserve.core.registry import ModelVersion
 from rosettaserve.observability.metrics import Metrics, Snapshot, metrics_route, render
@@ -149,6 +149,7 @@ class Server:
         else:  # the supervisor prints the addresses once every worker has loaded
             await self.link.loaded()
         self.dataplane.started = True
+        gc_tuning.settle()
         if self.settings.poll_interval > 0:
             await self.repository.poll_forever(self.settings.poll_interval)
 

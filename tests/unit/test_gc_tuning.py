@@ -1,0 +1,48 @@
+"""gc_tuning: no collections from pause() until settle(), which collects once, freezes what
+survives and turns collection back on; ROSETTASERVE_GC_TUNING=0 leaves the collector alone."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+from collections.abc import Iterator
+
+import pytest
+
+from rosettaserve import gc_tuning
+
+
+@pytest.fixture(autouse=True)
+def restore_gc() -> Iterator[None]:
+    yield
+    gc.unfreeze()
+    gc.enable()
+
+
+class Cycle:
+    def __init__(self) -> None:
+        self.me = self
+
+
+def test_pause_then_settle(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ROSETTASERVE_GC_TUNING", raising=False)
+    assert gc_tuning.pause() is True
+    assert not gc.isenabled()
+    survivor = Cycle()
+    garbage = weakref.ref(Cycle())  # a cycle: only a collection can free it
+    allocations = [[] for _ in range(10 * gc.get_threshold()[0])]  # would trigger collections
+    assert garbage() is not None  # but none ran
+    del allocations
+    gc_tuning.settle()
+    assert garbage() is None  # settle collected it
+    assert gc.isenabled()
+    assert gc.get_freeze_count() > 0
+    assert all(o is not survivor for o in gc.get_objects())  # frozen: out of every collection
+
+
+def test_turned_off_by_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ROSETTASERVE_GC_TUNING", "0")
+    assert gc_tuning.pause() is False
+    assert gc.isenabled()
+    gc_tuning.settle()
+    assert gc.get_freeze_count() == 0
