@@ -9,7 +9,7 @@ GRPC_PORT ?= 8001
 SKLEARN_EXAMPLE := examples/models/iris_sklearn/model.joblib
 LLM_EXAMPLE := examples/models/tiny_llama/model.safetensors
 
-.PHONY: serve test lint format install install-test examples protos clean
+.PHONY: serve test lint format install install-test examples bytecode protos clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,7 +33,12 @@ $(LLM_EXAMPLE): | $(VENV)/.installed
 
 examples: $(SKLEARN_EXAMPLE) $(LLM_EXAMPLE)
 
-serve: install examples
+# bytecode for the sources: an editable install has none, and where PYTHONDONTWRITEBYTECODE is
+# set (container images often set it) every start would compile them again (~0.15 s)
+bytecode: install
+	$(PY) -m compileall -q src examples/models
+
+serve: install examples bytecode
 	$(VENV)/bin/rosettaserve serve examples/models --host $(HOST) --http-port $(HTTP_PORT) --grpc-port $(GRPC_PORT)
 
 LINTED := src tests tests_tritongrpc examples bench scripts

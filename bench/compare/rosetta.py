@@ -14,7 +14,7 @@ import yaml
 from spec import CASES, ServerSpec
 
 ROOT = Path(__file__).resolve().parents[2]
-BIN = ROOT / ".venv" / "bin"
+BIN = ROOT / "bench" / ".venvs" / "rosettaserve" / "bin"  # `make serve`'s install (see run)
 
 IDENTITY_YAML = """\
 runtime: python
