@@ -266,12 +266,12 @@ def main(argv: list[str] | None = None) -> int:
 def run(settings: Settings) -> int:
     from rosettaserve import gc_tuning, malloc_tuning
 
-    gc_tuning.pause()  # until the models are loaded (Server settles it)
     malloc_tuning.tune()  # before any tensor is allocated (each worker tunes its own)
     if settings.workers > 1:
         from rosettaserve.scheduling.workers import supervise
 
-        return supervise(settings)
+        return supervise(settings)  # loads no model: its collector stays as Python has it
+    gc_tuning.pause()  # until the models are loaded (Server settles it; so does each worker)
     import uvloop
 
     from rosettaserve.server import Server

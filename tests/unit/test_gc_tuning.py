@@ -5,11 +5,16 @@ from __future__ import annotations
 
 import gc
 import weakref
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
+import uvloop
 
-from rosettaserve import gc_tuning
+from rosettaserve import cli, gc_tuning
+from rosettaserve.scheduling import workers
+from rosettaserve.settings import Settings
 
 
 @pytest.fixture(autouse=True)
@@ -46,3 +51,27 @@ def test_turned_off_by_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     assert gc.isenabled()
     gc_tuning.settle()
     assert gc.get_freeze_count() == 0
+
+
+def test_serve_pauses_but_the_workers_supervisor_does_not(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """One process pauses until its models load; with --workers the supervisor, which loads no
+    model and would never settle, keeps collecting (each worker pauses and settles its own)."""
+    monkeypatch.delenv("ROSETTASERVE_GC_TUNING", raising=False)
+    monkeypatch.setenv("ROSETTASERVE_MALLOC_TUNING", "0")
+    seen: dict[str, bool] = {}
+
+    def supervise(settings: Settings) -> int:
+        seen["supervisor"] = gc.isenabled()
+        return 0
+
+    def run_server(main: Coroutine[Any, Any, None]) -> None:
+        main.close()
+        seen["server"] = gc.isenabled()
+
+    monkeypatch.setattr(workers, "supervise", supervise)
+    monkeypatch.setattr(uvloop, "run", run_server)
+    assert cli.run(Settings(repository=tmp_path, workers=2)) == 0
+    assert cli.run(Settings(repository=tmp_path)) == 0
+    assert seen == {"supervisor": True, "server": False}

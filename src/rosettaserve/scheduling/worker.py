@@ -77,10 +77,13 @@ class WorkerLink:
 def main(argv: list[str]) -> int:
     import uvloop
 
-    from rosettaserve import malloc_tuning
+    from rosettaserve import gc_tuning, malloc_tuning
+
+    gc_tuning.pause()  # until its models are loaded (its Server settles it)
+    malloc_tuning.tune()
+
     from rosettaserve.server import Server
 
-    malloc_tuning.tune()
     fd, index = int(argv[0]), int(argv[1])
     sock = socket.socket(fileno=fd)
     message: Any = receive_blocking(sock)
