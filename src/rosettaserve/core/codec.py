@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from rosettaserve.core.dtypes import DType
+from rosettaserve.core.dtypes import DTYPES, DType
 from rosettaserve.core.errors import InvalidInput
 
 MAX_DIMS = 64
@@ -145,42 +145,6 @@ def from_json(data: Any, dtype: DType, shape: tuple[int, ...], name: str) -> np.
     return arr.reshape(shape)
 
 
-# A flat list of at most this many elements is checked element by element in C (the types, then
-# min and max against the range) and converted in one call; a longer one costs less the numpy
-# way below (one conversion, then a look for booleans in its JSON text).
-SMALL_LIST = 256
-
-
-def _json_range(numpy: np.dtype) -> tuple[frozenset[type], float, float]:
-    """The Python types a JSON list of this dtype may hold, and the range its values must be in."""
-    if numpy.kind == "b":
-        return frozenset({bool}), 0, 1
-    if numpy.kind in "iu":
-        info = np.iinfo(numpy)
-        return frozenset({int}), int(info.min), int(info.max)
-    top = float(np.finfo(numpy).max)
-    return frozenset({int, float}), -top, top
-
-
-_JSON_RANGES = {
-    t: _json_range(t)
-    for t in map(np.dtype, ("?", "u1", "u2", "u4", "u8", "i1", "i2", "i4", "i8", "f4", "f8"))
-}
-
-
-def _plain_array(data: list[Any], dtype: DType) -> np.ndarray | None:
-    """A short flat list of only the JSON kind ``dtype`` takes, all in its range, as an array;
-    None for anything else (booleans among numbers, strings, out of range...): the general path
-    then converts it or says what is wrong."""
-    accepted = _JSON_RANGES.get(dtype.numpy)
-    if accepted is None or not data:
-        return None
-    kinds, low, high = accepted
-    if not set(map(type, data)) <= kinds or not (low <= min(data) and max(data) <= high):
-        return None
-    return np.array(data, dtype=dtype.numpy)
-
-
 def _is_flat(data: list[Any]) -> bool:
     return not data or not (isinstance(data[0], list) or isinstance(data[-1], list))
 
@@ -243,6 +207,43 @@ def _python_array(data: list[Any], dtype: DType, name: str) -> np.ndarray:
 
 _ACCEPTS: dict[str, tuple[type, ...]] = {"b": (bool,), "i": (int,), "u": (int,), "f": (int, float)}
 _KIND_NAMES = {"b": "booleans", "i": "integers", "u": "integers", "f": "numbers", "O": "strings"}
+
+
+# A flat list of at most this many elements is checked element by element in C (the types, then
+# min and max against the range) and converted in one call; a longer one costs less the numpy
+# way (one conversion, then a look for booleans in its JSON text).
+SMALL_LIST = 256
+
+
+def _json_range(numpy: np.dtype) -> tuple[frozenset[type], float, float]:
+    """The exact Python types a JSON list of this dtype may hold (``_ACCEPTS``; a bool is only a
+    bool), and the range its values must be in."""
+    kinds = frozenset(_ACCEPTS[numpy.kind])
+    if numpy.kind == "b":
+        return kinds, 0, 1
+    if numpy.kind in "iu":
+        info = np.iinfo(numpy)
+        return kinds, int(info.min), int(info.max)
+    top = float(np.finfo(numpy).max)
+    return kinds, -top, top
+
+
+_JSON_RANGES = {
+    d.numpy: _json_range(d.numpy) for d in DTYPES.values() if d.json_ok and not d.is_bytes
+}
+
+
+def _plain_array(data: list[Any], dtype: DType) -> np.ndarray | None:
+    """A short flat list of only the JSON kind ``dtype`` takes, all in its range, as an array;
+    None for anything else (booleans among numbers, strings, out of range...): the general path
+    then converts it or says what is wrong."""
+    accepted = _JSON_RANGES.get(dtype.numpy)
+    if accepted is None or not data:
+        return None
+    kinds, low, high = accepted
+    if not set(map(type, data)) <= kinds or not (low <= min(data) and max(data) <= high):
+        return None
+    return np.array(data, dtype=dtype.numpy)
 
 
 def _check_elements(flat: np.ndarray, dtype: DType, name: str) -> None:
