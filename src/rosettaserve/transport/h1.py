@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import logging
 import socket
 import time
@@ -361,18 +362,11 @@ def head(response: HttpResponse, keep_alive: bool, chunked: bool = False) -> byt
     return b"".join(parts)
 
 
-_HEAD_STARTS: dict[tuple[int, str], bytes] = {}
-
-
+@functools.lru_cache(maxsize=256)
 def _head_start(status: int, content_type: str) -> bytes:
     """The status line and content-type line, built once per pair (handlers use a few)."""
-    start = _HEAD_STARTS.get((status, content_type))
-    if start is None:
-        line = _STATUS_LINES.get(status) or f"HTTP/1.1 {status} \r\n".encode()
-        start = line + b"content-type: " + content_type.encode() + b"\r\n"
-        if len(_HEAD_STARTS) < 256:
-            _HEAD_STARTS[status, content_type] = start
-    return start
+    line = _STATUS_LINES.get(status) or f"HTTP/1.1 {status} \r\n".encode()
+    return line + b"content-type: " + content_type.encode() + b"\r\n"
 
 
 def too_large(size: int | None, limit: int) -> PayloadTooLarge:
