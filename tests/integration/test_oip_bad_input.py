@@ -183,6 +183,13 @@ CASES: list[Case] = [
     ),
     case("data_string_in_fp32", request(tensor(data=["1", "2", "3", "4"])), 400, "INPUT0", "FP32"),
     case("data_null_in_fp32", request(tensor(data=[1.0, None, 3.0, 4.0])), 400, "INPUT0"),
+    case(
+        "data_bool_mixed_in_fp32",
+        request(tensor(data=[1.0, True, 3.0, 4.0])),
+        400,
+        "INPUT0",
+        "boolean",
+    ),
     case("data_object_in_fp32", request(tensor(data=[{"v": 1}] * 4)), 400, "INPUT0"),
     case(
         "data_float_in_int32",
