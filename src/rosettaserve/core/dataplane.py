@@ -108,9 +108,9 @@ class DataPlane:
             raise ModelNotFound(
                 f"model '{name}' has no version {version} (served versions: {served})"
             )
-        ready = [v for v in versions if v.ready]
-        if ready:
-            return ready[-1]
+        for candidate in reversed(versions):  # oldest first: the last ready one is the highest
+            if candidate.ready:
+                return candidate
         if versions:
             return versions[-1]
         raise ModelNotFound(f"model '{name}' has no available versions (it is unloaded)")
