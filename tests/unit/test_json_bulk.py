@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 import numpy as np
 import orjson
@@ -52,27 +53,32 @@ def test_a_large_float_array_is_read_in_bulk_and_exactly() -> None:
     np.testing.assert_array_equal(req.inputs[0].data, values)
 
 
-@pytest.mark.parametrize(
-    ("data", "datatype"),
-    [
-        (list(range(-N // 2, N // 2)), "INT32"),
-        (list(range(N)), "FP32"),
-        ([2**63 + i for i in range(N)], "UINT64"),
-        ([-(2**63)] * N, "INT64"),
-        ([1.5] * N, "INT32"),  # numbers where integers are wanted
-        ([300] * N, "INT8"),  # out of range
-        ([1e300] * N, "FP32"),  # beyond FP32: inf, as C casts
-        ([True] * N, "FP32"),  # booleans: not numbers
-        ([1] * (N - 1) + [None], "FP32"),
-        (["1"] * N, "FP32"),
-        ([1.0] * N, "BYTES"),
-        ([0.5] * (N - 1), "FP32"),  # one element short
-    ],
-)
+CASES: list[tuple[Callable[[int], list[object]], str]] = [
+    (lambda n: list(range(-n // 2, n // 2)), "INT32"),
+    (lambda n: list(range(n)), "FP32"),
+    (lambda n: [2**63 + i for i in range(n)], "UINT64"),
+    (lambda n: [-(2**63)] * n, "INT64"),
+    (lambda n: [1.5] * n, "INT32"),  # numbers where integers are wanted
+    (lambda n: [300] * n, "INT8"),  # out of range
+    (lambda n: [1e300] * n, "FP32"),  # beyond FP32: inf, as C casts
+    (lambda n: [True] * n, "FP32"),  # booleans: not numbers
+    (lambda n: [1.25] * (n - 1) + [None], "FP32"),
+    (lambda n: ["1"] * n, "FP32"),
+    (lambda n: [1.0] * n, "BYTES"),
+    (lambda n: [0.5] * (n - 1), "FP32"),  # one element short
+    (lambda n: [0.1 + i / 7 for i in range(n)], "FP32"),  # numbers as clients widen float32
+]
+
+
+# 250: within the ordinary path's short lists (codec.SMALL_LIST), which it checks its own way
+@pytest.mark.parametrize("n", [250, N])
+@pytest.mark.parametrize(("make", "datatype"), CASES)
 def test_bulk_and_ordinary_reads_agree(
-    data: list[object], datatype: str, monkeypatch: pytest.MonkeyPatch
+    make: Callable[[int], list[object]], datatype: str, n: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    raw = body(data, datatype)
+    data = make(n)
+    assert len(json.dumps(data)) >= json_bulk.MIN_ARRAY  # long enough for a bulk read
+    raw = body(data, datatype, shape=[n])
     bulk = outcome(raw)
     with monkeypatch.context() as m:
         m.setattr(json_bulk, "MIN_BODY", 1 << 40)
@@ -80,6 +86,17 @@ def test_bulk_and_ordinary_reads_agree(
     assert bulk[0] == plain[0]
     if bulk[0] == "ok":
         assert bulk == plain
+
+
+def test_an_array_of_a_kilobyte_is_read_in_bulk() -> None:
+    """The bulk read starts at MIN_ARRAY bytes of array text, well below a large body."""
+    values = [0.1 + i / 7 for i in range(64)]  # ~1.3 KB of text
+    raw = body(values, shape=[64])
+    assert len(orjson.dumps(values)) >= json_bulk.MIN_ARRAY
+    assert json_bulk.loads(raw, b"data", convert._place_data) is not None
+    np.testing.assert_array_equal(parse(raw).inputs[0].data, np.float32(values))  # type: ignore[attr-defined]
+    short = body(values[:8], shape=[8])
+    assert json_bulk.loads(short, b"data", convert._place_data) is None
 
 
 def test_nested_and_ragged_data_take_the_ordinary_path() -> None:
