@@ -145,3 +145,26 @@ def test_malformed_large_json_is_still_a_clear_error() -> None:
     raw = body([0.5] * N)[:-3]
     with pytest.raises(InvalidInput, match="not valid JSON"):
         parse(raw)
+
+
+def test_string_data_is_not_tried_in_bulk() -> None:
+    """BYTES data is strings: no bulk read is attempted for it, while a numeric array beside it
+    still is, and both inputs come out as the ordinary read gives them."""
+    words = ["some text of twenty"] * 100  # 2.3 KB of array text
+    numbers = [0.1 + i / 7 for i in range(100)]
+    raw = orjson.dumps(
+        {
+            "inputs": [
+                {"name": "w", "datatype": "BYTES", "shape": [100], "data": words},
+                {"name": "x", "datatype": "FP32", "shape": [100], "data": numbers},
+            ]
+        }
+    )
+    spans = json_bulk.find_arrays(raw, b"data")
+    assert len(spans) == 1
+    assert raw[spans[0][0] : spans[0][0] + 4] == b"[0.1"
+    assert json_bulk.find_arrays(bytearray(raw), b"data") == spans  # a body read into a buffer
+    req = parse(raw)
+    assert req.inputs[0].data.tolist() == [w.encode() for w in words]  # type: ignore[attr-defined]
+    np.testing.assert_array_equal(req.inputs[1].data, np.float32(numbers))  # type: ignore[attr-defined]
+    assert json_bulk.find_arrays(body(words, "BYTES", shape=[100]), b"data") == []

@@ -27,13 +27,15 @@ MIN_ARRAY = 1024
 MIN_BODY = MIN_ARRAY  # a shorter body cannot hold such an array: no search
 _BLANKS = (b" ", b"\t", b"\r", b"\n")
 _FRACTION = (b".", b"e", b"E")
+_NUMBER_STARTS = tuple(bytes([c]) for c in b"-0123456789")  # compared, so a bytearray body works
 MARK = "\x00rosettaserve-bulk"  # a key that no real request carries
 _MARK_JSON = b'"\\u0000rosettaserve-bulk"'
 
 
 def find_arrays(body: bytes, key: bytes) -> list[tuple[int, int]]:
     """(start, end) of each candidate array's text, brackets included, in document order: the
-    value of ``key`` when it is a list with no list inside (what it holds, simdjson checks)."""
+    value of ``key`` when it is a list with no list inside that starts with a number (what else
+    it holds, simdjson checks; strings, as in BYTES data, are not worth a try)."""
     spans = []
     quoted = b'"' + key + b'"'
     at = body.find(quoted)
@@ -42,13 +44,19 @@ def find_arrays(body: bytes, key: bytes) -> list[tuple[int, int]]:
         colon = _skip_blanks(body, resume)
         if body[colon : colon + 1] == b":":
             start = _skip_blanks(body, colon + 1)
-            end = body.find(b"]", start)
-            nested = body.find(b"[", start + 1, end) >= 0
-            if body[start : start + 1] == b"[" and end - start >= MIN_ARRAY and not nested:
-                spans.append((start, end + 1))
-                resume = end + 1  # past the array (not numbers only? simdjson refuses it)
+            if body[start : start + 1] == b"[" and _starts_a_number(body, start + 1):
+                end = body.find(b"]", start)
+                nested = body.find(b"[", start + 1, end) >= 0
+                if end - start >= MIN_ARRAY and not nested:
+                    spans.append((start, end + 1))
+                    resume = end + 1  # past the array (not numbers only? simdjson refuses it)
         at = body.find(quoted, resume)
     return spans
+
+
+def _starts_a_number(body: bytes, at: int) -> bool:
+    first = _skip_blanks(body, at)
+    return body[first : first + 1] in _NUMBER_STARTS
 
 
 def _skip_blanks(body: bytes, at: int) -> int:
