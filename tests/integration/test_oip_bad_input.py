@@ -120,6 +120,7 @@ _FP32_4 = (1.0, 2.0, 3.0, 4.0)
 _BLOB16 = struct.pack("<4f", *_FP32_4)
 _BIG = 2**62
 _LARGE = 20_000  # elements: a body over 64 KiB, whose numeric arrays are read in bulk
+_MID = 300  # elements: 1.5 KiB of array text, also read in bulk, and a short body
 _BULK_FP32 = 1 << 16  # FP32 elements: a 256 KiB binary body, read into a buffer of its own
 _BULK_BLOB = struct.pack(f"<{_BULK_FP32}f", *([0.5] * _BULK_FP32))
 _BULK_DOC = {"inputs": [binary_input("INPUT0", "FP32", [1, _BULK_FP32], len(_BULK_BLOB))]}
@@ -127,6 +128,45 @@ _BULK_DOC = {"inputs": [binary_input("INPUT0", "FP32", [1, _BULK_FP32], len(_BUL
 
 def large(datatype: str, values: list[Any], shape: Any = (1, _LARGE)) -> bytes:
     return request(tensor(datatype=datatype, shape=shape, data=values))
+
+
+def bulk_read_rows(prefix: str, n: int) -> list[Case]:
+    """Bad bodies whose `data` the server reads in bulk (n elements, over 1 KiB of text)."""
+
+    def body(datatype: str, values: list[Any]) -> bytes:
+        return large(datatype, values, shape=(1, n))
+
+    return [
+        case(f"{prefix}_malformed_json", body("FP32", [0.5] * n)[:-3], 400, "not valid JSON"),
+        case(
+            f"{prefix}_count_mismatch",
+            body("FP32", [0.5] * (n - 1)),
+            400,
+            f"({n} elements)",
+            path=identity("FP32"),
+        ),
+        case(
+            f"{prefix}_fraction_for_int",
+            body("INT32", [1.5] * n),
+            400,
+            "must hold JSON integers",
+            path=identity("INT32"),
+        ),
+        case(
+            f"{prefix}_out_of_range",
+            body("INT8", [300] * n),
+            400,
+            "outside the INT8 range",
+            path=identity("INT8"),
+        ),
+        case(
+            f"{prefix}_boolean_among_numbers",
+            body("FP32", [1.0] * (n - 1) + [True]),
+            400,
+            "numbers",
+            path=identity("FP32"),
+        ),
+    ]
 
 
 CASES: list[Case] = [
@@ -464,36 +504,9 @@ CASES: list[Case] = [
         path="/v2/models/mlp_onnx",
     ),
     case("unknown_path", b"", 404, "Not Found", method="GET", path="/v2/no/such/path"),
-    # -- large bodies (the bulk JSON read): the same errors as small ones ---------------------
-    case("large_malformed_json", large("FP32", [0.5] * _LARGE)[:-3], 400, "not valid JSON"),
-    case(
-        "large_count_mismatch",
-        large("FP32", [0.5] * (_LARGE - 1)),
-        400,
-        f"({_LARGE} elements)",
-        path=identity("FP32"),
-    ),
-    case(
-        "large_fraction_for_int",
-        large("INT32", [1.5] * _LARGE),
-        400,
-        "must hold JSON integers",
-        path=identity("INT32"),
-    ),
-    case(
-        "large_out_of_range",
-        large("INT8", [300] * _LARGE),
-        400,
-        "outside the INT8 range",
-        path=identity("INT8"),
-    ),
-    case(
-        "large_boolean_among_numbers",
-        large("FP32", [1.0] * (_LARGE - 1) + [True]),
-        400,
-        "numbers",
-        path=identity("FP32"),
-    ),
+    # -- numeric arrays of 1 KiB and more (the bulk JSON read): the same errors as small ones --
+    *bulk_read_rows("large", _LARGE),
+    *bulk_read_rows("mid", _MID),
     case(
         "large_binary_blob_short",
         with_binary(_BULK_DOC, _BULK_BLOB[:-4]),

@@ -473,23 +473,25 @@ def test_empty_half_tensors_binary(client: httpclient.InferenceServerClient, dty
     assert result.as_numpy("OUTPUT0").shape == (1, 0)
 
 
+@pytest.mark.parametrize("size", [20_000, 400])
 @pytest.mark.parametrize(
     "dtype", [d for d in JSON_DATATYPES if d not in ("BOOL", "BYTES", "FP16", "BF16")]
 )
 def test_large_json_tensors_round_trip(
-    client: httpclient.InferenceServerClient, dtype: str
+    client: httpclient.InferenceServerClient, dtype: str, size: int
 ) -> None:
-    """A JSON body well over 64 KiB: its flat numeric data is read in bulk by the server, and
-    must come back exactly (integers at their extremes, floats at full precision)."""
+    """JSON data of 1 KiB and more (a body well over 64 KiB, or one of a few KiB): the server
+    reads its flat numeric data in bulk, and it must come back exactly (integers at their
+    extremes, floats at full precision)."""
     np_type = NUMPY_TYPES[dtype]
-    rng = rng_for("large" + dtype)
+    rng = rng_for(f"large{dtype}{size}")
     if dtype.startswith(("UINT", "INT")):
         info = np.iinfo(np_type)
-        flat = rng.integers(info.min, info.max, size=20_000, dtype=np_type, endpoint=True)
+        flat = rng.integers(info.min, info.max, size=size, dtype=np_type, endpoint=True)
         flat[:2] = info.min, info.max
     else:
-        flat = rng.standard_normal(20_000).astype(np_type)
-    data = flat.reshape(2, 10_000)
+        flat = rng.standard_normal(size).astype(np_type)
+    data = flat.reshape(2, size // 2)
     result = client.infer(
         f"identity_{dtype.lower()}",
         [make_input("INPUT0", data, dtype, False)],
