@@ -19,6 +19,7 @@ from rosettaserve.core.codec import (
     element_count,
     from_json,
     from_raw,
+    raw_bytes,
     to_raw,
 )
 from rosettaserve.core.dtypes import DTYPES, DType
@@ -156,6 +157,7 @@ def test_raw_wire_format_is_little_endian_row_major(
 ) -> None:
     dtype = DTYPES[name]
     assert bytes(to_raw(arr, dtype)) == wire
+    assert raw_bytes(arr, dtype) == wire  # the protobuf form: one bytes object
     out = from_raw(wire, dtype, arr.shape, "t")
     assert_decoded(out, arr.astype(dtype.numpy), dtype)
 
@@ -167,6 +169,7 @@ def test_wire_table_covers_every_fixed_size_datatype() -> None:
 def test_raw_bytes_wire_format_with_nuls_and_empty_strings() -> None:
     arr = np.array([b"ab", b"", b"\x00", "é"], dtype=object)
     raw = bytes(to_raw(arr, DTYPES["BYTES"]))
+    assert raw_bytes(arr, DTYPES["BYTES"]) == raw
     assert raw == (
         b"\x02\x00\x00\x00ab" + b"\x00\x00\x00\x00" + b"\x01\x00\x00\x00\x00"
         b"\x02\x00\x00\x00\xc3\xa9"

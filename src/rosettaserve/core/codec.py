@@ -98,6 +98,13 @@ def to_raw(data: np.ndarray, dtype: DType) -> Buffer:
     return contiguous.view(np.uint8).data  # a byte view works for bfloat16 and empty arrays too
 
 
+def raw_bytes(data: np.ndarray, dtype: DType) -> bytes:
+    """``to_raw`` as one bytes object, what a protobuf bytes field takes (one copy, no views)."""
+    if dtype.is_bytes:
+        return bytes(to_raw(data, dtype))
+    return data.astype(dtype.numpy, copy=False).tobytes()
+
+
 def as_bytes(item: Any) -> bytes:
     if isinstance(item, bytes):
         return item
