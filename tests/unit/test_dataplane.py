@@ -163,6 +163,19 @@ def test_validation_against_the_signature() -> None:
             run(dp.infer(req))
 
 
+def test_a_replaced_signature_is_the_one_requests_are_checked_against() -> None:
+    """The per-version index of inputs and outputs by name follows a reload's new lists."""
+    mv = served(SyncModel())
+    dp = plane(mv)
+    assert run(dp.infer(request([1]))).outputs[0].datatype == "INT32"
+    mv.inputs = [TensorSpec("X", "INT64", (-1,))]
+    with pytest.raises(InvalidInput, match="expects INT64"):
+        run(dp.infer(request([1])))
+    mv.inputs = SPEC_IN
+    mv.outputs = [TensorSpec("Y", "INT64", (-1,)), SPEC_OUT[1]]
+    assert run(dp.infer(request([1]))).outputs[0].datatype == "INT64"
+
+
 def test_unknown_model_is_not_found() -> None:
     with pytest.raises(ModelNotFound, match="unknown model 'nope'"):
         plane().resolve("nope")

@@ -24,7 +24,13 @@ from rosettaserve.core.errors import (
     ServingError,
 )
 from rosettaserve.core.model import Invocable
-from rosettaserve.core.registry import IndexEntry, ModelControl, ModelVersion, Registry
+from rosettaserve.core.registry import (
+    IndexEntry,
+    ModelControl,
+    ModelVersion,
+    Registry,
+    VersionState,
+)
 from rosettaserve.core.types import (
     InferenceRequest,
     InferenceResponse,
@@ -109,7 +115,7 @@ class DataPlane:
                 f"model '{name}' has no version {version} (served versions: {served})"
             )
         for candidate in reversed(versions):  # oldest first: the last ready one is the highest
-            if candidate.ready:
+            if candidate.state is VersionState.READY:  # (.ready, without a property call)
                 return candidate
         if versions:
             return versions[-1]
@@ -284,22 +290,22 @@ def _arrays(request: InferenceRequest) -> dict[str, np.ndarray]:
 def check_inputs(mv: ModelVersion, inputs: list[Tensor]) -> None:
     """Names, datatypes and shapes against the model's signature (when it declares one)."""
     seen: set[str] = set()
-    specs = {s.name: s for s in mv.inputs}
+    specs = mv.signature().input_specs
     for tensor in inputs:
-        if tensor.name in seen:
-            raise InvalidInput(f"input '{tensor.name}' appears more than once in the request")
-        seen.add(tensor.name)
-        spec = specs.get(tensor.name)
+        name = tensor.name
+        if name in seen:
+            raise InvalidInput(f"input '{name}' appears more than once in the request")
+        seen.add(name)
+        spec = specs.get(name)
         if spec is None:
             if specs:
                 raise InvalidInput(
-                    f"unexpected input '{tensor.name}' for model '{mv.name}'; "
-                    f"it takes {sorted(specs)}"
+                    f"unexpected input '{name}' for model '{mv.name}'; it takes {sorted(specs)}"
                 )
             continue
         _check_tensor(mv, spec, tensor)
-    missing = [name for name in specs if name not in seen]
-    if missing:
+    if len(seen) < len(specs):  # every name seen is a spec's (others were refused above)
+        missing = [name for name in specs if name not in seen]
         raise InvalidInput(
             f"model '{mv.name}' expects inputs {list(specs)}, but {missing} "
             f"{'is' if len(missing) == 1 else 'are'} missing"
@@ -336,7 +342,7 @@ def shape_matches(spec: tuple[int, ...], shape: tuple[int, ...]) -> bool:
 def check_outputs(mv: ModelVersion, outputs: list[RequestedOutput] | None) -> None:
     if outputs is None:
         return
-    known = {s.name for s in mv.outputs}
+    known = mv.signature().output_specs
     seen: set[str] = set()
     for out in outputs:
         if out.name in seen:
@@ -354,9 +360,11 @@ def _response(mv: ModelVersion, request: InferenceRequest, result: Any) -> Infer
             f"model '{mv.name}' returned {type(result).__name__}; predict must return "
             "a dict of output name to array"
         )
-    specs = {s.name: s for s in mv.outputs}
+    specs = mv.signature().output_specs
     if request.outputs is None:
-        names = [n for n in specs if n in result] + [n for n in result if n not in specs]
+        names = [n for n in specs if n in result]
+        if len(names) < len(result):  # what the signature does not declare comes last
+            names += [n for n in result if n not in specs]
     else:
         names = [o.name for o in request.outputs]
     tensors = []

@@ -119,14 +119,14 @@ class Invoker:
         return self._takes_parameters
 
     def _kwargs(self, parameters: dict[str, Any]) -> dict[str, Any]:
-        return {"parameters": parameters} if self._takes_parameters else {}
+        return {"parameters": parameters} if self._takes_parameters else _NO_KWARGS
 
     async def predict(
         self, inputs: Arrays, parameters: dict[str, Any], call: Call | None = None
     ) -> Any:
         kwargs = self._kwargs(parameters)
         call = call or Call(0)
-        with _MODEL_ERRORS:
+        try:  # (not ``with _MODEL_ERRORS``: a try costs nothing until something is raised)
             if self.is_async:
                 call.ran = perf_counter_ns()
                 try:
@@ -134,12 +134,17 @@ class Invoker:
                 finally:
                     call.done = perf_counter_ns()
             try:
-                if self.inline:
+                if self.mean_ns < INLINE_NS:  # self.inline, read without a property call
                     return _timed(call, self._fn, inputs, kwargs)
                 return await run_blocking(_timed, call, self._fn, inputs, kwargs)
             finally:
                 if call.done:
                     self._measured(call.done - call.ran)
+        except Exception as exc:
+            error = _served_as(exc)
+            if error is None:
+                raise
+            raise error from exc
 
     async def stream(
         self, inputs: Arrays, parameters: dict[str, Any], call: Call | None = None
@@ -160,6 +165,9 @@ class Invoker:
                 yield item
 
 
+_NO_KWARGS: dict[str, Any] = {}  # for a predict without ``parameters`` (never written to)
+
+
 def _timed(call: Call, fn: Callable[..., Any], inputs: Arrays, kwargs: dict[str, Any]) -> Any:
     """On the model thread pool, ``ran`` - ``submitted`` is the wait for a free thread."""
     call.ran = perf_counter_ns()
@@ -169,19 +177,27 @@ def _timed(call: Call, fn: Callable[..., Any], inputs: Arrays, kwargs: dict[str,
         call.done = perf_counter_ns()
 
 
+def _served_as(exc: Exception) -> ServingError | None:
+    """What a model's exception becomes: a ValueError means bad input (400), anything else is
+    the model's fault (None: it is a ServingError already, and goes on as it is)."""
+    if isinstance(exc, ServingError):
+        return None
+    if isinstance(exc, ValueError):
+        return InvalidInput(str(exc) or "the model rejected the input")
+    return ModelError(f"{type(exc).__name__}: {exc}")
+
+
 class _ModelErrors:
-    """ValueError from a model means bad input (400); anything else is the model's fault.
-    (A class rather than a generator-based context manager: it wraps every model call.)"""
+    """``_served_as`` around a block (a class rather than a generator-based context manager)."""
 
     def __enter__(self) -> None:
         return None
 
     def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
-        if exc is None or isinstance(exc, ServingError) or not isinstance(exc, Exception):
-            return
-        if isinstance(exc, ValueError):
-            raise InvalidInput(str(exc) or "the model rejected the input") from exc
-        raise ModelError(f"{type(exc).__name__}: {exc}") from exc
+        if isinstance(exc, Exception):
+            error = _served_as(exc)
+            if error is not None:
+                raise error from exc
 
 
 _MODEL_ERRORS = _ModelErrors()  # stateless: one for every call

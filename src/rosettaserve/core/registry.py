@@ -26,6 +26,17 @@ class DynamicBatching:
     max_queue_delay_microseconds: int = 0
 
 
+class Signature:
+    """A version's inputs and outputs by name, for the checks every request goes through."""
+
+    __slots__ = ("input_specs", "inputs", "output_specs", "outputs")
+
+    def __init__(self, inputs: list[TensorSpec], outputs: list[TensorSpec]) -> None:
+        self.inputs, self.outputs = inputs, outputs  # the lists it was built from
+        self.input_specs = {s.name: s for s in inputs}
+        self.output_specs = {s.name: s for s in outputs}
+
+
 @dataclass(eq=False)
 class ModelVersion:
     """One version of one model, as it stands now."""
@@ -49,10 +60,18 @@ class ModelVersion:
     labels: list[str] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
     stats: ModelStats = field(default_factory=ModelStats)
+    _signature: Signature | None = field(default=None, repr=False)
 
     @property
     def ready(self) -> bool:
         return self.state is VersionState.READY
+
+    def signature(self) -> Signature:
+        """Inputs and outputs by name: built once, and again when either list is replaced."""
+        sig = self._signature
+        if sig is None or sig.inputs is not self.inputs or sig.outputs is not self.outputs:
+            sig = self._signature = Signature(self.inputs, self.outputs)
+        return sig
 
     def in_use(self) -> ModelVersion:
         """``with version.in_use():`` counts a request in flight on it (the version is its own
