@@ -132,40 +132,22 @@ def large(datatype: str, values: list[Any], shape: Any = (1, _LARGE)) -> bytes:
 
 def bulk_read_rows(prefix: str, n: int) -> list[Case]:
     """Bad bodies whose `data` the server reads in bulk (n elements, over 1 KiB of text)."""
-
-    def body(datatype: str, values: list[Any]) -> bytes:
-        return large(datatype, values, shape=(1, n))
-
-    return [
-        case(f"{prefix}_malformed_json", body("FP32", [0.5] * n)[:-3], 400, "not valid JSON"),
+    malformed = large("FP32", [0.5] * n, shape=(1, n))[:-3]
+    wrong_values: list[tuple[str, str, list[Any], str]] = [  # to the identity model of its type
+        ("count_mismatch", "FP32", [0.5] * (n - 1), f"({n} elements)"),
+        ("fraction_for_int", "INT32", [1.5] * n, "must hold JSON integers"),
+        ("out_of_range", "INT8", [300] * n, "outside the INT8 range"),
+        ("boolean_among_numbers", "FP32", [1.0] * (n - 1) + [True], "numbers"),
+    ]
+    return [case(f"{prefix}_malformed_json", malformed, 400, "not valid JSON")] + [
         case(
-            f"{prefix}_count_mismatch",
-            body("FP32", [0.5] * (n - 1)),
+            f"{prefix}_{name}",
+            large(datatype, values, shape=(1, n)),
             400,
-            f"({n} elements)",
-            path=identity("FP32"),
-        ),
-        case(
-            f"{prefix}_fraction_for_int",
-            body("INT32", [1.5] * n),
-            400,
-            "must hold JSON integers",
-            path=identity("INT32"),
-        ),
-        case(
-            f"{prefix}_out_of_range",
-            body("INT8", [300] * n),
-            400,
-            "outside the INT8 range",
-            path=identity("INT8"),
-        ),
-        case(
-            f"{prefix}_boolean_among_numbers",
-            body("FP32", [1.0] * (n - 1) + [True]),
-            400,
-            "numbers",
-            path=identity("FP32"),
-        ),
+            message,
+            path=identity(datatype),
+        )
+        for name, datatype, values, message in wrong_values
     ]
 
 
