@@ -64,6 +64,14 @@ def test_octet_stream_in_raw_bytes_out(http: httpx.Client) -> None:
     assert response.content == b"hello, " + raw + b"!"
 
 
+def test_a_large_octet_stream_body_is_bin_data_too(http: httpx.Client) -> None:
+    """A body of 256 KiB or more is read into a buffer of its own (a bytearray)."""
+    raw = bytes(range(256)) * 2048  # 512 KiB
+    response = http.post("infer/predict", content=raw, headers={"content-type": OCTETS})
+    assert response.status_code == 200, response.text
+    assert response.content == b"hello, " + raw + b"!"
+
+
 # (dt name, field, values, how they come back)
 DTYPES: list[tuple[str, str, list[Any]]] = [
     ("DT_UINT8", "flat_uint8", [0, 1, 2, 3, 254, 255]),

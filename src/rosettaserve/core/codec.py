@@ -222,7 +222,7 @@ _KIND_NAMES = {"b": "booleans", "i": "integers", "u": "integers", "f": "numbers"
 SMALL_LIST = 256
 
 
-def _json_range(numpy: np.dtype) -> tuple[frozenset[type], float, float]:
+def _json_range(numpy: np.dtype) -> tuple[frozenset[type], int | float, int | float]:
     """The exact Python types a JSON list of this dtype may hold (``_ACCEPTS``; a bool is only a
     bool), and the range its values must be in."""
     kinds = frozenset(_ACCEPTS[numpy.kind])

@@ -259,7 +259,7 @@ def generators(registry: Registry) -> list[tuple[ModelVersion, TextGenerator]]:
     return found
 
 
-def json_object(body: bytes) -> dict[str, Any]:
+def json_object(body: bytes | bytearray) -> dict[str, Any]:
     try:
         doc = orjson.loads(body)
     except orjson.JSONDecodeError as exc:

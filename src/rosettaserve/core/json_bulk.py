@@ -32,7 +32,7 @@ MARK = "\x00rosettaserve-bulk"  # a key that no real request carries
 _MARK_JSON = b'"\\u0000rosettaserve-bulk"'
 
 
-def find_arrays(body: bytes, key: bytes) -> list[tuple[int, int]]:
+def find_arrays(body: bytes | bytearray, key: bytes) -> list[tuple[int, int]]:
     """(start, end) of each candidate array's text, brackets included, in document order: the
     value of ``key`` when it is a list with no list inside that starts with a number (what else
     it holds, simdjson checks; strings, as in BYTES data, are not worth a try)."""
@@ -54,18 +54,18 @@ def find_arrays(body: bytes, key: bytes) -> list[tuple[int, int]]:
     return spans
 
 
-def _starts_a_number(body: bytes, at: int) -> bool:
+def _starts_a_number(body: bytes | bytearray, at: int) -> bool:
     first = _skip_blanks(body, at)
     return body[first : first + 1] in _NUMBER_STARTS
 
 
-def _skip_blanks(body: bytes, at: int) -> int:
+def _skip_blanks(body: bytes | bytearray, at: int) -> int:
     while body[at : at + 1] in _BLANKS:
         at += 1
     return at
 
 
-def read_array(text: bytes) -> np.ndarray | None:
+def read_array(text: bytes | bytearray) -> np.ndarray | None:
     """A flat numeric JSON array as int64 (or uint64 beyond int64) or float64; None if simdjson
     cannot read it exactly (out-of-range numbers: the ordinary path reports them)."""
     integral = not any(mark in text for mark in _FRACTION)
@@ -77,13 +77,16 @@ def read_array(text: bytes) -> np.ndarray | None:
             doc = simdjson.Parser().parse(text)
             if not isinstance(doc, simdjson.Array):
                 return None
-            return np.frombuffer(doc.as_buffer(of_type=code), dtype=dtype)
+            as_buffer: Any = doc.as_buffer  # an ArrayBuffer, whatever simdjson's stubs say
+            return np.frombuffer(as_buffer(of_type=code), dtype=dtype)
         except (ValueError, TypeError):
             continue
     return None
 
 
-def loads(body: bytes, key: bytes, place: Callable[[Any, list[np.ndarray]], int]) -> Any:
+def loads(
+    body: bytes | bytearray, key: bytes, place: Callable[[Any, list[np.ndarray]], int]
+) -> Any:
     """The document with bulk arrays swapped in, or None when the fast path does not apply.
 
     ``place(doc, arrays)`` swaps each marker ``{MARK: i}`` where the caller expects it and

@@ -69,7 +69,7 @@ class DecodeParams:
         return [t for d in self.deltas for t in d.token_ids]
 
 
-def parse_decode_params(body: bytes, limit: int) -> DecodeParams:
+def parse_decode_params(body: bytes | bytearray, limit: int) -> DecodeParams:
     doc = json_object(body)
     try:
         return _params(doc, limit)

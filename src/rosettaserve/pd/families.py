@@ -72,7 +72,7 @@ ROUTES: list[tuple[str, Family]] = [
 ]
 
 
-def family_of(path: str, family: Family, body: bytes) -> Family:
+def family_of(path: str, family: Family, body: bytes | bytearray) -> Family:
     if path != "/generate":
         return family
     try:

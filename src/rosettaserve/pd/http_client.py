@@ -95,7 +95,7 @@ async def request(
     path: str,
     *,
     headers: Mapping[str, str] | None = None,
-    body: bytes = b"",
+    body: bytes | bytearray = b"",
     timeout: float = 10.0,
 ) -> Response:
     """Send a request and read the response head (within ``timeout``); the body is the caller's."""
@@ -122,7 +122,7 @@ async def fetch(
     path: str,
     *,
     headers: Mapping[str, str] | None = None,
-    body: bytes = b"",
+    body: bytes | bytearray = b"",
     timeout: float = 10.0,
     limit: int = 64 * 1024 * 1024,
 ) -> tuple[int, dict[str, str], bytes]:

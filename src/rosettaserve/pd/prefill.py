@@ -146,7 +146,7 @@ class PrefillRole:
             raise call.split.failure
 
     async def _hand_over(
-        self, pd: wire.PrefillHeaders, path: str, body: bytes, call: PrefillCall
+        self, pd: wire.PrefillHeaders, path: str, body: bytes | bytearray, call: PrefillCall
     ) -> None:
         assert call.split is not None
         assert call.engine is not None
@@ -178,7 +178,12 @@ class PrefillRole:
         self.handovers += 1
 
     def _decode_params(
-        self, pd: wire.PrefillHeaders, path: str, body: bytes, call: PrefillCall, size: int
+        self,
+        pd: wire.PrefillHeaders,
+        path: str,
+        body: bytes | bytearray,
+        call: PrefillCall,
+        size: int,
     ) -> dict[str, Any]:
         assert call.split is not None
         state = call.handoff.sampler_state

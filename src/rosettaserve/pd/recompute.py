@@ -65,7 +65,7 @@ class Recompute:
     sampler_state: bytes | None = None
 
 
-def restore(path: str, body: bytes) -> tuple[bytes, Recompute]:
+def restore(path: str, body: bytes | bytearray) -> tuple[bytes, Recompute]:
     """The original body (``origin_inputs`` put back) and what the token string says."""
     doc = json_object(body)
     key = text_field(path, doc)

@@ -192,7 +192,7 @@ class Scheduler:
                 self._close(pending, done)
 
     async def _dispatch(
-        self, pending: Pending, body: bytes, recompute: bool
+        self, pending: Pending, body: bytes | bytearray, recompute: bool
     ) -> wire.PrefillReply | HttpResponse:
         """Send to a prefill instance (the next one when one fails): its reply, or its error."""
         tried: set[Instance] = set()
@@ -225,7 +225,7 @@ class Scheduler:
         raise Unavailable(f"no instance could take the request ({last_error})")
 
     async def _send(
-        self, p: Instance, d: Instance, pending: Pending, body: bytes, recompute: bool
+        self, p: Instance, d: Instance, pending: Pending, body: bytes | bytearray, recompute: bool
     ) -> tuple[int, dict[str, str], bytes]:
         req = pending.req
         headers = {k: v for k, v in req.headers.items() if k not in HOP_BY_HOP}

@@ -20,7 +20,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Coroutine, Generator
 from http import HTTPStatus
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 import httptools
 
@@ -38,6 +38,14 @@ _STATUS_LINES = {s.value: f"HTTP/1.1 {s.value} {s.phrase}\r\n".encode() for s in
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 RECV_BYTES = 256 * 1024  # the shared receive buffer
 BULK_MIN_BYTES = 256 * 1024  # a declared body this large is read into its own buffer
+
+
+class App(Protocol):
+    """What the server answers with: ``transport.http.HttpApp``, or any object like it."""
+
+    async def respond(
+        self, method: str, raw_url: bytes, headers: dict[str, str], body: bytes | bytearray
+    ) -> HttpResponse: ...
 
 
 class Pending:
@@ -379,7 +387,7 @@ def too_large(size: int | None, limit: int) -> PayloadTooLarge:
 
 class HttpServer:
     def __init__(
-        self, app: Any, max_request_size: int, idle_timeout: float = IDLE_TIMEOUT_S
+        self, app: App, max_request_size: int, idle_timeout: float = IDLE_TIMEOUT_S
     ) -> None:
         self.app = app
         self.max_request_size = max_request_size

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 from urllib.parse import unquote
 
 import httptools
@@ -33,7 +34,7 @@ class HttpApp:
         self._routed: dict[tuple[str, bytes], Routed] = {}
 
     async def respond(
-        self, method: str, raw_url: bytes, headers: dict[str, str], body: bytes
+        self, method: str, raw_url: bytes, headers: dict[str, str], body: bytes | bytearray
     ) -> HttpResponse:
         """Route and answer one request; never raises."""
         routed = self._routed.get((method, raw_url))
@@ -68,7 +69,7 @@ def split_url(raw_url: bytes) -> tuple[str, bytes]:
     if raw_url.startswith(b"/") and b"?" not in raw_url and b"%" not in raw_url:
         return raw_url.decode("latin-1"), b""  # the common case, without parsing
     try:
-        url = httptools.parse_url(raw_url)
+        url: Any = httptools.parse_url(raw_url)  # path and query may be None (stubs: bytes)
     except httptools.HttpParserInvalidURLError:
         raise InvalidInput(f"malformed request URL {raw_url[:200]!r}") from None
     path = unquote((url.path or b"/").decode("latin-1"))

@@ -18,7 +18,7 @@ class HttpRequest:
     path: str
     query: bytes
     headers: dict[str, str]  # lower-case names
-    body: bytes
+    body: bytes | bytearray  # a large body arrives in the buffer it was read into
     params: dict[str, str] = field(default_factory=dict)
 
     def header(self, name: str) -> str | None:

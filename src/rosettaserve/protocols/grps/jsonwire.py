@@ -33,7 +33,9 @@ def media_type(header: str | None) -> str:
     return (header or "").split(";", 1)[0].strip().lower()
 
 
-def parse_message(content_type: str | None, body: bytes, allow_empty: bool = False) -> Any:
+def parse_message(
+    content_type: str | None, body: bytes | bytearray, allow_empty: bool = False
+) -> Any:
     """A GrpsMessage from a JSON body, or the raw body as bin_data. ndarray is refused here."""
     msg, ndarray = _parse(content_type, body, allow_empty)
     if ndarray is not _MISSING:
@@ -41,7 +43,7 @@ def parse_message(content_type: str | None, body: bytes, allow_empty: bool = Fal
     return msg
 
 
-def parse_predict(content_type: str | None, body: bytes) -> convert.Payload:
+def parse_predict(content_type: str | None, body: bytes | bytearray) -> convert.Payload:
     msg, ndarray = _parse(content_type, body, allow_empty=False)
     if ndarray is _MISSING:
         return convert.payload_from_message(msg)
@@ -50,12 +52,12 @@ def parse_predict(content_type: str | None, body: bytes) -> convert.Payload:
     return convert.Payload("ndarray", msg.model, [ndarray_tensor(ndarray)])
 
 
-def _parse(content_type: str | None, body: bytes, allow_empty: bool) -> tuple[Any, Any]:
+def _parse(content_type: str | None, body: bytes | bytearray, allow_empty: bool) -> tuple[Any, Any]:
     if allow_empty and not body.strip():
         return pb.GrpsMessage(), _MISSING
     kind = media_type(content_type)
     if kind == OCTETS:
-        return pb.GrpsMessage(bin_data=body), _MISSING
+        return pb.GrpsMessage(bin_data=bytes(body)), _MISSING  # (protobuf takes no bytearray)
     if kind != JSON:
         shown = f"Content-Type {content_type!r}" if content_type else "no Content-Type"
         raise InvalidInput(f"{shown}: send {JSON} (a GrpsMessage) or {OCTETS} (bin_data)")
@@ -71,7 +73,7 @@ def _parse(content_type: str | None, body: bytes, allow_empty: bool) -> tuple[An
     return msg, ndarray
 
 
-def _json_object(body: bytes) -> dict[str, Any]:
+def _json_object(body: bytes | bytearray) -> dict[str, Any]:
     try:
         doc = orjson.loads(body)
     except orjson.JSONDecodeError as exc:

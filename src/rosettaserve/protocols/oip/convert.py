@@ -40,14 +40,16 @@ def json_length(header: str | None, body_size: int) -> int:
     return int(value)
 
 
-def parse_json(data: bytes | memoryview, what: str = "request body") -> Any:
+def parse_json(data: bytes | bytearray | memoryview, what: str = "request body") -> Any:
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError as exc:
         raise InvalidInput(f"{what} is not valid JSON: {exc}") from None
 
 
-def parse_infer(body: bytes, header: str | None, model: str, version: str) -> InferenceRequest:
+def parse_infer(
+    body: bytes | bytearray, header: str | None, model: str, version: str
+) -> InferenceRequest:
     split = json_length(header, len(body))
     view = memoryview(body)
     try:

@@ -57,13 +57,13 @@ def _target(found: re.Match[str]) -> Target:
     return Target(name, None if version is None else int(version), label)
 
 
-def _body(req: HttpRequest) -> bytes:
+def _body(req: HttpRequest) -> bytes | bytearray:
     if "gzip" in (req.header("content-encoding") or ""):
         return jsonio.gunzip(req.body)
     return req.body
 
 
-async def _predict(dp: DataPlane, target: Target, raw: bytes) -> HttpResponse:
+async def _predict(dp: DataPlane, target: Target, raw: bytes | bytearray) -> HttpResponse:
     body = jsonio.load_object(raw)
     name = convert.signature_name(body.doc)
     mv = servable(dp, target)
@@ -75,7 +75,7 @@ async def _predict(dp: DataPlane, target: Target, raw: bytes) -> HttpResponse:
     return HttpResponse(200, convert.encode_predict(fmt, tensors))
 
 
-async def _classify(dp: DataPlane, target: Target, raw: bytes) -> HttpResponse:
+async def _classify(dp: DataPlane, target: Target, raw: bytes | bytearray) -> HttpResponse:
     request = examples.parse(jsonio.load_object(raw))
     mv = servable(dp, target)
     signature = signatures.find(mv, request.signature_name, schema.CLASSIFY)
@@ -88,7 +88,7 @@ async def _classify(dp: DataPlane, target: Target, raw: bytes) -> HttpResponse:
     return HttpResponse(200, body)
 
 
-async def _regress(dp: DataPlane, target: Target, raw: bytes) -> HttpResponse:
+async def _regress(dp: DataPlane, target: Target, raw: bytes | bytearray) -> HttpResponse:
     request = examples.parse(jsonio.load_object(raw))
     mv = servable(dp, target)
     signature = signatures.find(mv, request.signature_name, schema.REGRESS)
