@@ -12,7 +12,7 @@ import pytest
 from rosettaserve import Model
 from rosettaserve.core.dataplane import DataPlane
 from rosettaserve.core.errors import InvalidInput, ModelError, ModelNotFound, ModelNotReady
-from rosettaserve.core.model import Invoker
+from rosettaserve.core.invoker import Invoker
 from rosettaserve.core.registry import ModelVersion, VersionState
 from rosettaserve.core.types import InferenceRequest, RequestedOutput, Tensor, TensorSpec
 

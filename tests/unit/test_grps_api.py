@@ -13,7 +13,7 @@ import yaml
 from rosettaserve import Model
 from rosettaserve.core.dataplane import DataPlane
 from rosettaserve.core.errors import InvalidInput, ModelNotFound, ModelNotReady
-from rosettaserve.core.model import Invoker
+from rosettaserve.core.invoker import Invoker
 from rosettaserve.core.registry import ModelVersion, VersionState
 from rosettaserve.core.types import TensorSpec
 from rosettaserve.protocols.grps import convert

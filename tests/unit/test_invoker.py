@@ -11,9 +11,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from rosettaserve.core import model as model_module
+from rosettaserve.core import invoker as invoker_module
 from rosettaserve.core.call import Call
-from rosettaserve.core.model import Invoker, Model
+from rosettaserve.core.invoker import Invoker
+from rosettaserve.core.model import Model
 
 
 class Recorder(Model):
@@ -45,7 +46,7 @@ def loop_thread_after(invoker: Invoker, n: int) -> int:
 
 
 def test_a_fast_model_moves_to_the_event_loop_thread(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(model_module, "INLINE_NS", 50_000_000)  # 50 ms: a busy machine passes
+    monkeypatch.setattr(invoker_module, "INLINE_NS", 50_000_000)  # 50 ms: a busy machine passes
     model = Recorder()
     invoker = Invoker(model)
 
@@ -56,7 +57,7 @@ def test_a_fast_model_moves_to_the_event_loop_thread(monkeypatch: pytest.MonkeyP
 
 
 def test_a_slow_model_stays_on_the_pool(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(model_module, "INLINE_NS", 1_000_000)  # 1 ms
+    monkeypatch.setattr(invoker_module, "INLINE_NS", 1_000_000)  # 1 ms
     model = Recorder(pause_s=0.003)
     invoker = Invoker(model)
 
@@ -68,7 +69,7 @@ def test_a_slow_model_stays_on_the_pool(monkeypatch: pytest.MonkeyPatch) -> None
 def test_one_slow_call_sends_the_next_ones_back_to_the_pool(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(model_module, "INLINE_NS", 50_000_000)
+    monkeypatch.setattr(invoker_module, "INLINE_NS", 50_000_000)
     model = Recorder()
     invoker = Invoker(model)
 
@@ -88,7 +89,7 @@ def test_one_slow_call_sends_the_next_ones_back_to_the_pool(
 
 
 def test_zero_threshold_keeps_every_call_on_the_pool(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(model_module, "INLINE_NS", 0)
+    monkeypatch.setattr(invoker_module, "INLINE_NS", 0)
     model = Recorder()
     invoker = Invoker(model)
 

@@ -13,7 +13,7 @@ from rosettaserve import Model
 from rosettaserve.core.call import PROTOCOL, Call
 from rosettaserve.core.dataplane import DataPlane
 from rosettaserve.core.errors import InvalidInput
-from rosettaserve.core.model import Invoker
+from rosettaserve.core.invoker import Invoker
 from rosettaserve.core.registry import ModelVersion, VersionState
 from rosettaserve.core.types import InferenceRequest, Tensor, TensorSpec
 from rosettaserve.observability.metrics import Metrics, render

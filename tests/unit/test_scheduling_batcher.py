@@ -18,7 +18,7 @@ from rosettaserve import Model
 from rosettaserve.core.call import PROTOCOL, TIMEOUT_US
 from rosettaserve.core.dataplane import DataPlane, Limits
 from rosettaserve.core.errors import DeadlineExceeded, InvalidInput, ModelError, Overloaded
-from rosettaserve.core.model import Invoker
+from rosettaserve.core.invoker import Invoker
 from rosettaserve.core.registry import DynamicBatching, ModelVersion, VersionState
 from rosettaserve.core.types import InferenceRequest, InferenceResponse, Tensor, TensorSpec
 from rosettaserve.scheduling.batcher import DynamicBatcher, schedule

@@ -10,7 +10,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from rosettaserve.core import dtypes
+from rosettaserve.core import dtypes, streaming
 from rosettaserve.core.call import PROTOCOL, TIMEOUT_US, Call
 from rosettaserve.core.codec import bytes_array
 from rosettaserve.core.errors import (
@@ -23,7 +23,7 @@ from rosettaserve.core.errors import (
     Overloaded,
     ServingError,
 )
-from rosettaserve.core.model import Invocable
+from rosettaserve.core.invoker import Invocable
 from rosettaserve.core.registry import (
     IndexEntry,
     ModelControl,
@@ -163,42 +163,30 @@ class DataPlane:
         mv = self.ready_version(request.model_name, request.model_version)
         call = Call(perf_counter_ns())
         try:
-            invoker = _prepare(mv, request)
+            invoker = prepare(mv, request)
             if invoker.streams:
                 raise InvalidInput(
                     f"model '{mv.name}' streams its responses; call it through a streaming endpoint"
                 )
-            self._admit(mv, invoker)
+            self.admit(mv, invoker)
             with mv.in_use():
                 call.submitted = perf_counter_ns()
                 result = await self._invoke(mv, invoker, request, call)
-            response = _response(mv, request, result)
+            response = to_response(mv, request, result)
         except ServingError as exc:
-            self._failed(mv, request, call, exc.kind.name.lower())
+            self.failed(mv, request, call, exc.kind.name.lower())
             raise
         except asyncio.CancelledError:  # the client went away
-            self._failed(mv, request, call, "cancelled")
+            self.failed(mv, request, call, "cancelled")
             raise
-        self._succeeded(mv, request, call, perf_counter_ns())
+        self.succeeded(mv, request, call, perf_counter_ns())
         return response
 
-    async def infer_stream(self, request: InferenceRequest) -> AsyncIterator[InferenceResponse]:
-        mv = self.ready_version(request.model_name, request.model_version)
-        call = Call(perf_counter_ns())
-        try:
-            invoker = _prepare(mv, request)
-            self._admit(mv, invoker)
-            with mv.in_use():
-                call.submitted = call.ran = perf_counter_ns()
-                async for result in invoker.stream(_arrays(request), request.parameters, call):
-                    yield _response(mv, request, result)
-        except ServingError as exc:
-            self._failed(mv, request, call, exc.kind.name.lower())
-            raise
-        call.done = perf_counter_ns()
-        self._succeeded(mv, request, call, call.done)
+    def infer_stream(self, request: InferenceRequest) -> AsyncIterator[InferenceResponse]:
+        """One response per item a streaming model yields (any model: its one answer)."""
+        return streaming.responses(self, request)
 
-    def _admit(self, mv: ModelVersion, invoker: Invocable) -> None:
+    def admit(self, mv: ModelVersion, invoker: Invocable) -> None:
         """The queue limit: beyond it a request is refused at once, not queued."""
         limit = self.limits.max_queue_size if mv.max_queue_size is None else mv.max_queue_size
         if limit <= 0:
@@ -217,7 +205,7 @@ class DataPlane:
     ) -> Any:
         """Run the model, within the request's timeout if it has one (then the work is dropped:
         a queued request leaves its queue, a running one's result is discarded)."""
-        arrays = _arrays(request)
+        arrays = input_arrays(request)
         timeout_us = self._timeout_us(mv, request)
         if not timeout_us:
             return await invoker.predict(arrays, request.parameters, call)
@@ -240,7 +228,7 @@ class DataPlane:
             return override
         return self.limits.timeout_us if mv.timeout_us is None else mv.timeout_us
 
-    def _succeeded(self, mv: ModelVersion, request: InferenceRequest, call: Call, end: int) -> None:
+    def succeeded(self, mv: ModelVersion, request: InferenceRequest, call: Call, end: int) -> None:
         size = batch_size(mv, request)
         mv.stats.record_success(size, call, end)
         if not call.batch_size:  # it ran alone: one execution (a batcher records its own)
@@ -250,9 +238,7 @@ class DataPlane:
         if self.observer is not None:
             self.observer.observe(mv, request.context.get(PROTOCOL, ""), "success", call, end)
 
-    def _failed(
-        self, mv: ModelVersion, request: InferenceRequest, call: Call, outcome: str
-    ) -> None:
+    def failed(self, mv: ModelVersion, request: InferenceRequest, call: Call, outcome: str) -> None:
         if outcome != "cancelled":
             mv.stats.record_failure(call.start)
         if self.observer is not None:
@@ -276,14 +262,14 @@ def batch_size(mv: ModelVersion, request: InferenceRequest) -> int:
     return 1
 
 
-def _prepare(mv: ModelVersion, request: InferenceRequest) -> Invocable:
+def prepare(mv: ModelVersion, request: InferenceRequest) -> Invocable:
     check_inputs(mv, request.inputs)
     check_outputs(mv, request.outputs)
     assert mv.invoker is not None
     return mv.invoker
 
 
-def _arrays(request: InferenceRequest) -> dict[str, np.ndarray]:
+def input_arrays(request: InferenceRequest) -> dict[str, np.ndarray]:
     return {t.name: t.data for t in request.inputs}
 
 
@@ -354,7 +340,7 @@ def check_outputs(mv: ModelVersion, outputs: list[RequestedOutput] | None) -> No
             )
 
 
-def _response(mv: ModelVersion, request: InferenceRequest, result: Any) -> InferenceResponse:
+def to_response(mv: ModelVersion, request: InferenceRequest, result: Any) -> InferenceResponse:
     if type(result) is not dict and not isinstance(result, Mapping):
         raise ModelError(
             f"model '{mv.name}' returned {type(result).__name__}; predict must return "

@@ -70,3 +70,29 @@ class ModelError(ServingError):
     """The model itself failed (500)."""
 
     kind = ErrorKind.INTERNAL
+
+
+def served_as(exc: Exception) -> ServingError | None:
+    """What a model's exception becomes: a ValueError means bad input (400), anything else is
+    the model's fault (None: it is a ServingError already, and goes on as it is)."""
+    if isinstance(exc, ServingError):
+        return None
+    if isinstance(exc, ValueError):
+        return InvalidInput(str(exc) or "the model rejected the input")
+    return ModelError(f"{type(exc).__name__}: {exc}")
+
+
+class _ModelErrors:
+    """``served_as`` around a block (a class rather than a generator-based context manager)."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
+        if isinstance(exc, Exception):
+            error = served_as(exc)
+            if error is not None:
+                raise error from exc
+
+
+MODEL_ERRORS = _ModelErrors()  # stateless: one for every model call

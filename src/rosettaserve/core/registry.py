@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Protocol
 
-from rosettaserve.core.model import Invocable, Model
+from rosettaserve.core.invoker import Invocable
+from rosettaserve.core.model import Model
 from rosettaserve.core.stats import ModelStats
 from rosettaserve.core.types import TensorSpec
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from rosettaserve.core.errors import ModelError, ModelNotFound
 from rosettaserve.core.executor import run_blocking
-from rosettaserve.core.model import Invoker
+from rosettaserve.core.invoker import Invoker
 from rosettaserve.core.registry import IndexEntry, ModelVersion, VersionState
 from rosettaserve.repository.config import ConfigError, ModelConfig, read_config
 from rosettaserve.repository.layout import ModelDir, scan_model, scan_repository

@@ -29,9 +29,11 @@ from typing import Any
 
 import numpy as np
 
+from rosettaserve.core import streaming
 from rosettaserve.core.call import Call
 from rosettaserve.core.errors import Cancelled, InvalidInput, ModelError, ServingError
-from rosettaserve.core.model import Arrays, Invocable, Invoker
+from rosettaserve.core.invoker import Invocable, Invoker
+from rosettaserve.core.model import Arrays
 from rosettaserve.core.registry import DynamicBatching, ModelVersion
 from rosettaserve.core.stats import ModelStats
 
@@ -94,11 +96,11 @@ class DynamicBatcher:
             self._withdraw(item)
             raise
 
-    async def stream(
+    def stream(
         self, inputs: Arrays, parameters: dict[str, Any], call: Call | None = None
     ) -> AsyncIterator[Any]:
         """A streaming rpc on a batched model: its one answer, from a batch like any other."""
-        yield await self.predict(inputs, parameters, call)
+        return streaming.one(self.predict, inputs, parameters, call)
 
     # -- the queue -----------------------------------------------------------------------------
 

@@ -1,0 +1,66 @@
+"""The streaming paths of the invoker and the data plane.
+
+They are async generators, which mypyc does not compile, so they live apart from the compiled
+request path (``scripts/compile_native.py``): ``Invoker.stream``, ``Batcher.stream`` and
+``DataPlane.infer_stream`` return what these functions make.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from time import perf_counter_ns
+from typing import TYPE_CHECKING, Any
+
+from rosettaserve.core.call import Call
+from rosettaserve.core.errors import MODEL_ERRORS, ServingError
+from rosettaserve.core.executor import run_blocking
+from rosettaserve.core.model import Arrays
+
+if TYPE_CHECKING:
+    from rosettaserve.core.dataplane import DataPlane
+    from rosettaserve.core.invoker import Invoker
+    from rosettaserve.core.types import InferenceRequest, InferenceResponse
+
+
+async def model_items(
+    invoker: Invoker, inputs: Arrays, parameters: dict[str, Any]
+) -> AsyncIterator[Any]:
+    """What a model's predict yields, one item at a time (a plain predict: its one answer)."""
+    kwargs = invoker.kwargs(parameters)
+    with MODEL_ERRORS:
+        if invoker.is_async_gen:
+            async for item in invoker.fn(inputs, **kwargs):
+                yield item
+            return
+        if not invoker.is_gen:
+            yield await invoker.predict(inputs, parameters)
+            return
+        gen = iter(await run_blocking(invoker.fn, inputs, **kwargs))
+        done = object()
+        while (item := await run_blocking(next, gen, done)) is not done:
+            yield item
+
+
+async def one(predict: Callable[..., Awaitable[Any]], *args: Any) -> AsyncIterator[Any]:
+    """A stream of one item: what ``predict(*args)`` answers (called when the stream starts)."""
+    yield await predict(*args)
+
+
+async def responses(dp: DataPlane, request: InferenceRequest) -> AsyncIterator[InferenceResponse]:
+    """``DataPlane.infer_stream``: one response per item the model yields."""
+    from rosettaserve.core.dataplane import input_arrays, prepare, to_response
+
+    mv = dp.ready_version(request.model_name, request.model_version)
+    call = Call(perf_counter_ns())
+    try:
+        invoker = prepare(mv, request)
+        dp.admit(mv, invoker)
+        with mv.in_use():
+            call.submitted = call.ran = perf_counter_ns()
+            async for result in invoker.stream(input_arrays(request), request.parameters, call):
+                yield to_response(mv, request, result)
+    except ServingError as exc:
+        dp.failed(mv, request, call, exc.kind.name.lower())
+        raise
+    call.done = perf_counter_ns()
+    dp.succeeded(mv, request, call, call.done)
