@@ -9,16 +9,16 @@ GRPC_PORT ?= 8001
 SKLEARN_EXAMPLE := examples/models/iris_sklearn/model.joblib
 LLM_EXAMPLE := examples/models/tiny_llama/model.safetensors
 
-.PHONY: serve test lint format install install-test examples bytecode protos clean
+.PHONY: serve test lint format install install-test native examples bytecode protos clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
-	$(PIP) install --quiet -e '.[llm]'
+	$(PIP) install --quiet -e '.[llm,native]'
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed pyproject.toml
-	$(PIP) install --quiet -e '.[test,llm]'
+	$(PIP) install --quiet -e '.[test,llm,native]'
 	touch $@
 
 install: $(VENV)/.installed
@@ -38,7 +38,12 @@ examples: $(SKLEARN_EXAMPLE) $(LLM_EXAMPLE)
 bytecode: install
 	$(PY) -m compileall -q src examples/models
 
-serve: install examples bytecode
+# the request path compiled with mypyc, next to its sources (scripts/compile_native.py): done
+# again only when one of them changed; `python scripts/compile_native.py --clean` undoes it
+native: install
+	$(PY) scripts/compile_native.py
+
+serve: install native examples bytecode
 	$(VENV)/bin/rosettaserve serve examples/models --host $(HOST) --http-port $(HTTP_PORT) --grpc-port $(GRPC_PORT)
 
 LINTED := src tests tests_tritongrpc examples bench scripts
@@ -54,7 +59,7 @@ format: install-test
 
 # tritonclient.grpc and kserve cannot share a process (both register package `inference` in
 # protobuf's default pool), so the tritonclient.grpc suite runs as its own pytest invocation.
-test: install-test examples lint
+test: install-test native examples lint
 	$(PY) -m pytest -q tests
 	$(PY) -m pytest -q tests_tritongrpc
 
@@ -62,4 +67,5 @@ protos: install-test
 	$(PY) scripts/generate_protos.py
 
 clean:
-	rm -rf $(VENV) $(SKLEARN_EXAMPLE) .pytest_cache .mypy_cache .ruff_cache
+	$(PYTHON) scripts/compile_native.py --clean
+	rm -rf $(VENV) $(SKLEARN_EXAMPLE) build .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,43 @@
+"""The request path runs compiled: each module scripts/compile_native.py lists is imported from
+the extension module mypyc built, and that build is newer than the module's source (an edit
+made since would otherwise be silently ignored: the extension module shadows the .py)."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sysconfig
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _compile_script() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "compile_native", ROOT / "scripts" / "compile_native.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+MODULES: list[str] = _compile_script().MODULES
+
+
+@pytest.mark.parametrize("source", MODULES)
+def test_a_listed_module_is_imported_compiled_and_up_to_date(source: str) -> None:
+    name = source.removesuffix(".py").replace("/", ".")
+    module = importlib.import_module(name)
+    loaded = Path(module.__file__ or "")
+    assert loaded.name.endswith(sysconfig.get_config_var("EXT_SUFFIX")), (
+        f"{name} was imported from {loaded.name}, not compiled: run `make native`"
+    )
+    py = ROOT / "src" / source
+    assert loaded.stat().st_mtime >= py.stat().st_mtime, (
+        f"{py.name} changed after {loaded.name} was built: run `make native`"
+    )
