@@ -27,7 +27,7 @@ def call(method: str, path: str, body: bytes = b"") -> str:
     route, params = Router(routes(DataPlane(Empty()))).match(method, path)
     assert route.pattern == PATH
     with pytest.raises(InvalidInput) as err:
-        asyncio.run(route.handler(HttpRequest(method, path, b"", {}, body, params)))
+        asyncio.run(route.handler(HttpRequest(method, path, b"", {}, body, params=params)))
     return err.value.message
 
 

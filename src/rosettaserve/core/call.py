@@ -14,14 +14,33 @@ PROTOCOL = "protocol"  # which adapter the request came through, e.g. "oip_rest"
 TIMEOUT_US = "timeout_us"  # the request's own timeout in microseconds (0: none)
 
 
-@dataclass(slots=True)
+@dataclass(init=False, slots=True)
 class Call:
     start: int  # perf_counter_ns when the data plane took the request
-    deadline: float | None = None  # event loop time after which the work is dropped
-    submitted: int = 0  # handed to the invoker, after validation
-    ran: int = 0  # the model began executing (its thread started, or its batch did)
-    done: int = 0  # the model finished executing
-    batch_size: int = 0  # rows of the batch it ran in, when a batcher ran it (0: ran alone)
+    deadline: float | None  # event loop time after which the work is dropped
+    submitted: int  # handed to the invoker, after validation
+    ran: int  # the model began executing (its thread started, or its batch did)
+    done: int  # the model finished executing
+    batch_size: int  # rows of the batch it ran in, when a batcher ran it (0: ran alone)
+
+    def __init__(
+        self,
+        start: int,
+        *,
+        deadline: float | None = None,
+        submitted: int = 0,
+        ran: int = 0,
+        done: int = 0,
+        batch_size: int = 0,
+    ) -> None:
+        """(Not the dataclass's __init__: that one runs interpreted even when this module is
+        compiled, scripts/compile_native.py.)"""
+        self.start = start
+        self.deadline = deadline
+        self.submitted = submitted
+        self.ran = ran
+        self.done = done
+        self.batch_size = batch_size
 
     @property
     def queue_ns(self) -> int:

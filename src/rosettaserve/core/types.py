@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -10,7 +10,11 @@ import numpy as np
 Parameters = dict[str, Any]
 
 
-@dataclass(slots=True)
+# The classes built for every request define their __init__: a dataclass's generated one runs
+# interpreted even where mypyc compiles the class (scripts/compile_native.py).
+
+
+@dataclass(init=False, slots=True)
 class Tensor:
     """A named tensor. ``data`` is always an ndarray (BYTES: object array of bytes)."""
 
@@ -18,7 +22,21 @@ class Tensor:
     datatype: str
     shape: tuple[int, ...]
     data: np.ndarray
-    parameters: Parameters = field(default_factory=dict)
+    parameters: Parameters
+
+    def __init__(
+        self,
+        name: str,
+        datatype: str,
+        shape: tuple[int, ...],
+        data: np.ndarray,
+        parameters: Parameters | None = None,
+    ) -> None:
+        self.name = name
+        self.datatype = datatype
+        self.shape = shape
+        self.data = data
+        self.parameters = {} if parameters is None else parameters
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,27 +48,64 @@ class TensorSpec:
     shape: tuple[int, ...]
 
 
-@dataclass(slots=True)
+@dataclass(init=False, slots=True)
 class RequestedOutput:
     name: str
-    parameters: Parameters = field(default_factory=dict)
+    parameters: Parameters
+
+    def __init__(self, name: str, parameters: Parameters | None = None) -> None:
+        self.name = name
+        self.parameters = {} if parameters is None else parameters
 
 
-@dataclass(slots=True)
+@dataclass(init=False, slots=True)
 class InferenceRequest:
     model_name: str
     inputs: list[Tensor]
-    model_version: str = ""
-    id: str | None = None
-    outputs: list[RequestedOutput] | None = None
-    parameters: Parameters = field(default_factory=dict)
-    context: dict[str, Any] = field(default_factory=dict)
+    model_version: str
+    id: str | None
+    outputs: list[RequestedOutput] | None
+    parameters: Parameters
+    context: dict[str, Any]
+
+    def __init__(
+        self,
+        model_name: str,
+        inputs: list[Tensor],
+        *,
+        model_version: str = "",
+        id: str | None = None,
+        outputs: list[RequestedOutput] | None = None,
+        parameters: Parameters | None = None,
+        context: dict[str, Any] | None = None,
+    ) -> None:
+        self.model_name = model_name
+        self.inputs = inputs
+        self.model_version = model_version
+        self.id = id
+        self.outputs = outputs
+        self.parameters = {} if parameters is None else parameters
+        self.context = {} if context is None else context
 
 
-@dataclass(slots=True)
+@dataclass(init=False, slots=True)
 class InferenceResponse:
     model_name: str
     model_version: str
     outputs: list[Tensor]
-    id: str | None = None
-    parameters: Parameters = field(default_factory=dict)
+    id: str | None
+    parameters: Parameters
+
+    def __init__(
+        self,
+        model_name: str,
+        model_version: str,
+        outputs: list[Tensor],
+        id: str | None = None,
+        parameters: Parameters | None = None,
+    ) -> None:
+        self.model_name = model_name
+        self.model_version = model_version
+        self.outputs = outputs
+        self.id = id
+        self.parameters = {} if parameters is None else parameters

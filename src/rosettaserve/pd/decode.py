@@ -179,7 +179,7 @@ class DecodeRole:
         except ServingError:
             raise InvalidInput(f"{p.path} is not a generation route of this instance") from None
         headers = {"content-type": "application/json"}
-        request = HttpRequest("POST", p.path, b"", headers, p.body, match)
+        request = HttpRequest("POST", p.path, b"", headers, p.body, params=match)
         self.jobs[p.req_id] = asyncio.create_task(self._job(p, route, request))
         self.stats["accepted"] += 1
         return json_response({"isValidDecodeParameters": True, "errorMessage": ""})

@@ -41,7 +41,7 @@ log = logging.getLogger("rosettaserve.batching")
 Kind = tuple[tuple[str, str, tuple[int, ...]], ...]
 
 
-@dataclass(eq=False, slots=True)
+@dataclass(init=False, eq=False, slots=True)
 class Pending:
     inputs: Arrays
     parameters: dict[str, Any]
@@ -50,6 +50,22 @@ class Pending:
     call: Call | None
     future: asyncio.Future[Any]
     enqueued: float  # event loop time
+
+    def __init__(  # (one per request: compiled, a dataclass's generated __init__ is not)
+        self,
+        inputs: Arrays,
+        parameters: dict[str, Any],
+        call: Call | None,
+        *,
+        future: asyncio.Future[Any],
+        enqueued: float,
+    ) -> None:
+        self.inputs = inputs
+        self.parameters = parameters
+        self.rows, self.kind = _rows_and_kind(inputs)
+        self.call = call
+        self.future = future
+        self.enqueued = enqueued
 
 
 class DynamicBatcher:
@@ -85,9 +101,7 @@ class DynamicBatcher:
         if not inputs:
             return await self.inner.predict(inputs, parameters, call)
         loop = asyncio.get_running_loop()
-        item = Pending(
-            inputs, parameters, *_rows_and_kind(inputs), call, loop.create_future(), loop.time()
-        )
+        item = Pending(inputs, parameters, call, future=loop.create_future(), enqueued=loop.time())
         self._queue.append(item)
         self._wake(loop)
         try:

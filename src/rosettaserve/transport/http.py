@@ -45,7 +45,7 @@ class HttpApp:
                 return error_body(exc)
         path, query, route, params = routed
         try:
-            request = HttpRequest(method, path, query, headers, body, dict(params))
+            request = HttpRequest(method, path, query, headers, body, params=dict(params))
             return await route.handler(request)
         except ServingError as exc:
             return route.on_error(exc)

@@ -4,35 +4,72 @@ from __future__ import annotations
 
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
 from rosettaserve.core.errors import MethodNotAllowed, NotFound, ServingError
 
+# Both are built for every request, so they define their __init__: a dataclass's generated one
+# runs interpreted even where mypyc compiles the class (scripts/compile_native.py).
 
-@dataclass(slots=True)
+
+@dataclass(init=False, slots=True)
 class HttpRequest:
     method: str
     path: str
     query: bytes
     headers: dict[str, str]  # lower-case names
     body: bytes | bytearray  # a large body arrives in the buffer it was read into
-    params: dict[str, str] = field(default_factory=dict)
+    params: dict[str, str]  # the route's path parameters
+
+    def __init__(
+        self,
+        method: str,
+        path: str,
+        query: bytes,
+        headers: dict[str, str],
+        body: bytes | bytearray,
+        *,
+        params: dict[str, str] | None = None,
+    ) -> None:
+        self.method = method
+        self.path = path
+        self.query = query
+        self.headers = headers
+        self.body = body
+        self.params = {} if params is None else params
 
     def header(self, name: str) -> str | None:
         return self.headers.get(name)
 
 
-@dataclass(slots=True)
+@dataclass(init=False, slots=True)
 class HttpResponse:
     status: int
-    body: bytes = b""
-    content_type: str = "application/json"
-    headers: dict[str, str] = field(default_factory=dict)
-    stream: AsyncIterator[bytes] | None = None  # set: sent chunk by chunk, `body` unused
-    tail: tuple[bytes | memoryview, ...] = ()  # sent after `body` as they are, never joined
+    body: bytes
+    content_type: str
+    headers: dict[str, str]
+    stream: AsyncIterator[bytes] | None  # set: sent chunk by chunk, `body` unused
+    tail: tuple[bytes | memoryview, ...]  # sent after `body` as they are, never joined
+
+    def __init__(
+        self,
+        status: int,
+        body: bytes = b"",
+        content_type: str = "application/json",
+        headers: dict[str, str] | None = None,
+        *,
+        stream: AsyncIterator[bytes] | None = None,
+        tail: tuple[bytes | memoryview, ...] = (),
+    ) -> None:
+        self.status = status
+        self.body = body
+        self.content_type = content_type
+        self.headers = {} if headers is None else headers
+        self.stream = stream
+        self.tail = tail
 
     @property
     def length(self) -> int:
