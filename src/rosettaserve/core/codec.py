@@ -216,8 +216,8 @@ _ACCEPTS: dict[str, tuple[type, ...]] = {"b": (bool,), "i": (int,), "u": (int,),
 _KIND_NAMES = {"b": "booleans", "i": "integers", "u": "integers", "f": "numbers", "O": "strings"}
 
 
-# A flat list of at most this many elements is checked element by element in C (the types, then
-# min and max against the range) and converted in one call; a longer one costs less the numpy
+# A flat list of at most this many elements is checked element by element (type and range, in
+# one pass) and converted in one call; a longer one costs less the numpy
 # way (one conversion, then a look for booleans in its JSON text).
 SMALL_LIST = 256
 
@@ -248,8 +248,9 @@ def _plain_array(data: list[Any], dtype: DType) -> np.ndarray | None:
     if accepted is None or not data:
         return None
     kinds, low, high = accepted
-    if not set(map(type, data)) <= kinds or not (low <= min(data) and max(data) <= high):
-        return None
+    for value in data:  # one pass (compiled, it costs a third of set(map(type)), min and max)
+        if type(value) not in kinds or value < low or value > high:
+            return None
     return np.array(data, dtype=dtype.numpy)
 
 

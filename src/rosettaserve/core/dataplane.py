@@ -317,10 +317,12 @@ def _check_tensor(mv: ModelVersion, spec: TensorSpec, tensor: Tensor) -> None:
 
 
 def shape_matches(spec: tuple[int, ...], shape: tuple[int, ...]) -> bool:
-    if len(spec) != len(shape):
+    rank = len(spec)
+    if rank != len(shape):
         return False
-    for want, got in zip(spec, shape, strict=True):  # noqa: SIM110 (cheaper than all() of a generator)
-        if want not in (got, -1):
+    for i in range(rank):  # (by index: compiled, a loop over zip() is generic and costs ~10x)
+        want = spec[i]
+        if want != -1 and want != shape[i]:
             return False
     return True
 
