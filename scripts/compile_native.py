@@ -9,8 +9,13 @@ compiled, a small OIP REST request costs about a third fewer instructions (bench
 An extension module is imported in preference to the ``.py`` beside it, so a source edited after
 the build would not take effect: the build is redone whenever a source (or this script, or the
 mypy settings in pyproject.toml) is newer than the oldest built module, and
-``tests/unit/test_native_build.py`` fails on a stale one. Async generators cannot be compiled
-by mypyc; they live in ``core/streaming.py``, which is not in the list.
+``tests/unit/test_native_build.py`` fails on a stale one.
+
+What the compiled modules are written around:
+- mypyc cannot compile async generators: they live in ``core/streaming.py``, not on the list;
+- it keeps the ``__init__`` that ``@dataclass`` generates interpreted, so the classes built for
+  every request (``Call``, ``Tensor``, ``InferenceRequest``, ``HttpRequest``...) are declared
+  ``@dataclass(init=False)`` with an ``__init__`` of their own.
 """
 
 from __future__ import annotations

@@ -32,9 +32,7 @@ class Call:
         ran: int = 0,
         done: int = 0,
         batch_size: int = 0,
-    ) -> None:
-        """(Not the dataclass's __init__: that one runs interpreted even when this module is
-        compiled, scripts/compile_native.py.)"""
+    ) -> None:  # (its own, not the dataclass's: why in scripts/compile_native.py)
         self.start = start
         self.deadline = deadline
         self.submitted = submitted

@@ -10,8 +10,7 @@ import numpy as np
 Parameters = dict[str, Any]
 
 
-# The classes built for every request define their __init__: a dataclass's generated one runs
-# interpreted even where mypyc compiles the class (scripts/compile_native.py).
+# Built for every request: each defines its __init__ (why: scripts/compile_native.py).
 
 
 @dataclass(init=False, slots=True)

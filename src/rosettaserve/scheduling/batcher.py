@@ -51,7 +51,7 @@ class Pending:
     future: asyncio.Future[Any]
     enqueued: float  # event loop time
 
-    def __init__(  # (one per request: compiled, a dataclass's generated __init__ is not)
+    def __init__(  # (its own, not the dataclass's: why in scripts/compile_native.py)
         self,
         inputs: Arrays,
         parameters: dict[str, Any],

@@ -11,8 +11,7 @@ import orjson
 
 from rosettaserve.core.errors import MethodNotAllowed, NotFound, ServingError
 
-# Both are built for every request, so they define their __init__: a dataclass's generated one
-# runs interpreted even where mypyc compiles the class (scripts/compile_native.py).
+# Built for every request: both define their __init__ (why: scripts/compile_native.py).
 
 
 @dataclass(init=False, slots=True)
