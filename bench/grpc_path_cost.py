@@ -5,8 +5,9 @@
 
 Loads REPO (by default one with a python identity model named ``identity``, as
 ``identity_repo`` in bench/compare/rosetta.py writes it) and runs, per call, what the server
-runs around grpc core for ``ModelInfer``: the request's ``FromString``, the servicer method in
-its error-mapping wrapper, and the response's ``SerializeToString``. The request is bench/compare's
+runs around grpc core for ``ModelInfer``: the request's deserializer and the response's
+serializer as the server registers them (none: the servicer reads and writes the bytes itself),
+and the servicer method in its error-mapping wrapper. The request is bench/compare's
 gRPC small case (FP32 [1,4] in ``fp32_contents``; with --raw, in ``raw_input_contents``).
 Prints the best round's microseconds per call.
 
@@ -24,11 +25,12 @@ from __future__ import annotations
 import argparse
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import uvloop
 
-from rosettaserve.protocols.oip.grpc import OipServicer
+from rosettaserve.protocols.oip.grpc import RPCS, OipServicer
 from rosettaserve.protocols.oip.pb import grpc_service_pb2 as pb
 from rosettaserve.server import Server
 from rosettaserve.settings import Settings
@@ -42,6 +44,10 @@ class NoDeadline:
 
     def time_remaining(self) -> None:
         return None
+
+
+def _identity(message: Any) -> Any:
+    return message
 
 
 def infer_request(model: str, raw: bool) -> bytes:
@@ -61,14 +67,16 @@ async def measure(repo: Path, message: bytes, requests: int, rounds: int) -> Non
     server.dataplane.started = True
     tracker = CallTracker()
     call = guarded("ModelInfer", OipServicer(server.dataplane, tracker).ModelInfer, tracker)
+    request_type, response_type, _ = RPCS["ModelInfer"]
+    read = _identity if request_type is bytes else request_type.FromString
+    write = _identity if response_type is bytes else response_type.SerializeToString
     context = NoDeadline()
     best = float("inf")
     size = 0
     for _ in range(rounds):
         start = time.perf_counter()
         for _ in range(requests):
-            reply = await call(pb.ModelInferRequest.FromString(message), context)
-            size = len(reply.SerializeToString())
+            size = len(write(await call(read(message), context)))
         best = min(best, (time.perf_counter() - start) / requests)
     if not size:
         raise SystemExit("no response")

@@ -280,6 +280,18 @@ def test_unknown_model_and_bad_input(server: ServerProcess) -> None:
     assert_still_serving(server)
 
 
+def test_bytes_that_are_not_a_request(server: ServerProcess) -> None:
+    """ModelInfer reads its request from bytes: what no reader can parse is INVALID_ARGUMENT."""
+    with grpc.insecure_channel(server.grpc_address) as channel:
+        model_infer = channel.unary_unary("/inference.GRPCInferenceService/ModelInfer")
+        with pytest.raises(grpc.RpcError) as info:
+            model_infer(b"\x0a\x05abc", timeout=30)  # a model_name cut short
+    error: Any = info.value
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT, error.details()
+    assert "not a valid ModelInferRequest" in error.details()
+    assert_still_serving(server)
+
+
 # -- datatypes -----------------------------------------------------------------------------------
 
 

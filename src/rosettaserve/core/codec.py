@@ -162,7 +162,7 @@ def from_values(
     """Typed wire values (a protobuf repeated field) held in ``carrier``, a type at least as wide
     as ``dtype``: the count is checked first, then the range where the carrier is wider."""
     check_count(len(values), element_count(shape), shape, name)
-    wide = np.array(values, dtype=carrier)
+    wide = np.asarray(values, dtype=carrier)
     if wide.dtype == dtype.numpy:
         return wide.reshape(shape)
     if wide.size and dtype.numpy.kind in "iu" and dtype.numpy.itemsize < wide.dtype.itemsize:

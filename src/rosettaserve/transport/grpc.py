@@ -14,7 +14,8 @@ from rosettaserve.core.errors import ServingError
 log = logging.getLogger("rosettaserve.grpc")
 
 # service name -> (servicer, {rpc name: (request type, response type, streaming)});
-# streaming: False unary, True a stream each way, "server" one request and a stream of replies
+# streaming: False unary, True a stream each way, "server" one request and a stream of replies;
+# a type given as ``bytes``: the servicer takes or returns the serialized message itself
 ServiceTable = tuple[str, Any, Mapping[str, tuple[Any, Any, bool | str]]]
 _HANDLER_KINDS = {
     False: grpc.unary_unary_rpc_method_handler,
@@ -92,8 +93,8 @@ def generic_handler(service: ServiceTable, tracker: CallTracker) -> Any:
             fn = tracked(fn, tracker)
         handlers[rpc] = _HANDLER_KINDS[streaming](
             fn,
-            request_deserializer=request_type.FromString,
-            response_serializer=response_type.SerializeToString,
+            request_deserializer=None if request_type is bytes else request_type.FromString,
+            response_serializer=None if response_type is bytes else response_type.SerializeToString,
         )
     return grpc.method_handlers_generic_handler(name, handlers)
 

@@ -13,6 +13,7 @@ from rosettaserve.core.errors import ServingError
 from rosettaserve.core.types import InferenceRequest
 from rosettaserve.protocols.oip import convert, extensions
 from rosettaserve.protocols.oip.grpc_convert import encode_infer, parameters_from, parse_infer
+from rosettaserve.protocols.oip.grpc_wire import reply_bytes, request_from
 from rosettaserve.protocols.oip.pb import grpc_service_pb2 as pb
 from rosettaserve.transport.grpc import CallTracker
 
@@ -46,8 +47,10 @@ class OipServicer:
         doc = convert.model_metadata(mv, self.dp.model_versions(request.name))
         return ParseDict(doc, pb.ModelMetadataResponse())
 
-    async def ModelInfer(self, request: Any, context: Any) -> Any:
-        return encode_infer(await self.dp.infer(within_deadline(parse_infer(request), context)))
+    async def ModelInfer(self, request: bytes, context: Any) -> bytes:
+        """Bytes in and out: grpc_wire reads and writes the messages."""
+        response = await self.dp.infer(within_deadline(request_from(request), context))
+        return reply_bytes(response)
 
     async def ModelStreamInfer(
         self, requests: AsyncIterator[Any], context: Any
@@ -127,7 +130,7 @@ RPCS: dict[str, tuple[Any, Any, bool]] = {
     "ModelReady": (pb.ModelReadyRequest, pb.ModelReadyResponse, False),
     "ServerMetadata": (pb.ServerMetadataRequest, pb.ServerMetadataResponse, False),
     "ModelMetadata": (pb.ModelMetadataRequest, pb.ModelMetadataResponse, False),
-    "ModelInfer": (pb.ModelInferRequest, pb.ModelInferResponse, False),
+    "ModelInfer": (bytes, bytes, False),
     "ModelStreamInfer": (pb.ModelInferRequest, pb.ModelStreamInferResponse, True),
     "ModelConfig": (pb.ModelConfigRequest, pb.ModelConfigResponse, False),
     "ModelStatistics": (pb.ModelStatisticsRequest, pb.ModelStatisticsResponse, False),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -16,7 +17,13 @@ from rosettaserve.core.codec import (
     raw_bytes,
 )
 from rosettaserve.core.errors import InvalidInput
-from rosettaserve.core.types import InferenceRequest, InferenceResponse, RequestedOutput, Tensor
+from rosettaserve.core.types import (
+    InferenceRequest,
+    InferenceResponse,
+    Parameters,
+    RequestedOutput,
+    Tensor,
+)
 from rosettaserve.protocols.oip.convert import request_context
 from rosettaserve.protocols.oip.pb import grpc_service_pb2 as pb
 
@@ -49,18 +56,20 @@ def parameters_from(params: Any) -> dict[str, Any]:
     return {key: parameter_value(value) for key, value in params.items()}
 
 
-def set_parameter(target: Any, value: Any) -> None:
+def parameter_choice(value: Any) -> tuple[str, Any]:
+    """The InferParameter field a value travels in, and what that field holds."""
     if isinstance(value, bool):
-        target.bool_param = value
-    elif isinstance(value, int):
-        if value > 2**63 - 1:
-            target.uint64_param = value
-        else:
-            target.int64_param = value
-    elif isinstance(value, float):
-        target.double_param = value
-    else:
-        target.string_param = str(value)
+        return "bool_param", value
+    if isinstance(value, int):
+        return ("uint64_param" if value > 2**63 - 1 else "int64_param"), value
+    if isinstance(value, float):
+        return "double_param", value
+    return "string_param", str(value)
+
+
+def set_parameter(target: Any, value: Any) -> None:
+    field, held = parameter_choice(value)
+    setattr(target, field, held)
 
 
 # Repeated fields are read by slicing, which builds the list at once: iterating one ends in an
@@ -68,62 +77,123 @@ def set_parameter(target: Any, value: Any) -> None:
 
 
 def parse_infer(msg: Any) -> InferenceRequest:
-    raw = msg.raw_input_contents[:]
-    tensors = msg.inputs[:]
-    if raw and any(t.HasField("contents") for t in tensors):
+    """A ModelInferRequest message as core's request (grpc_wire reads the same from bytes)."""
+    inputs = [
+        InputFields(
+            t.name,
+            t.datatype,
+            t.shape[:],
+            parameters_from(t.parameters),
+            t.contents if t.HasField("contents") else None,
+        )
+        for t in msg.inputs[:]
+    ]
+    outputs = [RequestedOutput(o.name, parameters_from(o.parameters)) for o in msg.outputs[:]]
+    return build_request(
+        inputs,
+        msg.raw_input_contents[:],
+        model_name=msg.model_name,
+        model_version=msg.model_version,
+        request_id=msg.id,
+        parameters=parameters_from(msg.parameters),
+        outputs=outputs,
+    )
+
+
+@dataclass(init=False, slots=True)
+class InputFields:
+    """An InferInputTensor's fields as read off the wire or a message. ``contents``: None
+    (absent), an InferTensorContents message, or a dict of its fields' values by field name."""
+
+    name: str
+    datatype: str
+    shape: list[int]
+    parameters: Parameters
+    contents: Any
+
+    def __init__(
+        self, name: str, datatype: str, shape: list[int], parameters: Parameters, contents: Any
+    ) -> None:
+        self.name = name
+        self.datatype = datatype
+        self.shape = shape
+        self.parameters = parameters
+        self.contents = contents
+
+
+def build_request(
+    inputs: list[InputFields],
+    raw: list[Any],
+    *,
+    model_name: str,
+    model_version: str,
+    request_id: str,
+    parameters: Parameters,
+    outputs: list[RequestedOutput],
+) -> InferenceRequest:
+    """The checks and conversions of a ModelInferRequest, wherever its fields were read from."""
+    if raw and any(t.contents is not None for t in inputs):
         raise InvalidInput(
             "contents field must not be specified when using raw_input_contents: "
             "send every input raw, or every input in typed contents"
         )
-    if raw and len(raw) != len(tensors):
+    if raw and len(raw) != len(inputs):
         raise InvalidInput(
-            f"raw_input_contents holds {len(raw)} buffers for {len(tensors)} inputs; "
+            f"raw_input_contents holds {len(raw)} buffers for {len(inputs)} inputs; "
             "send one buffer per input, in input order"
         )
-    inputs = [_parse_input(t, raw[i] if raw else None) for i, t in enumerate(tensors)]
-    outputs = [RequestedOutput(o.name, parameters_from(o.parameters)) for o in msg.outputs[:]]
-    parameters = parameters_from(msg.parameters)
+    tensors = [_parse_input(t, raw[i] if raw else None) for i, t in enumerate(inputs)]
     return InferenceRequest(
-        model_name=msg.model_name,
-        model_version=msg.model_version,
-        id=msg.id,
-        inputs=inputs,
+        model_name=model_name,
+        model_version=model_version,
+        id=request_id,
+        inputs=tensors,
         outputs=outputs or None,
         parameters=parameters,
         context=request_context(parameters, "oip_grpc"),
     )
 
 
-def _parse_input(t: Any, raw: bytes | None) -> Tensor:
-    name = t.name  # read once: each read of a protobuf field builds a new str
+def _parse_input(t: InputFields, raw: Any) -> Tensor:
+    name = t.name
     dtype = dtypes.lookup(t.datatype, name)
-    shape = check_shape(t.shape[:], name)
-    params = parameters_from(t.parameters)
+    shape = check_shape(t.shape, name)
     data = _from_contents(t, dtype, shape) if raw is None else from_raw(raw, dtype, shape, name)
-    return Tensor(name, dtype.name, shape, data, params)
+    return Tensor(name, dtype.name, shape, data, t.parameters)
 
 
-def _from_contents(t: Any, dtype: dtypes.DType, shape: tuple[int, ...]) -> np.ndarray:
+def _from_contents(t: InputFields, dtype: dtypes.DType, shape: tuple[int, ...]) -> np.ndarray:
     field = CONTENTS_FIELD.get(dtype.name)
     if field is None:
         raise InvalidInput(f"{dtype.name} input '{t.name}' must be sent in raw_input_contents")
-    values = getattr(t.contents, field)[:]
+    values = _contents_values(t.contents, field)
     if dtype.is_bytes:
         check_count(len(values), element_count(shape), shape, t.name)
         out = np.empty(len(values), dtype=object)
         out[:] = values
         return out.reshape(shape)
-    return from_values(values, np.dtype(_WIDE[field]), dtype, shape, t.name)
+    return from_values(values, _WIDE[field], dtype, shape, t.name)
 
 
-_WIDE = {
-    "bool_contents": "bool",
-    "int_contents": "int32",
-    "int64_contents": "int64",
-    "uint_contents": "uint32",
-    "uint64_contents": "uint64",
-    "fp32_contents": "float32",
-    "fp64_contents": "float64",
+def _contents_values(contents: Any, field: str) -> Any:
+    if contents is None:
+        return []
+    if type(contents) is dict:
+        return contents.get(field, [])
+    return getattr(contents, field)[:]
+
+
+_WIDE = {  # each contents field's values as numpy holds them
+    field: np.dtype(kind)
+    for field, kind in (
+        ("bool_contents", "bool"),
+        ("int_contents", "int32"),
+        ("int64_contents", "int64"),
+        ("uint_contents", "uint32"),
+        ("uint64_contents", "uint64"),
+        ("fp32_contents", "float32"),
+        ("fp64_contents", "float64"),
+    )
 }
 
 

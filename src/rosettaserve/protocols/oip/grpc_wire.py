@@ -1,0 +1,407 @@
+"""ModelInfer's messages read from and written to protobuf's wire format directly.
+
+Reading a field of a protobuf message from Python builds an object each time, and a small
+ModelInfer call spent more in those reads (and in filling the reply message) than in the
+model. The unary rpc therefore takes the request as bytes and returns the reply as bytes:
+``read_infer`` builds core's request straight from the wire and ``write_infer`` writes the
+reply. Both cover every field of the two messages. The reader is strict: an unknown field, a
+field of an unexpected wire type, a string that is not UTF-8, a truncated or overlong value,
+an input's contents twice or fixed-width numbers in their unpacked form make it return None, and
+the caller parses the bytes with protobuf, which accepts or rejects them as it always has.
+Field numbers are those of grpc_service.proto.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+import numpy as np
+from google.protobuf.message import DecodeError
+
+from rosettaserve.core import dtypes
+from rosettaserve.core.codec import raw_bytes
+from rosettaserve.core.errors import InvalidInput
+from rosettaserve.core.types import InferenceRequest, InferenceResponse, Parameters, RequestedOutput
+from rosettaserve.protocols.oip.grpc_convert import (
+    InputFields,
+    build_request,
+    encode_infer,
+    parameter_choice,
+    parse_infer,
+)
+from rosettaserve.protocols.oip.pb import grpc_service_pb2 as pb
+
+VARINT, FIXED64, LENGTH, FIXED32 = 0, 1, 2, 5  # wire types
+_U64 = 1 << 64
+_SHORT = (1 << 62) - 1  # at most this, an int is native in compiled code: compared cheaply
+_ONE_BYTE = [bytes((value,)) for value in range(0x80)]  # the varints of 0-127
+_DOUBLE = struct.Struct("<d")
+
+# InferTensorContents: field number -> (field name, how its values travel)
+_CONTENTS = {
+    1: ("bool_contents", "bool"),
+    2: ("int_contents", "int32"),
+    3: ("int64_contents", "int64"),
+    4: ("uint_contents", "uint32"),
+    5: ("uint64_contents", "uint64"),
+    6: ("fp32_contents", "<f4"),  # fixed width: read as little-endian arrays
+    7: ("fp64_contents", "<f8"),
+    8: ("bytes_contents", "bytes"),
+}
+_FIXED: dict[str, np.dtype[Any]] = {"<f4": np.dtype("<f4"), "<f8": np.dtype("<f8")}
+_PARAMETER_FIELDS = {"bool_param": 1, "int64_param": 2, "uint64_param": 5}  # the varint ones
+
+
+class Unexpected(Exception):
+    """Inside the reader: something protobuf should judge."""
+
+
+def request_from(data: bytes) -> InferenceRequest:
+    """Core's request from a serialized ModelInferRequest: read here, or by protobuf."""
+    request = read_infer(data)
+    if request is not None:
+        return request
+    try:
+        message = pb.ModelInferRequest.FromString(data)
+    except DecodeError as exc:
+        raise InvalidInput(f"the request is not a valid ModelInferRequest: {exc}") from None
+    return parse_infer(message)
+
+
+def reply_bytes(response: InferenceResponse) -> bytes:
+    """The serialized ModelInferResponse: written here, or by protobuf."""
+    written = write_infer(response)
+    if written is not None:
+        return written
+    return bytes(encode_infer(response).SerializeToString())
+
+
+def read_infer(data: bytes) -> InferenceRequest | None:
+    """Core's request from a serialized ModelInferRequest, or None: parse it with protobuf.
+
+    Raises InvalidInput, as ``grpc_convert.parse_infer`` does, for a well-formed message that
+    asks for something the server refuses."""
+    try:
+        return _request(data)
+    except Unexpected:
+        return None
+
+
+def _request(data: bytes) -> InferenceRequest:
+    model_name = model_version = request_id = ""
+    parameters: Parameters = {}
+    inputs: list[InputFields] = []
+    outputs: list[RequestedOutput] = []
+    raw: list[Any] = []
+    view: memoryview | None = None
+    at, end = 0, len(data)
+    while at < end:
+        number, start, at = _length_field(data, at, end)
+        if number == 5:
+            inputs.append(_input(data, start, at))
+        elif number == 7:
+            view = memoryview(data) if view is None else view
+            raw.append(view[start:at])  # no copy: the tensor is a view of the request
+        elif number == 1:
+            model_name = _text(data, start, at)
+        elif number == 2:
+            model_version = _text(data, start, at)
+        elif number == 3:
+            request_id = _text(data, start, at)
+        elif number == 4:
+            _map_entry(data, start, at, parameters)
+        elif number == 6:
+            outputs.append(_output(data, start, at))
+        else:
+            raise Unexpected
+    return build_request(  # checks the request, and raises InvalidInput, not Unexpected
+        inputs,
+        raw,
+        model_name=model_name,
+        model_version=model_version,
+        request_id=request_id,
+        parameters=parameters,
+        outputs=outputs,
+    )
+
+
+def _input(data: bytes, at: int, end: int) -> InputFields:
+    name = datatype = ""
+    shape: list[int] = []
+    parameters: Parameters = {}
+    contents: dict[str, Any] | None = None
+    while at < end:
+        key, at = _varint(data, at, end)
+        number, wire = key >> 3, key & 7
+        if number == 3 and wire == VARINT:  # shape, unpacked
+            value, at = _varint(data, at, end)
+            shape.append(_signed64(value))
+            continue
+        if wire != LENGTH:
+            raise Unexpected
+        start, at = _span(data, at, end)
+        if number == 1:
+            name = _text(data, start, at)
+        elif number == 2:
+            datatype = _text(data, start, at)
+        elif number == 3:
+            while start < at:
+                value, start = _varint(data, start, at)
+                shape.append(_signed64(value))
+        elif number == 4:
+            _map_entry(data, start, at, parameters)
+        elif number == 5 and contents is None:
+            contents = _contents(data, start, at)
+        else:
+            raise Unexpected  # unknown, or contents twice (protobuf would merge them)
+    return InputFields(name, datatype, shape, parameters, contents)
+
+
+def _output(data: bytes, at: int, end: int) -> RequestedOutput:
+    name = ""
+    parameters: Parameters = {}
+    while at < end:
+        number, start, at = _length_field(data, at, end)
+        if number == 1:
+            name = _text(data, start, at)
+        elif number == 2:
+            _map_entry(data, start, at, parameters)
+        else:
+            raise Unexpected
+    return RequestedOutput(name, parameters)
+
+
+def _contents(data: bytes, at: int, end: int) -> dict[str, Any]:
+    """InferTensorContents as {field name: values}: fixed-width numbers as little-endian
+    arrays over the request's bytes, varints as lists, bytes as a list of bytes."""
+    contents: dict[str, Any] = {}
+    while at < end:
+        key, at = _varint(data, at, end)
+        number, wire = key >> 3, key & 7
+        if number not in _CONTENTS:
+            raise Unexpected
+        name, kind = _CONTENTS[number]
+        if wire == VARINT and kind not in _FIXED and kind != "bytes":
+            value, at = _varint(data, at, end)
+            contents.setdefault(name, []).append(_narrow(value, kind))
+            continue
+        if wire != LENGTH:
+            raise Unexpected  # fixed-width numbers one by one: rare, left to protobuf
+        start, at = _span(data, at, end)
+        if kind in _FIXED:
+            dtype = _FIXED[kind]
+            if (at - start) % dtype.itemsize:
+                raise Unexpected
+            array = np.frombuffer(data, dtype, (at - start) // dtype.itemsize, start)
+            before = contents.get(name)  # a packed field in several pieces is one list
+            contents[name] = array if before is None else np.concatenate((before, array))
+        elif kind == "bytes":
+            contents.setdefault(name, []).append(data[start:at])
+        else:
+            values = contents.setdefault(name, [])
+            while start < at:
+                value, start = _varint(data, start, at)
+                values.append(_narrow(value, kind))
+    return contents
+
+
+def _narrow(value: int, kind: str) -> Any:
+    """A varint as the field's type reads it (protobuf truncates wider values, as C does)."""
+    if kind == "int64":
+        return _signed64(value)
+    if kind == "int32":
+        value &= 0xFFFFFFFF
+        return value - (1 << 32) if value >= 1 << 31 else value
+    if kind == "uint32":
+        return value & 0xFFFFFFFF
+    if kind == "bool":
+        return value != 0
+    return value  # uint64
+
+
+def _map_entry(data: bytes, at: int, end: int, into: Parameters) -> None:
+    """One entry of a map<string, InferParameter>; a later entry for the same key wins."""
+    key = ""
+    value: Any = None
+    while at < end:
+        number, start, at = _length_field(data, at, end)
+        if number == 1:
+            key = _text(data, start, at)
+        elif number == 2:
+            value = _parameter(data, start, at)
+        else:
+            raise Unexpected
+    into[key] = value
+
+
+def _parameter(data: bytes, at: int, end: int) -> Any:
+    """An InferParameter's value (its oneof: the last field on the wire wins)."""
+    value: Any = None
+    while at < end:
+        key, at = _varint(data, at, end)
+        number, wire = key >> 3, key & 7
+        if wire == VARINT and number in (1, 2, 5):
+            raw, at = _varint(data, at, end)
+            # branches, not one conditional expression: compiled, that would join bool and
+            # int into int, and a bool_param would arrive as 0 or 1
+            if number == 1:
+                value = raw != 0
+            elif number == 2:
+                value = _signed64(raw)
+            else:
+                value = raw
+        elif wire == LENGTH and number == 3:
+            start, at = _span(data, at, end)
+            value = _text(data, start, at)
+        elif wire == FIXED64 and number == 4:
+            if at + 8 > end:
+                raise Unexpected
+            value = _DOUBLE.unpack_from(data, at)[0]
+            at += 8
+        else:
+            raise Unexpected
+    return value
+
+
+def _length_field(data: bytes, at: int, end: int) -> tuple[int, int, int]:
+    """A length-delimited field: (field number, start of its payload, end of its payload)."""
+    key, at = _varint(data, at, end)
+    if key & 7 != LENGTH:
+        raise Unexpected
+    start, stop = _span(data, at, end)
+    return key >> 3, start, stop
+
+
+def _span(data: bytes, at: int, end: int) -> tuple[int, int]:
+    length, at = _varint(data, at, end)
+    if length > end - at:
+        raise Unexpected
+    return at, at + length
+
+
+def _varint(data: bytes, at: int, end: int) -> tuple[int, int]:
+    if at < end and data[at] < 0x80:  # one byte: tags, lengths, small numbers
+        return data[at], at + 1
+    value = 0
+    shift = 0
+    while at < end and shift < 64:
+        byte = data[at]
+        at += 1
+        if shift == 63 and byte > 1:  # the tenth byte carries bit 63 only
+            raise Unexpected
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, at
+        shift += 7
+    raise Unexpected
+
+
+def _signed64(value: int) -> int:
+    if value <= _SHORT:
+        return value
+    return value - _U64 if value >= 1 << 63 else value
+
+
+def _text(data: bytes, start: int, stop: int) -> str:
+    try:
+        return data[start:stop].decode()
+    except UnicodeDecodeError:
+        raise Unexpected from None
+
+
+def write_infer(response: InferenceResponse) -> bytes | None:
+    """The serialized ModelInferResponse ``grpc_convert.encode_infer`` would build, or None
+    for what protobuf has to judge (an int beyond 64 bits, a str that is not UTF-8)."""
+    try:
+        return _response(response)
+    except UnicodeEncodeError:
+        return None
+
+
+def _response(response: InferenceResponse) -> bytes | None:
+    parts: list[bytes] = []
+    _text_field(parts, 1, response.model_name)
+    _text_field(parts, 2, response.model_version)
+    _text_field(parts, 3, response.id or "")
+    for key, value in response.parameters.items():
+        entry = _parameter_entry(key, value)
+        if entry is None:
+            return None
+        _length_prefix(parts, 4, len(entry))
+        parts.append(entry)
+    for tensor in response.outputs:
+        out = _output_tensor(tensor.name, tensor.datatype, tensor.shape, tensor.parameters)
+        if out is None:
+            return None
+        _length_prefix(parts, 5, len(out))
+        parts.append(out)
+    for tensor in response.outputs:
+        raw = raw_bytes(tensor.data, dtypes.lookup(tensor.datatype))
+        _length_prefix(parts, 6, len(raw))
+        parts.append(raw)
+    return b"".join(parts)
+
+
+def _output_tensor(
+    name: str, datatype: str, shape: tuple[int, ...], parameters: Parameters
+) -> bytes | None:
+    parts: list[bytes] = []
+    _text_field(parts, 1, name)
+    _text_field(parts, 2, datatype)
+    if shape:
+        dims = b"".join([_varint_bytes(dim + _U64 if dim < 0 else dim) for dim in shape])
+        _length_prefix(parts, 3, len(dims))
+        parts.append(dims)
+    for key, value in parameters.items():
+        entry = _parameter_entry(key, value)
+        if entry is None:
+            return None
+        _length_prefix(parts, 4, len(entry))
+        parts.append(entry)
+    return b"".join(parts)
+
+
+def _parameter_entry(key: str, value: Any) -> bytes | None:
+    """A map entry {key, InferParameter}, the value in the field ``parameter_choice`` names."""
+    field, held = parameter_choice(value)
+    if field == "string_param":
+        text = held.encode()
+        param = _varint_bytes(3 << 3 | LENGTH) + _varint_bytes(len(text)) + text
+    elif field == "double_param":
+        param = _varint_bytes(4 << 3 | FIXED64) + _DOUBLE.pack(held)
+    else:
+        number = _PARAMETER_FIELDS[field]
+        number_value = int(held)
+        if not -(1 << 63) <= number_value < _U64:
+            return None
+        encoded = number_value + _U64 if number_value < 0 else number_value
+        param = _varint_bytes(number << 3 | VARINT) + _varint_bytes(encoded)
+    parts: list[bytes] = []
+    _text_field(parts, 1, key, always=True)
+    _length_prefix(parts, 2, len(param))
+    parts.append(param)
+    return b"".join(parts)
+
+
+def _text_field(parts: list[bytes], number: int, text: str, always: bool = False) -> None:
+    if text or always:
+        encoded = text.encode()
+        _length_prefix(parts, number, len(encoded))
+        parts.append(encoded)
+
+
+def _length_prefix(parts: list[bytes], number: int, length: int) -> None:
+    parts.append(_varint_bytes(number << 3 | LENGTH))
+    parts.append(_varint_bytes(length))
+
+
+def _varint_bytes(value: int) -> bytes:
+    if value < 0x80:
+        return _ONE_BYTE[value]
+    out = bytearray()
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
