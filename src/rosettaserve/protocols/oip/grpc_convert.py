@@ -84,7 +84,7 @@ def parse_infer(msg: Any) -> InferenceRequest:
             t.datatype,
             t.shape[:],
             parameters_from(t.parameters),
-            t.contents if t.HasField("contents") else None,
+            _contents_values(t.contents) if t.HasField("contents") else None,
         )
         for t in msg.inputs[:]
     ]
@@ -103,16 +103,21 @@ def parse_infer(msg: Any) -> InferenceRequest:
 @dataclass(init=False, slots=True)
 class InputFields:
     """An InferInputTensor's fields as read off the wire or a message. ``contents``: None
-    (absent), an InferTensorContents message, or a dict of its fields' values by field name."""
+    when absent, else InferTensorContents as {field name: its values} (fields set only)."""
 
     name: str
     datatype: str
     shape: list[int]
     parameters: Parameters
-    contents: Any
+    contents: dict[str, Any] | None
 
     def __init__(
-        self, name: str, datatype: str, shape: list[int], parameters: Parameters, contents: Any
+        self,
+        name: str,
+        datatype: str,
+        shape: list[int],
+        parameters: Parameters,
+        contents: dict[str, Any] | None,
     ) -> None:
         self.name = name
         self.datatype = datatype
@@ -166,7 +171,7 @@ def _from_contents(t: InputFields, dtype: dtypes.DType, shape: tuple[int, ...]) 
     field = CONTENTS_FIELD.get(dtype.name)
     if field is None:
         raise InvalidInput(f"{dtype.name} input '{t.name}' must be sent in raw_input_contents")
-    values = _contents_values(t.contents, field)
+    values: Any = [] if t.contents is None else t.contents.get(field, [])
     if dtype.is_bytes:
         check_count(len(values), element_count(shape), shape, t.name)
         out = np.empty(len(values), dtype=object)
@@ -175,12 +180,9 @@ def _from_contents(t: InputFields, dtype: dtypes.DType, shape: tuple[int, ...]) 
     return from_values(values, _WIDE[field], dtype, shape, t.name)
 
 
-def _contents_values(contents: Any, field: str) -> Any:
-    if contents is None:
-        return []
-    if type(contents) is dict:
-        return contents.get(field, [])
-    return getattr(contents, field)[:]
+def _contents_values(contents: Any) -> dict[str, Any]:
+    """An InferTensorContents message's set fields, as ``InputFields.contents`` holds them."""
+    return {descriptor.name: values[:] for descriptor, values in contents.ListFields()}
 
 
 _WIDE = {  # each contents field's values as numpy holds them
