@@ -40,7 +40,7 @@ from cases import (
 )
 from loadgen import Load
 from measurements import Results
-from report import BEGIN, END, loadavg, report, write_section
+from report import BEGIN, END, cpu_times, loadavg, report, steal_shares, write_section
 from spec import ServerSpec
 
 
@@ -95,7 +95,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "load_start": loadavg(),
     }
-    began = time.monotonic()
+    began, ticks = time.monotonic(), cpu_times()
     with tempfile.TemporaryDirectory(prefix="compare-") as tmp, raw_dir(args.raw_dir) as raw:
         workdir = Path(tmp)
         specs, info["peers_note"] = all_specs(workdir)
@@ -136,6 +136,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             if examples is not None:
                 measure_startup(args, examples, repeat, results, load)
         info["load_end"] = loadavg()
+        info["steal"] = steal_shares(ticks, cpu_times())
         info["took"] = f"{(time.monotonic() - began) / 60:.1f} min"
         section = report(args, specs, results, body_sizes, info)
     print()

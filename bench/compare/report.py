@@ -332,6 +332,23 @@ def loadavg() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
+def cpu_times() -> dict[str, list[int]]:
+    """Each CPU's line of /proc/stat (``cpu0``: user, nice, system, idle, iowait, irq, softirq,
+    steal, ...; in clock ticks since boot)."""
+    lines = Path("/proc/stat").read_text().splitlines()
+    return {p[0]: [int(v) for v in p[1:]] for p in map(str.split, lines) if p[0][3:].isdigit()}
+
+
+def steal_shares(before: dict[str, list[int]], after: dict[str, list[int]]) -> str:
+    """How much of each CPU's time the hypervisor gave to other guests in between (steal)."""
+    shares = []
+    for cpu, ticks in after.items():
+        spent = [b - a for a, b in zip(before.get(cpu, ticks), ticks, strict=True)]
+        if sum(spent) > 0 and len(spent) > 7:
+            shares.append(f"{cpu} {spent[7] / sum(spent):.0%}")
+    return ", ".join(shares) or "not reported"
+
+
 def report(
     args: argparse.Namespace,
     specs: Sequence[ServerSpec],
@@ -348,7 +365,8 @@ def report(
         "",
         f"- date: {info['date']}; took {info['took']}",
         f"- machine: {machine()}; load average (1/5/15 min) {info['load_start']} at the start, "
-        f"{info['load_end']} at the end",
+        f"{info['load_end']} at the end; time stolen by the hypervisor (steal in /proc/stat) "
+        f"over the run: {info['steal']}",
         f"- servers pinned to CPU {args.server_cpu} (`taskset`), the load generator and this "
         f"driver to CPU {args.load_cpu}; one load generator thread",
         f"- each measurement: {args.warmup} s warm-up then {args.duration} s measured; "
@@ -413,8 +431,15 @@ def report(
         "### Startup and memory",
         "",
         "Startup: spawn to the ready path answering 200 (to the gRPC port accepting a connection "
-        "where the server has no HTTP port). RSS: VmRSS (idle: 1 s after ready) and VmHWM (peak, "
-        "after the server's cases) summed over the server's process tree; MB = 10^6 bytes.",
+        "where the server has no HTTP port)"
+        + (
+            ", at the second start of each repeat: the first, unmeasured, reads the server's files "
+            "into the page cache (this machine evicts files left unread for a few minutes)"
+            if args.warmup > 0
+            else ""
+        )
+        + ". RSS: VmRSS (idle: 1 s after ready) and VmHWM (peak, after the server's cases) "
+        "summed over the server's process tree; MB = 10^6 bytes.",
         "",
         *memory_table(results, memory_specs),
         "",
