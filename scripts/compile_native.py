@@ -1,4 +1,5 @@
-"""Compile the request path with mypyc, in place: an extension module next to each source.
+"""Compile the request path with mypyc, in place: an extension module next to each source; and
+build the C modules of the request path (C_MODULES) the same way.
 
     python scripts/compile_native.py            # build, unless every module is up to date
     python scripts/compile_native.py --clean    # remove the built modules (pure Python again)
@@ -50,10 +51,17 @@ MODULES = [
     "rosettaserve/transport/routing.py",
 ]
 
+# Hand-written C, where mypyc's code is still far from what the task costs in C: each is optional
+# (its users fall back to a pure-Python way when it is not built).
+C_MODULES = [
+    "rosettaserve/core/json_numbers.c",  # flat JSON number arrays (core/json_bulk.py)
+]
+
 
 def extension_of(source: str) -> Path:
     """Where the compiled module of ``source`` (relative to src/) is written."""
-    return SRC / (source.removesuffix(".py") + sysconfig.get_config_var("EXT_SUFFIX"))
+    stem = source.removesuffix(".py").removesuffix(".c")
+    return SRC / (stem + sysconfig.get_config_var("EXT_SUFFIX"))
 
 
 def built() -> list[Path]:
@@ -62,11 +70,11 @@ def built() -> list[Path]:
 
 
 def up_to_date() -> bool:
-    expected = [extension_of(m) for m in MODULES]
+    expected = [extension_of(m) for m in MODULES + C_MODULES]
     present = built()
     if not all(p.exists() for p in expected) or len(present) != len(expected) + 1:
         return False
-    inputs = [SRC / m for m in MODULES] + [Path(__file__), ROOT / "pyproject.toml"]
+    inputs = [SRC / m for m in MODULES + C_MODULES] + [Path(__file__), ROOT / "pyproject.toml"]
     return min(p.stat().st_mtime for p in present) >= max(p.stat().st_mtime for p in inputs)
 
 
@@ -77,16 +85,17 @@ def clean() -> None:
 
 def build() -> None:
     from mypyc.build import mypycify
-    from setuptools import setup
+    from setuptools import Extension, setup
 
     clean()  # a module taken off the list must not leave its old build behind
     os.chdir(ROOT)  # mypy reads its settings from pyproject.toml here
     setup(
         name=GROUP,
         package_dir={"": "src"},
-        ext_modules=mypycify(
-            [f"src/{m}" for m in MODULES], group_name=GROUP, target_dir=str(BUILD / "c")
-        ),
+        ext_modules=[
+            *mypycify([f"src/{m}" for m in MODULES], group_name=GROUP, target_dir=str(BUILD / "c")),
+            *[Extension(m.removesuffix(".c").replace("/", "."), [f"src/{m}"]) for m in C_MODULES],
+        ],
         script_args=["--quiet", "build_ext", "--inplace", "--build-temp", str(BUILD / "temp")],
     )
     for path in built():  # an unchanged module is copied with its old time: mark this build's

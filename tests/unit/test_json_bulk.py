@@ -67,15 +67,27 @@ CASES: list[tuple[Callable[[int], list[object]], str]] = [
     (lambda n: [1.0] * n, "BYTES"),
     (lambda n: [0.5] * (n - 1), "FP32"),  # one element short
     (lambda n: [0.1 + i / 7 for i in range(n)], "FP32"),  # numbers as clients widen float32
+    (lambda n: [float(np.float32(i / 7)) for i in range(n)], "FP32"),
+    (lambda n: [i - n / 2 for i in range(n)], "FP64"),  # integers and halves
+    (lambda n: [2**62 + i for i in range(n - 1)] + [0.5], "FP64"),  # a float after big integers
 ]
 
 
 # 250: within the ordinary path's short lists (codec.SMALL_LIST), which it checks its own way
+@pytest.mark.parametrize("reader", ["json_numbers", "simdjson"])
 @pytest.mark.parametrize("n", [250, N])
 @pytest.mark.parametrize(("make", "datatype"), CASES)
 def test_bulk_and_ordinary_reads_agree(
-    make: Callable[[int], list[object]], datatype: str, n: int, monkeypatch: pytest.MonkeyPatch
+    make: Callable[[int], list[object]],
+    datatype: str,
+    n: int,
+    reader: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """With the C reader, and with simdjson alone (what runs where the C reader is not built)."""
+    assert json_bulk.json_numbers is not None  # built (make native): the first reader is tried
+    if reader == "simdjson":
+        monkeypatch.setattr(json_bulk, "json_numbers", None)
     data = make(n)
     assert len(json.dumps(data)) >= json_bulk.MIN_ARRAY  # long enough for a bulk read
     raw = body(data, datatype, shape=[n])

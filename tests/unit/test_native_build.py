@@ -1,6 +1,6 @@
 """The request path runs compiled: each module scripts/compile_native.py lists is imported from
-the extension module mypyc built, and that build is newer than the module's source (an edit
-made since would otherwise be silently ignored: the extension module shadows the .py)."""
+the extension module it built (with mypyc, or from C), and that build is newer than its source
+(an edit made since would otherwise be silently ignored: the extension module shadows the .py)."""
 
 from __future__ import annotations
 
@@ -26,12 +26,13 @@ def _compile_script() -> ModuleType:
     return module
 
 
-MODULES: list[str] = _compile_script().MODULES
+SCRIPT = _compile_script()
+MODULES: list[str] = SCRIPT.MODULES + SCRIPT.C_MODULES
 
 
 @pytest.mark.parametrize("source", MODULES)
 def test_a_listed_module_is_imported_compiled_and_up_to_date(source: str) -> None:
-    name = source.removesuffix(".py").replace("/", ".")
+    name = source.removesuffix(".py").removesuffix(".c").replace("/", ".")
     module = importlib.import_module(name)
     loaded = Path(module.__file__ or "")
     assert loaded.name.endswith(sysconfig.get_config_var("EXT_SUFFIX")), (

@@ -3,12 +3,18 @@
 A JSON list of numbers costs a Python float per element to read (and as much again to turn into
 an array): a million of them, or a few hundred in every request. Every flat array of plain
 numbers of at least MIN_ARRAY bytes that is the value of the given key is cut out of the text,
-read by simdjson into one int64, uint64 or float64 buffer, and a marker takes its place; the
+read into one int64, uint64 or float64 buffer, and a marker takes its place; the
 rest of the (now small) document is read as usual and each marker is swapped for its array.
 Only flat arrays of numbers qualify (simdjson refuses booleans, nulls and strings in a numeric
 buffer), so nested, boolean, null or string data takes the ordinary path and gets the ordinary
 errors. Whatever the fast path cannot account for, it gives up on: the caller then reads the
 whole body the ordinary way.
+
+The reader is json_numbers, in C (built by scripts/compile_native.py, as the compiled request
+path is); simdjson reads what it does not take (integers beyond int64), and everything when it
+is not built. Simdjson builds a tape entry per number and then copies the tape into a buffer;
+json_numbers writes each number's value once: on 1 MiB of FP32 values as clients send them it
+takes ~57% of simdjson's time (bench/RESULTS.md).
 """
 
 from __future__ import annotations
@@ -19,6 +25,11 @@ from typing import Any, Literal
 import numpy as np
 import orjson
 import simdjson
+
+try:
+    from rosettaserve.core import json_numbers
+except ImportError:  # not built (scripts/compile_native.py): simdjson reads everything
+    json_numbers = None  # type: ignore[assignment]
 
 # Bytes of array text worth a bulk read. Below ~1.3 KB (64 float32 values as clients widen
 # them) both reads cost the same; at 2.6 KB the bulk read takes 28% fewer instructions, at 5 KB
@@ -65,9 +76,15 @@ def _skip_blanks(body: bytes | bytearray, at: int) -> int:
     return at
 
 
-def read_array(text: bytes | bytearray) -> np.ndarray | None:
-    """A flat numeric JSON array as int64 (or uint64 beyond int64) or float64; None if simdjson
-    cannot read it exactly (out-of-range numbers: the ordinary path reports them)."""
+def read_array(text: bytes | bytearray | memoryview) -> np.ndarray | None:
+    """A flat numeric JSON array as int64 (or uint64 beyond int64) or float64; None if it cannot
+    be read exactly (out-of-range numbers: the ordinary path reports them)."""
+    if json_numbers is not None:
+        read = json_numbers.read(text)
+        if read is not None:
+            values, is_float = read
+            return np.frombuffer(values, dtype=np.float64 if is_float else np.int64)
+    text = bytes(text)  # simdjson takes no memoryview
     integral = not any(mark in text for mark in _FRACTION)
     kinds: tuple[tuple[Literal["i", "u", "d"], type[np.generic]], ...] = (
         (("i", np.int64), ("u", np.uint64)) if integral else (("d", np.float64),)
@@ -102,7 +119,7 @@ def loads(
     parts: list[bytes | memoryview] = []
     last = 0
     for i, (start, end) in enumerate(spans):
-        array = read_array(body[start:end])
+        array = read_array(view[start:end])
         if array is None:
             return None
         arrays.append(array)
