@@ -1,15 +1,17 @@
-/* A flat JSON array of numbers read straight into machine numbers (json_bulk's reader).
+/* A flat JSON array of numbers read straight into machine numbers (json_bulk's first reader).
 
    read(text) -> (buffer, is_float) | None
 
    ``text`` (any bytes-like object) must be exactly one JSON array of numbers, with optional
    blanks: "[1, -2.5e3, 0]". The buffer holds one int64 per number when every number is an
-   integer (no fraction, no exponent) within int64, else one float64 per number, correctly rounded
-   (exact decimal to double: Clinger's fast path where it is exact, CPython's dtoa otherwise).
-   None means "not this reader's case": anything that is not such an array (nesting, strings,
-   booleans, null, malformed JSON), an integer beyond int64 in an integer array, or a number
-   beyond float64's range. The caller then reads the text its ordinary way, which reports
-   malformed input. Built by scripts/compile_native.py; without it json_bulk uses simdjson. */
+   integer (no fraction, no exponent) within int64, else one float64 per number, exact: each is
+   read only where Clinger's fast path gives the correctly rounded double (at most 2^53 in its
+   digits, a power of ten up to 10^22 either way), which covers float32 values as clients write
+   them ("-0.95217013"). None means "not this reader's case": anything that is not such an array
+   (nesting, strings, booleans, null, malformed JSON), an integer beyond int64 in an integer
+   array, or a number beyond the fast path (17 significant digits, as a float64's shortest repr
+   often has). json_bulk then gives the text to simdjson, and when that declines too, to the
+   ordinary reader, which reports malformed input. Built by scripts/compile_native.py. */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -24,7 +26,6 @@ static const double EXACT_POW10[] = {
 #define MAX_EXACT_POW10 22
 #define MAX_EXACT_MANTISSA (UINT64_C(1) << 53)
 #define MAX_SIGNIFICANT 19   /* decimal digits that always fit in uint64 */
-#define MAX_SLOW_TOKEN 1024  /* longer numbers: not this reader's case */
 
 typedef enum { NUMBER_INT, NUMBER_FLOAT, NUMBER_BAD } number_kind;
 
@@ -107,12 +108,12 @@ static inline int64_t read_digits(const unsigned char **pp, const unsigned char 
    NUMBER_FLOAT. NUMBER_BAD: not a JSON number, or out of range. *pp moves past the number. */
 static number_kind read_number(const unsigned char **pp, const unsigned char *end, int want_float,
                                int64_t *as_int, double *as_float) {
-    const unsigned char *p = *pp, *start = p;
+    const unsigned char *p = *pp;
     int negative = p < end && *p == '-';
     p += negative;
     uint64_t mantissa = 0;
     int significant = 0; /* digits held in mantissa (leading zeros of a fraction included) */
-    int inexact = 0;     /* digits beyond MAX_SIGNIFICANT: the slow path reads the number */
+    int inexact = 0;     /* digits beyond MAX_SIGNIFICANT: not this reader's case */
     int64_t exponent = 0;
     if (p < end && *p == '0') {
         p++;
@@ -151,26 +152,13 @@ static number_kind read_number(const unsigned char **pp, const unsigned char *en
         return NUMBER_INT;
     }
     if (!want_float) return NUMBER_FLOAT; /* the caller starts again, reading floats */
-    double value;
-    if (!inexact && mantissa <= MAX_EXACT_MANTISSA && exponent >= -MAX_EXACT_POW10 &&
-        exponent <= MAX_EXACT_POW10) {
-        /* both operands exact: IEEE multiplication and division round correctly */
-        value = exponent >= 0 ? (double)mantissa * EXACT_POW10[exponent]
-                              : (double)mantissa / EXACT_POW10[-exponent];
-    } else {
-        char token[MAX_SLOW_TOKEN + 1];
-        size_t length = (size_t)(p - start) - (size_t)negative;
-        if (length > MAX_SLOW_TOKEN) return NUMBER_BAD;
-        memcpy(token, start + negative, length);
-        token[length] = '\0';
-        char *stop = NULL;
-        value = PyOS_string_to_double(token, &stop, NULL); /* dtoa: correctly rounded */
-        if (value == -1.0 && PyErr_Occurred()) {
-            PyErr_Clear();
-            return NUMBER_BAD;
-        }
-        if (stop != token + length || Py_IS_INFINITY(value)) return NUMBER_BAD;
+    if (inexact || mantissa > MAX_EXACT_MANTISSA || exponent < -MAX_EXACT_POW10 ||
+        exponent > MAX_EXACT_POW10) {
+        return NUMBER_BAD; /* beyond the exact fast path: simdjson reads the array */
     }
+    /* both operands exact: IEEE multiplication and division round correctly */
+    double value = exponent >= 0 ? (double)mantissa * EXACT_POW10[exponent]
+                                 : (double)mantissa / EXACT_POW10[-exponent];
     *as_float = negative ? -value : value;
     return NUMBER_FLOAT;
 }
