@@ -13,6 +13,7 @@ from functools import partial
 from importlib.metadata import version as dist_version
 from typing import Any
 
+import httpx
 import numpy as np
 import onnxruntime as ort
 import pytest
@@ -499,6 +500,35 @@ def test_large_json_tensors_round_trip(
     )
     assert_encoding(result, "OUTPUT0", False)
     np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), data)
+
+
+@pytest.mark.parametrize("size", [20_000, 300])
+def test_large_json_in_shortest_float32_text_round_trips(
+    server: ServerProcess, client: httpclient.InferenceServerClient, size: int
+) -> None:
+    """FP32 data written as each value's shortest text ("-0.95217013"), as a person or a
+    non-Python client writes it (tritonclient widens float32 to 17-digit doubles, above): the
+    server's C reader takes this text, and every value must come back as the same float32."""
+    flat = rng_for(f"short-text{size}").standard_normal(size).astype(np.float32)
+    text = ",".join(str(v) for v in flat)
+    head = f'{{"name":"INPUT0","shape":[2,{size // 2}],"datatype":"FP32"'
+    body = f'{{"inputs":[{head},"data":[{text}]}}]}}'.encode()
+    reply = httpx.post(
+        f"http://{server.http_hostport}/v2/models/identity_fp32/infer",
+        content=body,
+        headers={"Content-Type": "application/json"},
+        timeout=60.0,
+    )
+    assert reply.status_code == 200, reply.text
+    out = reply.json()["outputs"][0]
+    assert out["shape"] == [2, size // 2]
+    np.testing.assert_array_equal(np.float32(out["data"]), flat)
+    broken = body[:-40] + b"]}]}"  # a number cut short inside the array
+    refused = httpx.post(
+        f"http://{server.http_hostport}/v2/models/identity_fp32/infer", content=broken
+    )
+    assert refused.status_code == 400
+    assert_still_serving(client)
 
 
 def test_large_binary_bodies_in_a_row(client: httpclient.InferenceServerClient) -> None:
