@@ -119,9 +119,7 @@ static number_kind read_number(const unsigned char **pp, const unsigned char *en
         p++;
         if (p < end && is_digit(*p)) return NUMBER_BAD; /* JSON has no leading zeros */
     } else {
-        int64_t digits = read_digits(&p, end, &mantissa, &significant, &inexact);
-        if (digits == 0) return NUMBER_BAD;
-        if (inexact) exponent += digits - significant;
+        if (read_digits(&p, end, &mantissa, &significant, &inexact) == 0) return NUMBER_BAD;
     }
     int integral = 1;
     if (p < end && *p == '.') {
