@@ -43,6 +43,8 @@ def same(got: list[float] | list[int] | None, text: bytes) -> None:
         b"[\n\t1,\r\n2]",
         b"[-0]",
         b"[-0.0, 0.0]",
+        b"[-0, 1.5]",  # the integer -0 among floats: +0.0, as json, orjson and simdjson read it
+        b"[1.5, -0, -0.0, 0e0, -0e0, -0E+2]",
         b"[0.1, 0.2, 0.3]",
         b"[-0.95217013,1.1003357,0.07547671,-0.0012345678]",  # float32 values as clients send them
         b"[1e-22, 1e22, 1.5e-15, 3.4028235e15]",
@@ -192,3 +194,44 @@ def test_random_integer_arrays_stay_integers(seed: int) -> None:
     values = [rng.randint(-(2**63), 2**63 - 1) >> rng.randint(0, 63) for _ in range(3000)]
     text = json.dumps(values).encode()
     assert read(text) == values
+
+
+_MUTATION_SEEDS = [
+    "[1,2,3]",
+    "[-0.95217013, 1e5, 0.5]",
+    "[12345678901234567890]",
+    "[-9223372036854775808,9223372036854775807]",
+    "[0.12345678,-1.5e-3,3E+2]",
+    "[1.2345678901234567,2]",
+    "[-0.0, 0]",
+    "[1234567.12345678, 0.00000001]",
+]
+
+
+def _mutated(rng: random.Random) -> bytes:
+    """A seed array with up to five characters inserted, deleted or replaced, maybe cut short."""
+    chars = list(rng.choice(_MUTATION_SEEDS))
+    for _ in range(rng.randrange(6)):
+        at = rng.randrange(len(chars) + 1)
+        op, char = rng.randrange(3), rng.choice("0123456789-+.eE[], \t\n")
+        if op == 0:
+            chars.insert(at, char)
+        elif at < len(chars):
+            chars[at : at + 1] = [] if op == 1 else [char]
+    text = "".join(chars).encode()
+    return text[: rng.randrange(len(text) + 1)] if rng.random() < 0.25 else text
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_mutated_arrays_are_read_as_python_reads_them_or_declined(seed: int) -> None:
+    """Near-misses of valid arrays (a sign, a dot or an exponent moved, a comma or bracket lost):
+    whatever the reader takes is valid JSON, read bit for bit as Python reads it."""
+    rng = random.Random(seed)
+    taken = 0
+    for _ in range(5000):
+        text = _mutated(rng)
+        got = read(text)
+        if got is not None:
+            same(got, text)  # json.loads raises on anything that is not JSON
+            taken += 1
+    assert taken > 500  # the mutations leave many arrays valid: the comparison ran

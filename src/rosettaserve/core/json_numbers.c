@@ -157,7 +157,7 @@ static number_kind read_number(const unsigned char **pp, const unsigned char *en
     /* both operands exact: IEEE multiplication and division round correctly */
     double value = exponent >= 0 ? (double)mantissa * EXACT_POW10[exponent]
                                  : (double)mantissa / EXACT_POW10[-exponent];
-    *as_float = negative ? -value : value;
+    *as_float = negative && !(integral && mantissa == 0) ? -value : value; /* "-0" is +0.0 */
     return NUMBER_FLOAT;
 }
 
@@ -192,7 +192,9 @@ static inline int read_short_number(const unsigned char **pp, const unsigned cha
         double value = (double)(whole * POW10_U64[n_fraction] + fraction) / EXACT_POW10[n_fraction];
         uint64_t bits;
         memcpy(&bits, &value, 8);
-        bits |= (uint64_t)negative << 63; /* the sign, without a branch on it */
+        /* the sign, without a branch on it; "-0" is the integer 0, which widens to +0.0 (as
+           every other reader has it), "-0.0" is -0.0 */
+        bits |= (uint64_t)(negative & ((n_fraction != 0) | (whole != 0))) << 63;
         memcpy(out, &bits, 8);
     } else {
         uint64_t bits = (whole ^ (0 - (uint64_t)negative)) + (uint64_t)negative; /* -whole */
