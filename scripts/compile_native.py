@@ -58,10 +58,14 @@ C_MODULES = [
 ]
 
 
+def module_name(source: str) -> str:
+    """The dotted name of the module built from ``source`` (relative to src/, .py or .c)."""
+    return source.removesuffix(".py").removesuffix(".c").replace("/", ".")
+
+
 def extension_of(source: str) -> Path:
     """Where the compiled module of ``source`` (relative to src/) is written."""
-    stem = source.removesuffix(".py").removesuffix(".c")
-    return SRC / (stem + sysconfig.get_config_var("EXT_SUFFIX"))
+    return SRC / (module_name(source).replace(".", "/") + sysconfig.get_config_var("EXT_SUFFIX"))
 
 
 def built() -> list[Path]:
@@ -94,7 +98,7 @@ def build() -> None:
         package_dir={"": "src"},
         ext_modules=[
             *mypycify([f"src/{m}" for m in MODULES], group_name=GROUP, target_dir=str(BUILD / "c")),
-            *[Extension(m.removesuffix(".c").replace("/", "."), [f"src/{m}"]) for m in C_MODULES],
+            *[Extension(module_name(m), [f"src/{m}"]) for m in C_MODULES],
         ],
         script_args=["--quiet", "build_ext", "--inplace", "--build-temp", str(BUILD / "temp")],
     )

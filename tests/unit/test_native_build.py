@@ -32,7 +32,7 @@ MODULES: list[str] = SCRIPT.MODULES + SCRIPT.C_MODULES
 
 @pytest.mark.parametrize("source", MODULES)
 def test_a_listed_module_is_imported_compiled_and_up_to_date(source: str) -> None:
-    name = source.removesuffix(".py").removesuffix(".c").replace("/", ".")
+    name = SCRIPT.module_name(source)
     module = importlib.import_module(name)
     loaded = Path(module.__file__ or "")
     assert loaded.name.endswith(sysconfig.get_config_var("EXT_SUFFIX")), (
