@@ -523,11 +523,14 @@ def test_large_json_in_shortest_float32_text_round_trips(
     out = reply.json()["outputs"][0]
     assert out["shape"] == [2, size // 2]
     np.testing.assert_array_equal(np.float32(out["data"]), flat)
-    broken = body[:-40] + b"]}]}"  # a number cut short inside the array
+    broken = body[:-40] + b"]}]}"  # cut inside the array: the last values lost
     refused = httpx.post(
         f"http://{server.http_hostport}/v2/models/identity_fp32/infer", content=broken
     )
     assert refused.status_code == 400
+    held = broken.count(b",", broken.index(b'"data":[')) + 1  # the values left
+    assert held < size
+    assert f"holds {held} elements" in refused.json()["error"]
     assert_still_serving(client)
 
 
