@@ -1,5 +1,6 @@
-"""gc_tuning: no collections from pause() until settle(), which collects once, freezes what
-survives and turns collection back on; ROSETTASERVE_GC_TUNING=0 leaves the collector alone."""
+"""gc_tuning: no collections from pause() until settle(), which freezes what startup built
+without a collection (that would delay the first ready answer) and turns collection back on;
+ROSETTASERVE_GC_TUNING=0 leaves the collector alone."""
 
 from __future__ import annotations
 
@@ -31,18 +32,32 @@ class Cycle:
 
 def test_pause_then_settle(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("ROSETTASERVE_GC_TUNING", raising=False)
-    assert gc_tuning.pause() is True
-    assert not gc.isenabled()
-    survivor = Cycle()
-    garbage = weakref.ref(Cycle())  # a cycle: only a collection can free it
-    allocations = [[] for _ in range(10 * gc.get_threshold()[0])]  # would trigger collections
-    assert garbage() is not None  # but none ran
-    del allocations
-    gc_tuning.settle()
-    assert garbage() is None  # settle collected it
+    collections: list[str] = []
+
+    def seen(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            collections.append(phase)
+
+    gc.callbacks.append(seen)
+    try:
+        assert gc_tuning.pause() is True
+        assert not gc.isenabled()
+        survivor = Cycle()
+        startup_garbage = weakref.ref(Cycle())  # a cycle: only a collection can free it
+        allocations = [[] for _ in range(10 * gc.get_threshold()[0])]  # would trigger some
+        del allocations
+        gc_tuning.settle()
+        assert collections == []  # none while paused, and settle ran none either
+    finally:
+        gc.callbacks.remove(seen)
     assert gc.isenabled()
     assert gc.get_freeze_count() > 0
     assert all(o is not survivor for o in gc.get_objects())  # frozen: out of every collection
+    gc.collect()
+    assert startup_garbage() is not None  # frozen with the rest: kept, never scanned again
+    later_garbage = weakref.ref(Cycle())
+    gc.collect()
+    assert later_garbage() is None  # what is built after startup is collected as usual
 
 
 def test_turned_off_by_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
