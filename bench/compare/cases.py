@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import subprocess
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -193,6 +194,11 @@ def measure_batching(
                 f"  {model}: {m.rps:.0f} req/s, p50 {m.p50:.2f} ms, p99 {m.p99:.2f} ms", flush=True
             )
         record.peak_rss = tree_memory(server.proc.pid, "VmHWM")
+    try:  # the server has stopped: the core is ONNX Runtime's alone
+        for rows, us in rosetta.ort_alone(workdir, args.server_cpu).items():
+            results.ort_alone.setdefault(rows, []).append(us)
+    except (OSError, subprocess.SubprocessError, ValueError, KeyError) as exc:
+        print(f"  bench/ort_alone.py FAILED: {exc}", flush=True)
     return what
 
 

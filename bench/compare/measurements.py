@@ -39,6 +39,7 @@ class Results:
     cases: dict[tuple[str, str, int], list[Measurement]] = field(default_factory=dict)
     failures: dict[tuple[str, str, int], list[str]] = field(default_factory=dict)
     batch_size: dict[str, list[float]] = field(default_factory=dict)
+    ort_alone: dict[int, list[float]] = field(default_factory=dict)  # rows -> us per row
 
     def add(self, key: tuple[str, str, int], m: Measurement) -> None:
         self.cases.setdefault(key, []).append(m)

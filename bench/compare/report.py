@@ -178,8 +178,13 @@ class Target:
     unit: str  # "x" for a ratio, else the value's unit
     at_most: bool = False  # the goal is an upper bound
     missing: str = ""
+    note: str = ""  # what bounds the value on this machine, shown after the result
 
     def cells(self) -> list[str]:
+        what, shown, result = self._cells()
+        return [what, shown, f"{result}; {self.note}" if self.note else result]
+
+    def _cells(self) -> list[str]:
         if self.value is None:
             return [self.what, "—", f"n/a ({self.missing})"]
         shown = (
@@ -195,6 +200,13 @@ class Target:
             short = (1 - self.value / self.goal) * 100
             by = f"{short:.0f}% ({self.value / self.goal:.2f} of the target)"
         return [self.what, shown, f"**MISS** by {by}"]
+
+
+def ort_ceiling(results: Results) -> float | None:
+    """What batching gives with no server: ONNX Runtime's time per row at batch 1 over its
+    time per row in a full batch (medians of bench/ort_alone.py's repeats)."""
+    one, full = (results.ort_alone.get(n) for n in rosetta.BATCHING_ROWS)
+    return median(one) / median(full) if one and full else None
 
 
 def rps(results: Results, key: str | None, case: str, conns: int) -> float | None:
@@ -265,6 +277,11 @@ def targets(
             3,
             "x",
             missing="not measured",
+            note=(
+                f"ONNX Runtime alone gives {ceiling:.2f}x on this CPU"
+                if (ceiling := ort_ceiling(results))
+                else ""
+            ),
         )
     )
     startups = [
@@ -425,6 +442,18 @@ def report(
             cells = case_cells(results, BATCHING_VIEW, model, BATCHING_CONNECTIONS)
             sizes = results.batch_size.get(model, [])
             lines.append(row([model, *cells, fmt(median(sizes), 1) if sizes else "—"]))
+        ceiling = ort_ceiling(results)
+        if ceiling is not None:
+            one, full = (median(results.ort_alone[n]) for n in rosetta.BATCHING_ROWS)
+            lines += [
+                "",
+                f"ONNX Runtime alone on this model (`bench/ort_alone.py`: no server, the same "
+                f"session options, pinned to the servers' CPU after each repeat; medians): "
+                f"{one:.1f} us per row in a batch of {rosetta.BATCHING_ROWS[0]}, {full:.1f} us "
+                f"per row in a batch of {rosetta.BATCHING_ROWS[1]}: {ceiling:.2f}x. That is the "
+                f"ratio with no server cost at all; a cost per request that both models pay "
+                f"(HTTP, JSON, the data plane) brings it down from there.",
+            ]
     memory_specs = [*specs, *(s for s in (EXAMPLES_VIEW, BATCHING_VIEW) if s.key in results.runs)]
     lines += [
         "",

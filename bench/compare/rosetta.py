@@ -7,6 +7,8 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -101,6 +103,23 @@ def examples_spec(root: Path) -> ServerSpec:
 
 
 BATCHING_MODELS = ("mlp_unbatched", "mlp_batched")
+BATCHING_ROWS = (1, 32)  # batch sizes bench/ort_alone.py times ONNX Runtime alone at
+
+
+def batching_repo(root: Path) -> Path:
+    return root / "rosetta_batching"
+
+
+def ort_alone(root: Path, cpu: int) -> dict[int, float]:
+    """bench/ort_alone.py on the batching MLP in rosettaserve's serving venv, pinned to ``cpu``:
+    ONNX Runtime's microseconds per row at each of BATCHING_ROWS, with no server."""
+    model = batching_repo(root) / BATCHING_MODELS[1] / "1" / "model.onnx"
+    rows = [str(n) for n in BATCHING_ROWS]
+    argv = ["taskset", "-c", str(cpu), str(BIN / "python"), str(ROOT / "bench" / "ort_alone.py")]
+    out = subprocess.run(
+        [*argv, str(model), "--rows", *rows], check=True, capture_output=True, text=True
+    ).stdout
+    return {int(n): float(us) for n, us in json.loads(out)["rows"].items()}
 
 
 def batching_setup(root: Path) -> tuple[ServerSpec, bytes, dict[str, str], str]:
@@ -112,7 +131,7 @@ def batching_setup(root: Path) -> tuple[ServerSpec, bytes, dict[str, str], str]:
     import batching_mlp
 
     args = batching_mlp.build_parser().parse_args([])
-    repo = root / "rosetta_batching"
+    repo = batching_repo(root)
     if not repo.exists():
         batching_mlp.make_repo(repo, args)
     body, headers = batching_mlp.request_body(args)
