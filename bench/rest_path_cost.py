@@ -24,6 +24,7 @@ twice and subtract (startup cancels out):
 from __future__ import annotations
 
 import argparse
+import asyncio
 import time
 from pathlib import Path
 from typing import Any
@@ -89,6 +90,7 @@ async def measure(repo: Path, request: bytes, requests: int, rounds: int, connec
             for conn in conns:
                 if conn.task is not None:  # a request that had to wait (pool or batcher)
                     await conn.task
+            await asyncio.sleep(0)  # the server's flush: the step's responses are written
         best = min(best, (time.perf_counter() - start) / (steps * connections))
     expected = steps * connections * rounds
     if transport.writes != expected:

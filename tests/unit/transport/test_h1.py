@@ -8,7 +8,7 @@ import socket
 from collections.abc import AsyncIterator
 from typing import Any
 
-from rosettaserve.transport.h1 import BULK_MIN_BYTES, HttpServer
+from rosettaserve.transport.h1 import BULK_MIN_BYTES, Connection, HttpServer
 from rosettaserve.transport.routing import HttpResponse
 
 VAR: contextvars.ContextVar[str] = contextvars.ContextVar("test_h1_var", default="")
@@ -192,3 +192,60 @@ def test_only_a_large_declared_body_gets_its_own_buffer() -> None:
     big, small = _payload(BULK_MIN_BYTES), _payload(BULK_MIN_BYTES - 1)
     data = run(exchange(_post(b"/type", big) + _post(b"/type", small) + CLOSE, pieces=5))
     assert _answers(data) == [b"bytearray", b"bytes", b"GET /last "]
+
+
+def test_answers_go_before_a_rejection_of_the_request_pipelined_behind_them() -> None:
+    """Answers wait for the end of the loop's round of reads; a request rejected at once (here:
+    too large, answered before its body is read) must not overtake the answers before it."""
+    head = b"POST /big HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\n\r\n"
+    data = run(exchange(_post(b"/a", b"hi") + _post(b"/b", b"yo") + head, 100))
+    first, second, rejected = data.split(b"HTTP/1.1 ")[1:]
+    assert first.startswith(b"200 OK")
+    assert first.endswith(b"POST /a hi")
+    assert second.startswith(b"200 OK")
+    assert second.endswith(b"POST /b yo")
+    assert rejected.startswith(b"413 Request Entity Too Large")
+
+
+def test_a_request_pipelined_behind_connection_close_gets_no_answer() -> None:
+    data = run(exchange(CLOSE + _post(b"/a", b"hi")))
+    assert _answers(data) == [b"GET /last "]
+
+
+class RecordingTransport:
+    def __init__(self) -> None:
+        self.written: list[bytes] = []
+        self.closed = False
+
+    def writelines(self, parts: list[bytes]) -> None:
+        self.written.append(b"".join(parts))
+
+    def get_extra_info(self, name: str) -> None:
+        return None
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_answers_to_one_round_of_reads_leave_together_after_it() -> None:
+    """Each connection's answers are written once the loop is done with the reads in hand, in
+    one writelines per connection: not one by one while the next connections' requests are
+    read (each write would wake the client on its own)."""
+
+    async def scenario() -> tuple[list[list[bytes]], list[list[bytes]]]:
+        server = HttpServer(EchoApp(), 1 << 20)
+        transports = [RecordingTransport() for _ in range(3)]
+        conns = [Connection(server) for _ in transports]
+        for conn, transport in zip(conns, transports, strict=True):
+            conn.connection_made(transport)
+        for i, conn in enumerate(conns):
+            conn.data_received(_post(b"/%d" % i, b"x") + _post(b"/%d" % i, b"y"))
+        during = [list(t.written) for t in transports]
+        await asyncio.sleep(0)
+        return during, [t.written for t in transports]
+
+    during, after = run(scenario())
+    assert during == [[], [], []]
+    assert [len(w) for w in after] == [1, 1, 1]
+    for i, (written,) in enumerate(after):
+        assert _answers(written) == [b"POST /%d x" % i, b"POST /%d y" % i]
