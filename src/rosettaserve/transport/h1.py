@@ -281,12 +281,13 @@ class Connection(asyncio.BufferedProtocol):
         """Write the responses in ``out`` (and close, if the last one said so): before anything
         written at once, which must not overtake them."""
         out, self.out = self.out, []
-        if self.transport is None:
+        transport = self.transport
+        if transport is None or transport.is_closing():  # the client left, or aborted: drop
             return
         if out:
-            self.transport.writelines(out)
+            transport.writelines(out)
         if self.close_after:
-            self.transport.close()
+            transport.close()
 
     async def _write_stream(self, response: HttpResponse, keep_alive: bool) -> bool:
         """Chunked transfer encoding, one chunk per item, waiting while the client is slow."""
@@ -433,7 +434,12 @@ class HttpServer:
     def _flush(self) -> None:
         unflushed, self._unflushed = self._unflushed, []
         for conn in unflushed:
-            conn.flush()
+            try:
+                conn.flush()
+            except Exception:  # one connection's failure must not keep the others' answers
+                log.exception("writing the responses of a connection failed; closing it")
+                if conn.transport is not None:
+                    conn.transport.abort()
 
     async def start(self, sock: socket.socket) -> None:
         loop = asyncio.get_running_loop()

@@ -226,6 +226,9 @@ class RecordingTransport:
     def close(self) -> None:
         self.closed = True
 
+    def is_closing(self) -> bool:
+        return self.closed
+
 
 def test_answers_to_one_round_of_reads_leave_together_after_it() -> None:
     """Each connection's answers are written once the loop is done with the reads in hand, in
@@ -249,3 +252,42 @@ def test_answers_to_one_round_of_reads_leave_together_after_it() -> None:
     assert [len(w) for w in after] == [1, 1, 1]
     for i, (written,) in enumerate(after):
         assert _answers(written) == [b"POST /%d x" % i, b"POST /%d y" % i]
+
+
+class ClosingTransport(RecordingTransport):
+    """A transport the client has left: closing, not yet reported lost."""
+
+    def is_closing(self) -> bool:
+        return True
+
+
+class FailingTransport(RecordingTransport):
+    def __init__(self) -> None:
+        super().__init__()
+        self.aborted = False
+
+    def writelines(self, parts: list[bytes]) -> None:
+        raise RuntimeError("the handle is closed")
+
+    def abort(self) -> None:
+        self.aborted = True
+
+
+def test_a_connection_that_cannot_take_its_answers_does_not_keep_the_others_from_theirs() -> None:
+    async def scenario() -> list[RecordingTransport]:
+        server = HttpServer(EchoApp(), 1 << 20)
+        transports = [RecordingTransport(), ClosingTransport(), FailingTransport()]
+        transports.append(RecordingTransport())
+        for i, transport in enumerate(transports):
+            conn = Connection(server)
+            conn.connection_made(transport)
+            conn.data_received(_post(b"/%d" % i, b"x"))
+        await asyncio.sleep(0)
+        return transports
+
+    ok, closing, failing, last = run(scenario())
+    assert _answers(ok.written[0]) == [b"POST /0 x"]
+    assert closing.written == []  # dropped, not written to a closing transport
+    assert isinstance(failing, FailingTransport)
+    assert failing.aborted
+    assert _answers(last.written[0]) == [b"POST /3 x"]
