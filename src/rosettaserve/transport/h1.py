@@ -254,7 +254,7 @@ class Connection(asyncio.BufferedProtocol):
 
     async def _answer(self, response: HttpResponse, pending: Pending) -> bool:
         """Send it; False when the connection is done with (closed, or not kept alive)."""
-        if self.transport is None:
+        if self.transport is None or self.close_after:  # an answer before it said "close"
             return False
         if response.stream is None:
             return self._write(response, pending)

@@ -291,3 +291,8 @@ def test_a_connection_that_cannot_take_its_answers_does_not_keep_the_others_from
     assert isinstance(failing, FailingTransport)
     assert failing.aborted
     assert _answers(last.written[0]) == [b"POST /3 x"]
+
+
+def test_a_stream_pipelined_behind_connection_close_gets_no_answer() -> None:
+    data = run(exchange(CLOSE + b"GET /stream HTTP/1.1\r\nHost: x\r\n\r\n"))
+    assert _answers(data) == [b"GET /last "]
