@@ -1,13 +1,14 @@
 """ONNX Runtime alone on a model, no server: microseconds per row at a few batch sizes.
 
-    taskset -c 0 bench/.venvs/rosettaserve/bin/python bench/ort_alone.py MODEL.onnx \\
-        [--rows 1 32] [--calls 300] [--rounds 5]
+    taskset -c 0 bench/.venvs/rosettaserve/bin/python bench/ort_alone.py MODEL_DIR \\
+        [--version 1] [--rows 1 32] [--calls 300] [--rounds 5]
 
-The session is made as the server's onnx runtime makes it for the batching MLP (one intra-op and
-one inter-op thread, CPU provider); the input is one random FP32 row per batch row. Prints one
-JSON object: {"rows": {"1": us_per_row, "32": us_per_row}}, each the best of --rounds rounds of
---calls calls. The ratio of the first to the last is what batching can give at most on this CPU
-for this model with no server cost at all: bench/compare reports it beside the batching case.
+MODEL_DIR is a model's folder in a repository (``model.yaml`` and ``VERSION/model.onnx``). The
+session is the one the server's onnx runtime makes from that ``model.yaml``'s parameters
+(``rosettaserve.runtimes.onnx.session``); the input is one random FP32 row per batch row. Prints
+one JSON object: {"rows": {"1": us_per_row, "32": us_per_row}}, each the best of --rounds rounds
+of --calls calls. The ratio of the first to the last is what batching gives on this CPU for this
+model with no server cost at all: bench/compare reports it beside the batching case.
 """
 
 from __future__ import annotations
@@ -21,13 +22,15 @@ from pathlib import Path
 import numpy as np
 
 
-def us_per_row(model: Path, rows: Sequence[int], calls: int, rounds: int) -> dict[int, float]:
-    import onnxruntime as ort
+def us_per_row(
+    model_dir: Path, version: str, rows: Sequence[int], calls: int, rounds: int
+) -> dict[int, float]:
+    from rosettaserve.repository.config import read_config
+    from rosettaserve.runtimes.onnx import DEFAULT_FILE
+    from rosettaserve.runtimes.onnx import session as make_session
 
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = 1
-    options.inter_op_num_threads = 1
-    session = ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
+    params = read_config(model_dir).parameters
+    session = make_session(model_dir / version / DEFAULT_FILE, params)
     first = session.get_inputs()[0]
     features = int(first.shape[-1])
     rng = np.random.default_rng(0)
@@ -47,12 +50,13 @@ def us_per_row(model: Path, rows: Sequence[int], calls: int, rounds: int) -> dic
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
-    parser.add_argument("model", type=Path)
+    parser.add_argument("model_dir", type=Path)
+    parser.add_argument("--version", default="1")
     parser.add_argument("--rows", type=int, nargs="+", default=[1, 32])
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args(argv)
-    found = us_per_row(args.model, args.rows, args.calls, args.rounds)
+    found = us_per_row(args.model_dir, args.version, args.rows, args.calls, args.rounds)
     print(json.dumps({"rows": {str(n): round(us, 2) for n, us in found.items()}}))
 
 

@@ -202,11 +202,11 @@ class Target:
         return [self.what, shown, f"**MISS** by {by}"]
 
 
-def ort_ceiling(results: Results) -> float | None:
-    """What batching gives with no server: ONNX Runtime's time per row at batch 1 over its
-    time per row in a full batch (medians of bench/ort_alone.py's repeats)."""
+def ort_alone(results: Results) -> tuple[float, float] | None:
+    """ONNX Runtime's microseconds per row at batch 1 and in a full batch, no server (medians
+    of bench/ort_alone.py's repeats); their ratio is what batching gives with no server cost."""
     one, full = (results.ort_alone.get(n) for n in rosetta.BATCHING_ROWS)
-    return median(one) / median(full) if one and full else None
+    return (median(one), median(full)) if one and full else None
 
 
 def rps(results: Results, key: str | None, case: str, conns: int) -> float | None:
@@ -278,8 +278,8 @@ def targets(
             "x",
             missing="not measured",
             note=(
-                f"ONNX Runtime alone gives {ceiling:.2f}x on this CPU"
-                if (ceiling := ort_ceiling(results))
+                f"ONNX Runtime alone gives {alone[0] / alone[1]:.2f}x on this CPU"
+                if (alone := ort_alone(results))
                 else ""
             ),
         )
@@ -442,15 +442,16 @@ def report(
             cells = case_cells(results, BATCHING_VIEW, model, BATCHING_CONNECTIONS)
             sizes = results.batch_size.get(model, [])
             lines.append(row([model, *cells, fmt(median(sizes), 1) if sizes else "—"]))
-        ceiling = ort_ceiling(results)
-        if ceiling is not None:
-            one, full = (median(results.ort_alone[n]) for n in rosetta.BATCHING_ROWS)
+        alone = ort_alone(results)
+        if alone is not None:
+            one, full = alone
             lines += [
                 "",
-                f"ONNX Runtime alone on this model (`bench/ort_alone.py`: no server, the same "
-                f"session options, pinned to the servers' CPU after each repeat; medians): "
+                f"ONNX Runtime alone on this model (`bench/ort_alone.py`: no server, the "
+                f"session the server makes from its model.yaml, pinned to the servers' CPU "
+                f"after each repeat; medians): "
                 f"{one:.1f} us per row in a batch of {rosetta.BATCHING_ROWS[0]}, {full:.1f} us "
-                f"per row in a batch of {rosetta.BATCHING_ROWS[1]}: {ceiling:.2f}x. That is the "
+                f"per row in a batch of {rosetta.BATCHING_ROWS[1]}: {one / full:.2f}x. That is the "
                 f"ratio with no server cost at all; a cost per request that both models pay "
                 f"(HTTP, JSON, the data plane) brings it down from there.",
             ]

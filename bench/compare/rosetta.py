@@ -113,7 +113,7 @@ def batching_repo(root: Path) -> Path:
 def ort_alone(root: Path, cpu: int) -> dict[int, float]:
     """bench/ort_alone.py on the batching MLP in rosettaserve's serving venv, pinned to ``cpu``:
     ONNX Runtime's microseconds per row at each of BATCHING_ROWS, with no server."""
-    model = batching_repo(root) / BATCHING_MODELS[1] / "1" / "model.onnx"
+    model = batching_repo(root) / BATCHING_MODELS[1]
     rows = [str(n) for n in BATCHING_ROWS]
     argv = ["taskset", "-c", str(cpu), str(BIN / "python"), str(ROOT / "bench" / "ort_alone.py")]
     out = subprocess.run(

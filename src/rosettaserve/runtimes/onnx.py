@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -36,15 +37,8 @@ class OnnxModel(Model):
     platform = "onnxruntime_onnx"
 
     def load(self) -> None:
-        import onnxruntime as ort
-
         params = self.config.get("parameters") or {}
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = int(params.get("intra_op_threads", 0))
-        options.inter_op_num_threads = int(params.get("inter_op_threads", 0))
-        providers = params.get("providers") or ["CPUExecutionProvider"]
-        path = model_file(self, DEFAULT_FILE)
-        self.session = ort.InferenceSession(str(path), options, providers=providers)
+        self.session = session(model_file(self, DEFAULT_FILE), params)
         graph_in = [_spec(a) for a in self.session.get_inputs()]
         graph_out = [_spec(a) for a in self.session.get_outputs()]
         self.inputs = _override(graph_in, self.inputs, "inputs")
@@ -63,6 +57,17 @@ class OnnxModel(Model):
             feed[self._in_names[name]] = value
         results = self.session.run(self._out_names, feed)
         return dict(zip(self._public_out, results, strict=True))
+
+
+def session(path: Path, params: dict[str, Any]) -> Any:
+    """An ONNX Runtime session as a model.yaml's ``parameters`` ask (threads, providers)."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = int(params.get("intra_op_threads", 0))
+    options.inter_op_num_threads = int(params.get("inter_op_threads", 0))
+    providers = params.get("providers") or ["CPUExecutionProvider"]
+    return ort.InferenceSession(str(path), options, providers=providers)
 
 
 def _as_str(arr: np.ndarray) -> np.ndarray:
