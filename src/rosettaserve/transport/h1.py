@@ -1,13 +1,10 @@
 """A lean HTTP/1.1 server on httptools.
 
-Responses leave together: those answered while the event loop handles one round of reads are
-written once that round is over, each connection's in one ``writelines`` (one writev: heads and
-bodies together). Written at once, each response would wake the client's side of the socket on
-its own; on a virtual machine a wake-up of a task on another CPU costs an interrupt between
-CPUs, and that took ~20% of the server's time under 16 connections of small requests (``perf``:
-``sock_def_readable`` under ``writev``), against ~8% for uvicorn, whose responses leave from
-tasks after the reads. Pipelined requests are answered in order, bodies are bounded before they
-are buffered, idle connections time out, and shutdown drains the requests in flight.
+Responses leave together (``coalesce``): those answered while the event loop handles one round
+of reads are written once that round is over, each connection's in one ``writelines`` (one
+writev: heads and bodies together). Pipelined requests are answered in order, bodies are
+bounded before they are buffered, idle connections time out, and shutdown drains the requests
+in flight.
 
 Reads land in one receive buffer per server (the parser copies what it keeps), except a large
 body with a Content-Length: the socket reads it straight into a buffer of its own size, which
@@ -23,13 +20,15 @@ import logging
 import socket
 import time
 from collections import deque
-from collections.abc import Awaitable, Coroutine, Generator
+from collections.abc import Awaitable
 from http import HTTPStatus
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 import httptools
 
 from rosettaserve.core.errors import InvalidInput, PayloadTooLarge, ServingError
+from rosettaserve.transport.coalesce import WriteRound
+from rosettaserve.transport.eager import Adopted
 from rosettaserve.transport.routing import HttpResponse, error_body
 
 log = logging.getLogger("rosettaserve.http")
@@ -271,7 +270,7 @@ class Connection(asyncio.BufferedProtocol):
             return False
         keep_alive = pending.keep_alive and not self.server.closing
         if not self.out:
-            self.server.to_flush(self)
+            self.server.round.add(self)
         self.out += [head(response, keep_alive), response.body, *response.tail]
         if not keep_alive:
             self.close_after = True
@@ -339,6 +338,10 @@ class Connection(asyncio.BufferedProtocol):
         if self.transport is not None:
             self.transport.close()
 
+    def abort(self) -> None:
+        if self.transport is not None:
+            self.transport.abort()
+
     def close_if_idle(self, since: float) -> None:
         """Close it if no request is being answered and nothing arrived after ``since``."""
         if self.task is None and self.last_active < since:
@@ -351,34 +354,6 @@ class Connection(asyncio.BufferedProtocol):
 
 async def _ready(response: HttpResponse) -> HttpResponse:
     return response
-
-
-class Adopted:
-    """A coroutine that has already run up to its first wait, made awaitable again: the task
-    that awaits it receives that wait first, then drives the coroutine on (sends, throws and
-    closes go through to it, as ``await`` would)."""
-
-    def __init__(self, coroutine: Coroutine[Any, Any, HttpResponse], waits_for: Any) -> None:
-        self.coroutine, self.waits_for = coroutine, waits_for
-
-    def __await__(self) -> Generator[Any, Any, HttpResponse]:
-        coroutine, step = self.coroutine, self.waits_for
-        while True:
-            try:
-                sent = yield step
-            except GeneratorExit:
-                coroutine.close()
-                raise
-            except BaseException as exc:  # cancellation too: it goes through
-                try:
-                    step = coroutine.throw(exc)
-                except StopIteration as finished:
-                    return cast(HttpResponse, finished.value)
-            else:
-                try:
-                    step = coroutine.send(sent)
-                except StopIteration as finished:
-                    return cast(HttpResponse, finished.value)
 
 
 def head(response: HttpResponse, keep_alive: bool, chunked: bool = False) -> bytes:
@@ -420,26 +395,9 @@ class HttpServer:
         self.connections: set[Connection] = set()
         self.recv_buffer = memoryview(bytearray(RECV_BYTES))  # read into, parsed at once
         self.closing = False
-        self._unflushed: list[Connection] = []
+        self.round = WriteRound()
         self._server: asyncio.Server | None = None
         self._sweeper: asyncio.Task[None] | None = None
-
-    def to_flush(self, conn: Connection) -> None:
-        """``conn`` has responses to write: with the others', once the loop is done with this
-        round of reads (a callback queued now runs after the round's other read callbacks)."""
-        self._unflushed.append(conn)
-        if len(self._unflushed) == 1:
-            asyncio.get_running_loop().call_soon(self._flush)
-
-    def _flush(self) -> None:
-        unflushed, self._unflushed = self._unflushed, []
-        for conn in unflushed:
-            try:
-                conn.flush()
-            except Exception:  # one connection's failure must not keep the others' answers
-                log.exception("writing the responses of a connection failed; closing it")
-                if conn.transport is not None:
-                    conn.transport.abort()
 
     async def start(self, sock: socket.socket) -> None:
         loop = asyncio.get_running_loop()
