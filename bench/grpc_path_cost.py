@@ -1,15 +1,17 @@
-"""The server's own cost of one OIP gRPC ModelInfer call, in-process (no sockets, no grpc core).
+"""The server's own cost of one OIP gRPC ModelInfer call, in-process: frames in, frames out.
 
     taskset -c 0 .venv/bin/python bench/grpc_path_cost.py REPO [--requests 20000] [--rounds 7]
         [--model identity] [--raw]
 
 Loads REPO (by default one with a python identity model named ``identity``, as
-``identity_repo`` in bench/compare/rosetta.py writes it) and runs, per call, what the server
-runs around grpc core for ``ModelInfer``: the request's deserializer and the response's
-serializer as the server registers them (none: the servicer reads and writes the bytes itself),
-and the servicer method in its error-mapping wrapper. The request is bench/compare's
-gRPC small case (FP32 [1,4] in ``fp32_contents``; with --raw, in ``raw_input_contents``).
-Prints the best round's microseconds per call.
+``identity_repo`` in bench/compare/rosetta.py writes it), makes the server's gRPC port
+(``transport.grpc.GrpcServer``) without a socket, and per call feeds one HTTP/2 connection the
+frames a client sends for ModelInfer (HEADERS, then DATA ending the stream), lets the loop run
+until the call's answer is written (HEADERS, DATA, trailers) to a transport that only counts
+bytes. The request is bench/compare's gRPC small case (FP32 [1,4] in ``fp32_contents``; with
+--raw, in ``raw_input_contents``). The request headers are sent as literals (no HPACK dynamic
+table), which costs the server a little more than a real client's indexed ones. Prints the
+best round's microseconds per call.
 
 As with bench/rest_path_cost.py, instruction counts are steadier than wall-clock time: run it
 under callgrind twice and subtract (startup cancels out). ROSETTASERVE_INLINE_US keeps the
@@ -23,31 +25,64 @@ identity model on the event loop thread even at valgrind's speed:
 from __future__ import annotations
 
 import argparse
+import asyncio
 import time
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import uvloop
 
-from rosettaserve.protocols.oip.grpc import RPCS, OipServicer
+from rosettaserve.protocols.oip.grpc import RPCS, SERVICE, OipServicer
 from rosettaserve.protocols.oip.pb import grpc_service_pb2 as pb
 from rosettaserve.server import Server
 from rosettaserve.settings import Settings
-from rosettaserve.transport.grpc import CallTracker, guarded
+from rosettaserve.transport import h2
+from rosettaserve.transport.grpc import GrpcServer
+from rosettaserve.transport.hpack import encode
 
 SEED = 20260801  # bench/compare's small tensor
 
 
-class NoDeadline:
-    """The one part of a grpc.aio servicer context ModelInfer reads."""
+class CountingTransport:
+    """Where the connection writes: only the byte count is kept."""
 
-    def time_remaining(self) -> None:
+    def __init__(self) -> None:
+        self.written = 0
+
+    def get_extra_info(self, name: str) -> None:
         return None
 
+    def writelines(self, parts: list[bytes]) -> None:
+        self.written += sum(len(p) for p in parts)
 
-def _identity(message: Any) -> Any:
-    return message
+    def is_closing(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        pass
+
+
+def client_frames(stream_id: int, message: bytes) -> bytes:
+    """A ModelInfer call as a client sends it: HEADERS, then DATA ending the stream."""
+    block = encode(
+        [
+            (":method", "POST"),
+            (":scheme", "http"),
+            (":path", f"/{SERVICE}/ModelInfer"),
+            (":authority", "127.0.0.1"),
+            ("content-type", "application/grpc"),
+            ("te", "trailers"),
+        ]
+    )
+    data = b"\x00" + len(message).to_bytes(4, "big") + message
+    return b"".join(
+        [
+            h2.frame(h2.HEADERS, h2.END_HEADERS, stream_id, len(block)),
+            block,
+            h2.frame(h2.DATA, h2.END_STREAM, stream_id, len(data)),
+            data,
+        ]
+    )
 
 
 def infer_request(model: str, raw: bool) -> bytes:
@@ -65,21 +100,33 @@ async def measure(repo: Path, message: bytes, requests: int, rounds: int) -> Non
     server = Server(Settings(repository=repo))
     await server.repository.load_all()
     server.dataplane.started = True
-    tracker = CallTracker()
-    call = guarded("ModelInfer", OipServicer(server.dataplane, tracker).ModelInfer, tracker)
-    request_type, response_type, _ = RPCS["ModelInfer"]
-    read = _identity if request_type is bytes else request_type.FromString
-    write = _identity if response_type is bytes else response_type.SerializeToString
-    context = NoDeadline()
+    services = [(SERVICE, OipServicer(server.dataplane, server.calls), RPCS)]
+    port = GrpcServer(services, 1 << 30, server.calls)
+    conn = h2.Connection(port.h2)
+    transport = CountingTransport()
+    conn.connection_made(transport)
+    window = h2.MAX_WINDOW - h2.DEFAULT_WINDOW  # the client's windows: wide open
+    setting = (h2.INITIAL_WINDOW_SIZE).to_bytes(2, "big") + h2.MAX_WINDOW.to_bytes(4, "big")
+    conn.data_received(
+        h2.PREFACE
+        + h2.frame(h2.SETTINGS, 0, 0, 6)
+        + setting
+        + h2.frame(h2.WINDOW_UPDATE, 0, 0, 4)
+        + window.to_bytes(4, "big")
+    )
     best = float("inf")
-    size = 0
+    stream_id = 1
     for _ in range(rounds):
         start = time.perf_counter()
         for _ in range(requests):
-            size = len(write(await call(read(message), context)))
+            conn.data_received(client_frames(stream_id, message))
+            stream_id += 2
+            while conn.streams:
+                await asyncio.sleep(0)
+            await asyncio.sleep(0)  # the write round's flush
         best = min(best, (time.perf_counter() - start) / requests)
-    if not size:
-        raise SystemExit("no response")
+    if conn.transport is None or not transport.written:
+        raise SystemExit("the connection failed")
     print(f"{best * 1e6:.1f} us per call (best of {rounds} rounds of {requests})")
 
 

@@ -46,7 +46,12 @@ MODULES = [
     "rosettaserve/protocols/oip/grpc_wire.py",
     "rosettaserve/protocols/oip/rest.py",
     "rosettaserve/scheduling/batcher.py",
+    "rosettaserve/transport/coalesce.py",
+    "rosettaserve/transport/eager.py",
+    "rosettaserve/transport/grpc.py",
     "rosettaserve/transport/h1.py",
+    "rosettaserve/transport/h2.py",
+    "rosettaserve/transport/hpack.py",
     "rosettaserve/transport/http.py",
     "rosettaserve/transport/routing.py",
 ]

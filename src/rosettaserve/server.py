@@ -7,8 +7,6 @@ import logging
 import signal
 from typing import TYPE_CHECKING
 
-import grpc
-
 from rosettaserve import __version__, gc_tuning
 from rosettaserve.core.dataplane import DataPlane, Limits, ServerInfo
 from rosettaserve.core.registry import ModelVersion
@@ -28,7 +26,7 @@ from rosettaserve.protocols.tgi import rest as tgi_rest
 from rosettaserve.protocols.triton_generate import rest as triton_generate_rest
 from rosettaserve.repository.manager import ModelRepository
 from rosettaserve.settings import Settings
-from rosettaserve.transport.grpc import CallTracker, ServiceTable, build_server
+from rosettaserve.transport.grpc import CallTracker, GrpcServer, ServiceTable
 from rosettaserve.transport.h1 import HttpServer
 from rosettaserve.transport.http import HttpApp
 from rosettaserve.transport.sockets import bind, url_host
@@ -74,7 +72,7 @@ class Server:
         self.grpc_address = ""
         self.calls = CallTracker()
 
-    def _grpc_server(self) -> grpc.aio.Server:
+    def _grpc_server(self) -> GrpcServer:
         s = self.settings
         names = [oip_grpc.SERVICE, grps_grpc.SERVICE]
         services: list[ServiceTable] = [
@@ -86,10 +84,7 @@ class Server:
             ),
             (grps_grpc.SERVICE, grps_grpc.GrpsServicer(self.grps), grps_grpc.RPCS),
         ]
-        server = build_server(services, s.grpc_max_message_size, self.calls, s.reuse_port)
-        port = server.add_insecure_port(f"{url_host(s.host)}:{s.grpc_port}")
-        self.grpc_address = f"{url_host(s.host)}:{port}"
-        return server
+        return GrpcServer(services, s.grpc_max_message_size, self.calls)
 
     async def run(self) -> None:
         s = self.settings
@@ -103,7 +98,9 @@ class Server:
             loop.add_signal_handler(sig, self._stopping.set)
         await http.start(sock)
         grpc_server = self._grpc_server()
-        await grpc_server.start()
+        grpc_sock = bind(s.host, s.grpc_port, s.reuse_port)
+        self.grpc_address = f"{url_host(s.host)}:{grpc_sock.getsockname()[1]}"
+        await grpc_server.start(grpc_sock)
         metrics = await self._start_metrics()
         if self.link is None:
             say(f"rosettaserve {__version__} ({s.role}): loading repository {s.repository}")
@@ -113,20 +110,13 @@ class Server:
             say("rosettaserve: draining in-flight requests, then stopping")
         loading.cancel()
         await asyncio.gather(
-            http.shutdown(), self._stop_grpc(grpc_server), self.pd.drain(DRAIN_GRACE_S)
+            http.shutdown(), grpc_server.stop(DRAIN_GRACE_S), self.pd.drain(DRAIN_GRACE_S)
         )
         if metrics is not None:
             await metrics.shutdown(timeout=1.0)
         await self.repository.unload_all()
         if self.link is None:
             say("rosettaserve stopped")
-
-    async def _stop_grpc(self, server: grpc.aio.Server) -> None:
-        """Refuse new calls, let calls at work finish, then close streams left open and idle."""
-        stopping = asyncio.create_task(server.stop(grace=DRAIN_GRACE_S))
-        await self.calls.wait_idle(DRAIN_GRACE_S)
-        await server.stop(grace=0)
-        await stopping
 
     async def _join_workers(self) -> bool:
         """A worker links up with the supervisor; a replacement for a worker that died loads its

@@ -1,0 +1,651 @@
+"""HTTP/2 connections (RFC 9113) on the event loop: frames, streams and flow control.
+
+The gRPC transport (``transport/grpc.py``) sits on top: it opens a ``Receiver`` for each stream
+a client starts and answers through ``send_headers`` / ``send_data`` / ``send_trailers``. Only
+what a server needs is here: no push, no priorities (read and ignored), no h2c upgrade (gRPC
+clients open with the connection preface; an HTTP/1.1 request gets a plain-text 400).
+
+Limits are checked on the frame header, before a frame's payload is buffered: a frame above the
+advertised SETTINGS_MAX_FRAME_SIZE, a header block above the header-list limit, more streams than
+SETTINGS_MAX_CONCURRENT_STREAMS, data beyond a flow-control window. Answers of one round of
+reads leave together (``coalesce``), as over HTTP/1.1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import struct
+from collections import deque
+from typing import Any, Protocol
+
+from rosettaserve.transport.coalesce import WriteRound
+from rosettaserve.transport.hpack import Decoder, HpackError
+
+log = logging.getLogger("rosettaserve.grpc")
+
+PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+DATA, HEADERS, PRIORITY, RST_STREAM, SETTINGS, PUSH_PROMISE, PING, GOAWAY = range(8)
+WINDOW_UPDATE, CONTINUATION = 8, 9
+END_STREAM = ACK = 0x1
+END_HEADERS, PADDED, PRIORITY_FLAG = 0x4, 0x8, 0x20
+# error codes
+NO_ERROR, PROTOCOL_ERROR, INTERNAL_ERROR, FLOW_CONTROL_ERROR = 0, 1, 2, 3
+STREAM_CLOSED, FRAME_SIZE_ERROR, REFUSED_STREAM, CANCEL = 5, 6, 7, 8
+COMPRESSION_ERROR, ENHANCE_YOUR_CALM = 9, 11
+# settings
+HEADER_TABLE_SIZE, ENABLE_PUSH, MAX_CONCURRENT_STREAMS, INITIAL_WINDOW_SIZE = 1, 2, 3, 4
+MAX_FRAME_SIZE, MAX_HEADER_LIST_SIZE = 5, 6
+
+DEFAULT_WINDOW = 65535
+DEFAULT_FRAME = 16384
+MAX_WINDOW = (1 << 31) - 1
+# what this server advertises
+STREAM_WINDOW = 16 << 20  # a 1 MiB request never waits for a window update
+CONNECTION_WINDOW = 64 << 20
+FRAME_LIMIT = 1 << 20
+HEADER_LIST_LIMIT = 64 * 1024
+CONCURRENT_STREAMS = 1024
+RESET_MEMORY = 1024  # how many reset streams' late DATA is dropped without a reply
+PENDING_LIMIT = 4 << 20  # a stream's queued reply bytes beyond which its writer waits
+
+_FRAME_HEAD = struct.Struct(">BHBBL")  # length as a byte and a short, type, flags, stream id
+_U32 = struct.Struct(">L")
+_SETTING = struct.Struct(">HL")
+
+
+class ConnectionFailure(Exception):
+    """Ends the connection with a GOAWAY carrying ``code``."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class StreamError(Exception):
+    """Ends one stream with a RST_STREAM carrying ``code``."""
+
+    def __init__(self, stream_id: int, code: int, message: str) -> None:
+        super().__init__(message)
+        self.stream_id, self.code = stream_id, code
+
+
+def frame(kind: int, flags: int, stream_id: int, length: int) -> bytes:
+    """A frame's 9-byte header."""
+    return _FRAME_HEAD.pack(length >> 16, length & 0xFFFF, kind, flags, stream_id)
+
+
+class Receiver(Protocol):
+    """The application's side of one stream."""
+
+    def received(self, data: bytes, end_stream: bool) -> None:
+        """Data from the client (``end_stream``: the last of it)."""
+
+    def cancelled(self) -> None:
+        """The client reset the stream, or the connection went away."""
+
+
+class App(Protocol):
+    def open(self, conn: Connection, stream: Stream, headers: list[tuple[str, str]]) -> Receiver:
+        """A stream the client started: what receives it (it may answer at once)."""
+
+
+class Stream:
+    __slots__ = (
+        "drained",
+        "id",
+        "local_closed",
+        "pending",
+        "pending_bytes",
+        "receiver",
+        "recv_unacked",
+        "recv_window",
+        "remote_closed",
+        "send_window",
+        "trailers",
+    )
+
+    def __init__(self, stream_id: int, send_window: int) -> None:
+        self.id = stream_id
+        self.send_window = send_window
+        self.recv_window = STREAM_WINDOW
+        self.recv_unacked = 0
+        self.remote_closed = False
+        self.local_closed = False
+        self.receiver: Receiver | None = None
+        self.pending: deque[memoryview] = deque()  # data waiting for a window
+        self.pending_bytes = 0
+        self.trailers: bytes | None = None  # sent once ``pending`` is out
+        self.drained: asyncio.Future[None] | None = None
+
+
+class Connection(asyncio.Protocol):
+    def __init__(self, server: H2Server) -> None:
+        self.server = server
+        self.transport: asyncio.Transport | None = None
+        self.decoder = Decoder(max_header_list_size=HEADER_LIST_LIMIT)
+        self.streams: dict[int, Stream] = {}
+        self.last_stream_id = 0
+        self.out: list[bytes | memoryview] = []
+        self.preface = True  # the client's preface is still to come
+        self.chunks: list[bytes] = []  # what arrived and is not parsed yet
+        self.have = 0
+        self.need = len(PREFACE)
+        self.send_window = DEFAULT_WINDOW
+        self.peer_window = DEFAULT_WINDOW  # the client's SETTINGS_INITIAL_WINDOW_SIZE
+        self.peer_frame = DEFAULT_FRAME
+        self.recv_window = CONNECTION_WINDOW
+        self.recv_unacked = 0
+        self.blocked: dict[int, Stream] = {}  # streams waiting for the connection's window
+        self.header_stream = 0  # a header block continues on this stream (CONTINUATION)
+        self.header_fragments: list[bytes] = []
+        self.header_size = 0
+        self.header_end_stream = False
+        self.going_away = False
+        self.reset_ids: set[int] = set()  # streams this side reset: their late frames are dropped
+        self.writable = True
+        self.write_waiters: list[asyncio.Future[None]] = []
+
+    # -- asyncio.Protocol ----------------------------------------------------------------------
+
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.server.connections.add(self)
+        settings = b"".join(
+            _SETTING.pack(key, value)
+            for key, value in (
+                (MAX_CONCURRENT_STREAMS, CONCURRENT_STREAMS),
+                (INITIAL_WINDOW_SIZE, STREAM_WINDOW),
+                (MAX_FRAME_SIZE, FRAME_LIMIT),
+                (MAX_HEADER_LIST_SIZE, HEADER_LIST_LIMIT),
+            )
+        )
+        increment = _U32.pack(CONNECTION_WINDOW - DEFAULT_WINDOW)
+        transport.writelines(
+            [
+                frame(SETTINGS, 0, 0, len(settings)),
+                settings,
+                frame(WINDOW_UPDATE, 0, 0, 4),
+                increment,
+            ]
+        )
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.server.connections.discard(self)
+        self.transport = None
+        streams, self.streams = self.streams, {}
+        for stream in streams.values():
+            self._cancel(stream)
+        for waiter in self.write_waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    def pause_writing(self) -> None:
+        self.writable = False
+
+    def resume_writing(self) -> None:
+        self.writable = True
+        waiters, self.write_waiters = self.write_waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    def data_received(self, data: bytes) -> None:
+        self.chunks.append(data)
+        self.have += len(data)
+        if self.have < self.need:  # a large frame arriving in pieces: joined once, at the end
+            return
+        buffered = self.chunks[0] if len(self.chunks) == 1 else b"".join(self.chunks)
+        try:
+            rest = self._parse(buffered)
+        except ConnectionFailure as exc:
+            self.fail(exc.code, str(exc))
+            return
+        self.chunks = [rest] if rest else []
+        self.have = len(rest)
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def _parse(self, data: bytes) -> bytes:
+        """Handle the whole frames in ``data``; what is left of it (and set ``need``)."""
+        pos = 0
+        if self.preface:
+            if len(data) < len(PREFACE):
+                self.need = len(PREFACE)
+                return data
+            if data[: len(PREFACE)] != PREFACE:
+                self._not_http2(data)
+                return b""
+            self.preface = False
+            pos = len(PREFACE)
+        size = len(data)
+        while size - pos >= 9:
+            length = (data[pos] << 16) | (data[pos + 1] << 8) | data[pos + 2]
+            if length > FRAME_LIMIT:
+                raise ConnectionFailure(
+                    FRAME_SIZE_ERROR, f"a frame of {length} bytes, above the {FRAME_LIMIT} limit"
+                )
+            end = pos + 9 + length
+            if end > size:
+                self.need = end - pos
+                return data[pos:]
+            kind, flags = data[pos + 3], data[pos + 4]
+            stream_id = _U32.unpack_from(data, pos + 5)[0] & 0x7FFFFFFF
+            try:
+                self._frame(kind, flags, stream_id, data[pos + 9 : end])
+            except StreamError as exc:
+                self.reset(exc.stream_id, exc.code)
+            if self.transport is None:
+                return b""
+            pos = end
+        self.need = 9
+        return data[pos:]
+
+    def _frame(self, kind: int, flags: int, stream_id: int, payload: bytes) -> None:
+        if self.header_stream and kind != CONTINUATION:
+            raise ConnectionFailure(PROTOCOL_ERROR, "a header block was interrupted by a frame")
+        if kind == DATA:
+            self._data(flags, stream_id, payload)
+        elif kind == HEADERS:
+            self._headers(flags, stream_id, payload)
+        elif kind == CONTINUATION:
+            self._continuation(flags, stream_id, payload)
+        elif kind == SETTINGS:
+            self._settings(flags, stream_id, payload)
+        elif kind == WINDOW_UPDATE:
+            self._window_update(stream_id, payload)
+        elif kind == PING:
+            if stream_id != 0 or len(payload) != 8:
+                raise ConnectionFailure(FRAME_SIZE_ERROR, "a PING frame must carry 8 bytes")
+            if not flags & ACK:
+                self._emit([frame(PING, ACK, 0, 8), payload])
+        elif kind == RST_STREAM:
+            self._rst_stream(stream_id, payload)
+        elif kind == PRIORITY:
+            if stream_id == 0 or len(payload) != 5:
+                raise ConnectionFailure(PROTOCOL_ERROR, "a malformed PRIORITY frame")
+        elif kind == GOAWAY:
+            self.going_away = True
+        elif kind == PUSH_PROMISE:
+            raise ConnectionFailure(PROTOCOL_ERROR, "a client may not push")
+        # frames of unknown types are ignored (RFC 9113, 5.5)
+
+    def _data(self, flags: int, stream_id: int, payload: bytes) -> None:
+        if stream_id == 0:
+            raise ConnectionFailure(PROTOCOL_ERROR, "DATA on stream 0")
+        size = len(payload)
+        self.recv_window -= size
+        if self.recv_window < 0:
+            raise ConnectionFailure(FLOW_CONTROL_ERROR, "DATA beyond the connection's window")
+        self._consumed(size)  # buffered or dropped at once: the connection's window reopens
+        stream = self.streams.get(stream_id)
+        if stream is None:
+            if stream_id > self.last_stream_id or stream_id % 2 == 0:
+                raise ConnectionFailure(PROTOCOL_ERROR, f"DATA on idle stream {stream_id}")
+            if stream_id in self.reset_ids:  # what the client sent before it saw our reset
+                return
+            raise StreamError(stream_id, STREAM_CLOSED, "DATA on a closed stream")
+        if stream.remote_closed:
+            raise StreamError(stream_id, STREAM_CLOSED, "DATA after the end of the stream")
+        stream.recv_window -= size
+        if stream.recv_window < 0:
+            raise StreamError(stream_id, FLOW_CONTROL_ERROR, "DATA beyond the stream's window")
+        if flags & PADDED:
+            payload = _unpad(payload, stream_id)
+        end_stream = bool(flags & END_STREAM)
+        if end_stream:
+            stream.remote_closed = True
+        else:
+            stream.recv_unacked += size
+            if stream.recv_unacked >= STREAM_WINDOW // 2:
+                self._emit([frame(WINDOW_UPDATE, 0, stream_id, 4), _U32.pack(stream.recv_unacked)])
+                stream.recv_window += stream.recv_unacked
+                stream.recv_unacked = 0
+        if stream.receiver is not None:
+            stream.receiver.received(payload, end_stream)
+        self._close_if_done(stream)
+
+    def _consumed(self, size: int) -> None:
+        self.recv_unacked += size
+        if self.recv_unacked >= CONNECTION_WINDOW // 2:
+            self._emit([frame(WINDOW_UPDATE, 0, 0, 4), _U32.pack(self.recv_unacked)])
+            self.recv_window += self.recv_unacked
+            self.recv_unacked = 0
+
+    def _headers(self, flags: int, stream_id: int, payload: bytes) -> None:
+        if stream_id == 0:
+            raise ConnectionFailure(PROTOCOL_ERROR, "HEADERS on stream 0")
+        if flags & PADDED:
+            payload = _unpad(payload, stream_id)
+        if flags & PRIORITY_FLAG:
+            if len(payload) < 5:
+                raise ConnectionFailure(FRAME_SIZE_ERROR, "a HEADERS frame too short")
+            payload = payload[5:]
+        self.header_end_stream = bool(flags & END_STREAM)
+        if flags & END_HEADERS:
+            self._header_block(stream_id, payload)
+            return
+        self.header_stream = stream_id
+        self.header_fragments = [payload]
+        self.header_size = len(payload)
+
+    def _continuation(self, flags: int, stream_id: int, payload: bytes) -> None:
+        if stream_id != self.header_stream or stream_id == 0:
+            raise ConnectionFailure(PROTOCOL_ERROR, "CONTINUATION without a header block")
+        self.header_size += len(payload)
+        if self.header_size > HEADER_LIST_LIMIT:
+            raise ConnectionFailure(
+                ENHANCE_YOUR_CALM,
+                f"a header block larger than {HEADER_LIST_LIMIT} bytes",
+            )
+        self.header_fragments.append(payload)
+        if flags & END_HEADERS:
+            block = b"".join(self.header_fragments)
+            self.header_stream, self.header_fragments = 0, []
+            self._header_block(stream_id, block)
+
+    def _header_block(self, stream_id: int, block: bytes) -> None:
+        try:
+            headers = self.decoder.decode(block)  # always: the decoder's table must follow
+        except HpackError as exc:
+            raise ConnectionFailure(COMPRESSION_ERROR, f"header block: {exc}") from None
+        end_stream = self.header_end_stream
+        stream = self.streams.get(stream_id)
+        if stream is not None:  # trailers from the client
+            if not end_stream or stream.remote_closed:
+                raise StreamError(stream_id, PROTOCOL_ERROR, "HEADERS in the middle of a stream")
+            stream.remote_closed = True
+            if stream.receiver is not None:
+                stream.receiver.received(b"", True)
+            self._close_if_done(stream)
+            return
+        if stream_id % 2 == 0 or stream_id <= self.last_stream_id:
+            raise ConnectionFailure(STREAM_CLOSED, f"HEADERS on closed stream {stream_id}")
+        self.last_stream_id = stream_id
+        if self.going_away or self.server.closing:
+            raise StreamError(stream_id, REFUSED_STREAM, "the server is shutting down")
+        if len(self.streams) >= CONCURRENT_STREAMS:
+            raise StreamError(stream_id, REFUSED_STREAM, "too many concurrent streams")
+        stream = Stream(stream_id, self.peer_window)
+        stream.remote_closed = end_stream
+        self.streams[stream_id] = stream
+        receiver = self.server.app.open(self, stream, headers)
+        if stream.id in self.streams:  # not reset by ``open``
+            stream.receiver = receiver
+            if end_stream:
+                receiver.received(b"", True)
+        self._close_if_done(stream)
+
+    def _settings(self, flags: int, stream_id: int, payload: bytes) -> None:
+        if stream_id != 0:
+            raise ConnectionFailure(PROTOCOL_ERROR, "SETTINGS on a stream")
+        if flags & ACK:
+            if payload:
+                raise ConnectionFailure(FRAME_SIZE_ERROR, "a SETTINGS ACK with a payload")
+            return
+        if len(payload) % 6:
+            raise ConnectionFailure(FRAME_SIZE_ERROR, "a SETTINGS payload not a multiple of 6")
+        for pos in range(0, len(payload), 6):
+            key, value = _SETTING.unpack_from(payload, pos)
+            if key == INITIAL_WINDOW_SIZE:
+                if value > MAX_WINDOW:
+                    raise ConnectionFailure(FLOW_CONTROL_ERROR, "SETTINGS_INITIAL_WINDOW_SIZE")
+                delta, self.peer_window = value - self.peer_window, value
+                for stream in self.streams.values():
+                    stream.send_window += delta
+            elif key == MAX_FRAME_SIZE:
+                if not DEFAULT_FRAME <= value < 1 << 24:
+                    raise ConnectionFailure(PROTOCOL_ERROR, "SETTINGS_MAX_FRAME_SIZE out of range")
+                self.peer_frame = value
+            elif key == ENABLE_PUSH and value > 1:
+                raise ConnectionFailure(PROTOCOL_ERROR, "SETTINGS_ENABLE_PUSH must be 0 or 1")
+            # the encoder uses no dynamic table: SETTINGS_HEADER_TABLE_SIZE needs nothing
+        self._emit([frame(SETTINGS, ACK, 0, 0)])
+        for stream in list(self.streams.values()):
+            if stream.pending or stream.trailers is not None:
+                self._pump(stream)
+
+    def _window_update(self, stream_id: int, payload: bytes) -> None:
+        if len(payload) != 4:
+            raise ConnectionFailure(FRAME_SIZE_ERROR, "a WINDOW_UPDATE must carry 4 bytes")
+        increment = _U32.unpack(payload)[0] & 0x7FFFFFFF
+        if stream_id == 0:
+            if increment == 0:
+                raise ConnectionFailure(PROTOCOL_ERROR, "a WINDOW_UPDATE of 0")
+            self.send_window += increment
+            if self.send_window > MAX_WINDOW:
+                raise ConnectionFailure(FLOW_CONTROL_ERROR, "the connection's window overflowed")
+            blocked, self.blocked = self.blocked, {}
+            for waiting in blocked.values():
+                self._pump(waiting)
+            return
+        stream = self.streams.get(stream_id)
+        if stream is None:
+            return  # a closed stream's: allowed
+        if increment == 0:
+            raise StreamError(stream_id, PROTOCOL_ERROR, "a WINDOW_UPDATE of 0")
+        stream.send_window += increment
+        if stream.send_window > MAX_WINDOW:
+            raise StreamError(stream_id, FLOW_CONTROL_ERROR, "the stream's window overflowed")
+        self._pump(stream)
+
+    def _rst_stream(self, stream_id: int, payload: bytes) -> None:
+        if len(payload) != 4:
+            raise ConnectionFailure(FRAME_SIZE_ERROR, "a RST_STREAM must carry 4 bytes")
+        if stream_id == 0 or stream_id > self.last_stream_id:
+            raise ConnectionFailure(PROTOCOL_ERROR, f"RST_STREAM on idle stream {stream_id}")
+        stream = self.streams.pop(stream_id, None)
+        if stream is not None:
+            self.blocked.pop(stream_id, None)
+            self._cancel(stream)
+
+    def _not_http2(self, data: bytes) -> None:
+        """Not the HTTP/2 preface: a plain-text answer an HTTP/1.1 client can read, then close."""
+        transport = self.transport
+        if transport is None:
+            return
+        if data[:4] in (b"GET ", b"POST", b"PUT ", b"HEAD", b"DELE", b"OPTI", b"PATC"):
+            text = b"this port speaks gRPC (HTTP/2 with prior knowledge), not HTTP/1.1\n"
+            transport.writelines(
+                [
+                    b"HTTP/1.1 400 Bad Request\r\ncontent-type: text/plain\r\n",
+                    b"content-length: %d\r\nconnection: close\r\n\r\n" % len(text),
+                    text,
+                ]
+            )
+            transport.close()
+            return
+        self.fail(PROTOCOL_ERROR, "the connection did not start with the HTTP/2 preface")
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def _emit(self, parts: list[bytes | memoryview]) -> None:
+        if self.transport is None:
+            return
+        if not self.out:
+            self.server.round.add(self)
+        self.out += parts
+
+    def flush(self) -> None:
+        out, self.out = self.out, []
+        transport = self.transport
+        if out and transport is not None and not transport.is_closing():
+            transport.writelines(out)
+
+    def abort(self) -> None:
+        if self.transport is not None:
+            self.transport.abort()
+
+    def send_headers(self, stream: Stream, block: bytes, end_stream: bool = False) -> None:
+        """A header block (``hpack.encode``): the reply's headers, or trailers-only."""
+        if stream.local_closed:
+            return
+        self._header_frames(stream.id, block, END_STREAM if end_stream else 0)
+        if end_stream:
+            stream.local_closed = True
+            self._close_if_done(stream)
+
+    def _header_frames(self, stream_id: int, block: bytes, flags: int) -> None:
+        limit = self.peer_frame
+        if len(block) <= limit:
+            self._emit([frame(HEADERS, flags | END_HEADERS, stream_id, len(block)), block])
+            return
+        parts: list[bytes | memoryview] = []
+        for start in range(0, len(block), limit):
+            piece = block[start : start + limit]
+            last = start + limit >= len(block)
+            kind = HEADERS if start == 0 else CONTINUATION
+            piece_flags = (flags if start == 0 else 0) | (END_HEADERS if last else 0)
+            parts += [frame(kind, piece_flags, stream_id, len(piece)), piece]
+        self._emit(parts)
+
+    def send_data(self, stream: Stream, data: bytes | memoryview) -> None:
+        """Data on the stream, as far as the windows let it go now; the rest as they open."""
+        if stream.local_closed or not len(data):
+            return
+        if not stream.pending:
+            size = len(data)
+            if size <= self.send_window and size <= stream.send_window and size <= self.peer_frame:
+                self._emit([frame(DATA, 0, stream.id, size), data])
+                self.send_window -= size
+                stream.send_window -= size
+                return
+        stream.pending.append(memoryview(data))
+        stream.pending_bytes += len(data)
+        self._pump(stream)
+
+    def send_trailers(self, stream: Stream, block: bytes) -> None:
+        """The trailers, ending the stream once the data before them is out."""
+        if stream.local_closed:
+            return
+        if not stream.pending:
+            self.send_headers(stream, block, end_stream=True)
+            return
+        stream.trailers = block
+
+    def _pump(self, stream: Stream) -> None:
+        while stream.pending:
+            room = min(self.send_window, stream.send_window, self.peer_frame)
+            if room <= 0:
+                if self.send_window <= 0:
+                    self.blocked[stream.id] = stream
+                return
+            chunk = stream.pending[0]
+            if len(chunk) > room:
+                stream.pending[0] = chunk[room:]
+                chunk = chunk[:room]
+            else:
+                stream.pending.popleft()
+            size = len(chunk)
+            self._emit([frame(DATA, 0, stream.id, size), chunk])
+            self.send_window -= size
+            stream.send_window -= size
+            stream.pending_bytes -= size
+        if stream.drained is not None and not stream.drained.done():
+            stream.drained.set_result(None)
+        if stream.trailers is not None:
+            block, stream.trailers = stream.trailers, None
+            self.send_headers(stream, block, end_stream=True)
+
+    async def drain(self, stream: Stream) -> None:
+        """Wait while the stream has much queued for the client, or the socket is full."""
+        while stream.pending_bytes > PENDING_LIMIT and self.transport is not None:
+            stream.drained = asyncio.get_running_loop().create_future()
+            await stream.drained
+        while not self.writable and self.transport is not None:
+            waiter = asyncio.get_running_loop().create_future()
+            self.write_waiters.append(waiter)
+            await waiter
+
+    def reset(self, stream_id: int, code: int) -> None:
+        """RST_STREAM: the stream ends here (its work, if any, is cancelled)."""
+        self._emit([frame(RST_STREAM, 0, stream_id, 4), _U32.pack(code)])
+        if len(self.reset_ids) >= RESET_MEMORY:
+            self.reset_ids.clear()
+        self.reset_ids.add(stream_id)
+        stream = self.streams.pop(stream_id, None)
+        if stream is not None:
+            self.blocked.pop(stream_id, None)
+            self._cancel(stream)
+
+    def _cancel(self, stream: Stream) -> None:
+        stream.local_closed = stream.remote_closed = True
+        if stream.drained is not None and not stream.drained.done():
+            stream.drained.set_result(None)
+        receiver, stream.receiver = stream.receiver, None
+        if receiver is not None:
+            receiver.cancelled()
+
+    def _close_if_done(self, stream: Stream) -> None:
+        if stream.local_closed and stream.remote_closed:
+            self.streams.pop(stream.id, None)
+            self.blocked.pop(stream.id, None)
+            stream.receiver = None
+
+    def goaway(self, code: int, message: str = "") -> None:
+        debug = message.encode()[:256]
+        self._emit(
+            [
+                frame(GOAWAY, 0, 0, 8 + len(debug)),
+                _U32.pack(self.last_stream_id),
+                _U32.pack(code),
+                debug,
+            ]
+        )
+
+    def fail(self, code: int, message: str) -> None:
+        """A connection error: GOAWAY with the reason, then close."""
+        log.info("closing an HTTP/2 connection: %s", message)
+        self.goaway(code, message)
+        self.close()
+
+    def close(self) -> None:
+        self.flush()
+        if self.transport is not None:
+            self.transport.close()
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.streams)
+
+
+def _unpad(payload: bytes, stream_id: int) -> bytes:
+    if not payload:
+        raise ConnectionFailure(PROTOCOL_ERROR, "a padded frame without its pad length")
+    pad = payload[0]
+    if pad >= len(payload):
+        raise ConnectionFailure(PROTOCOL_ERROR, f"padding longer than the frame on {stream_id}")
+    return payload[1 : len(payload) - pad]
+
+
+class H2Server:
+    """Listens, and runs one ``Connection`` per client, all answering through ``app``."""
+
+    def __init__(self, app: App) -> None:
+        self.app = app
+        self.connections: set[Connection] = set()
+        self.round = WriteRound()
+        self.closing = False
+        self._server: asyncio.Server | None = None
+
+    async def start(self, sock: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(lambda: Connection(self), sock=sock, backlog=2048)
+
+    def stop_accepting(self) -> None:
+        """No new connections, and a GOAWAY on each open one: no new streams."""
+        self.closing = True
+        if self._server is not None:
+            self._server.close()
+        for conn in list(self.connections):
+            conn.goaway(NO_ERROR, "the server is shutting down")
+            if not conn.busy:
+                conn.close()
+
+    def close_all(self) -> None:
+        for conn in list(self.connections):
+            conn.close()
