@@ -205,6 +205,10 @@ class Connection(asyncio.Protocol):
         except ConnectionFailure as exc:
             self.fail(exc.code, str(exc))
             return
+        except Exception:  # a fault of ours: this connection ends, the server goes on
+            log.exception("an HTTP/2 connection failed")
+            self.fail(INTERNAL_ERROR, "internal error")
+            return
         self.chunks = [rest] if rest else []
         self.have = len(rest)
 
