@@ -1,0 +1,286 @@
+"""The gRPC server in-process: frames from python-hyper's h2 client fed to one connection, what
+it writes read back by the same client. Behaviour that the socket-level tests cannot pin down:
+when answers are written, what a deadline or a reset does to the work, flow control's order."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import h2.config
+import h2.connection
+import h2.events
+import h2.settings
+
+from rosettaserve.core.errors import Overloaded
+from rosettaserve.transport import h2 as server_h2
+from rosettaserve.transport.grpc import CallTracker, GrpcServer
+
+SERVICE = "test.Echo"
+
+
+class Echo:
+    def __init__(self) -> None:
+        self.cancelled = 0
+        self.release = asyncio.Event()
+
+    async def Now(self, request: bytes, context: Any) -> bytes:
+        return b"now:" + request
+
+    async def Later(self, request: bytes, context: Any) -> bytes:
+        try:
+            await self.release.wait()
+        except asyncio.CancelledError:
+            self.cancelled += 1
+            raise
+        return b"later:" + request
+
+    async def Busy(self, request: bytes, context: Any) -> bytes:
+        raise Overloaded("the queue is full", headers={"retry-after": "1"})
+
+    async def Chat(self, requests: AsyncIterator[bytes], context: Any) -> AsyncIterator[bytes]:
+        async for request in requests:
+            yield b"re:" + request
+
+
+RPCS = {
+    "Now": (bytes, bytes, False),
+    "Later": (bytes, bytes, False),
+    "Busy": (bytes, bytes, False),
+    "Chat": (bytes, bytes, True),
+}
+
+
+class Transport:
+    """Records each write (one ``writelines`` is one entry)."""
+
+    def __init__(self) -> None:
+        self.writes: list[bytes] = []
+        self.closed = False
+
+    def get_extra_info(self, name: str) -> None:
+        return None
+
+    def writelines(self, parts: list[bytes]) -> None:
+        self.writes.append(b"".join(bytes(p) for p in parts))
+
+    def write(self, data: bytes) -> None:
+        self.writes.append(bytes(data))
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def close(self) -> None:
+        self.closed = True
+
+    def abort(self) -> None:
+        self.closed = True
+
+
+class Peer:
+    """A client connection wired to one server connection, no socket between."""
+
+    def __init__(self, servicer: Echo, window: int = 1 << 20) -> None:
+        self.server = GrpcServer([(SERVICE, servicer, RPCS)], 1 << 20, CallTracker())
+        self.conn = server_h2.Connection(self.server.h2)
+        self.transport = Transport()
+        self.conn.connection_made(self.transport)
+        config = h2.config.H2Configuration(client_side=True, header_encoding=None)
+        self.client = h2.connection.H2Connection(config)
+        self.client.initiate_connection()
+        self.client.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: window})
+        self.events: list[h2.events.Event] = []
+        self.push()
+        self.pull()
+
+    def push(self) -> None:
+        """What the client has to send, to the server in one read."""
+        data = self.client.data_to_send()
+        if data:
+            self.conn.data_received(data)
+
+    def pull(self) -> None:
+        """What the server wrote, to the client."""
+        writes, self.transport.writes = self.transport.writes, []
+        for data in writes:
+            self.events += self.client.receive_data(data)
+
+    def start(self, rpc: str, *, timeout: str = "") -> int:
+        stream_id: int = self.client.get_next_available_stream_id()
+        headers = [
+            (":method", "POST"),
+            (":scheme", "http"),
+            (":path", f"/{SERVICE}/{rpc}"),
+            (":authority", "test"),
+            ("content-type", "application/grpc"),
+            ("te", "trailers"),
+        ]
+        if timeout:
+            headers.append(("grpc-timeout", timeout))
+        self.client.send_headers(stream_id, headers)
+        return stream_id
+
+    def message(self, stream_id: int, payload: bytes, end: bool = True) -> None:
+        framed = b"\x00" + len(payload).to_bytes(4, "big") + payload
+        self.client.send_data(stream_id, framed, end_stream=end)
+
+    def replies(self, stream_id: int) -> bytes:
+        return b"".join(
+            e.data
+            for e in self.events
+            if isinstance(e, h2.events.DataReceived) and e.stream_id == stream_id
+        )
+
+    def status(self, stream_id: int) -> dict[bytes, bytes] | None:
+        """The trailers (or the trailers-only headers) of the stream, once it ended."""
+        for event in self.events:
+            if isinstance(event, h2.events.TrailersReceived) and event.stream_id == stream_id:
+                return dict(event.headers)
+            if (
+                isinstance(event, h2.events.ResponseReceived)
+                and event.stream_id == stream_id
+                and b"grpc-status" in dict(event.headers)
+            ):
+                return dict(event.headers)
+        return None
+
+
+def framed(payload: bytes) -> bytes:
+    return b"\x00" + len(payload).to_bytes(4, "big") + payload
+
+
+async def settle() -> None:
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+def test_answers_of_one_read_leave_together_after_the_read() -> None:
+    async def main() -> None:
+        peer = Peer(Echo())
+        await settle()
+        peer.pull()  # the server's SETTINGS ACK
+        third = peer.start("Now")
+        peer.message(third, b"c")
+        fourth = peer.start("Now")
+        peer.message(fourth, b"d")
+        peer.push()  # both calls in one read
+        assert peer.transport.writes == []  # answered, not yet written
+        await settle()
+        assert len(peer.transport.writes) == 1  # both answers in one write
+        peer.pull()
+        assert peer.replies(third) == framed(b"now:c")
+        assert peer.replies(fourth) == framed(b"now:d")
+        assert peer.status(third) == {b"grpc-status": b"0"}
+
+    asyncio.run(main())
+
+
+def test_a_deadline_ends_the_call_and_cancels_its_work() -> None:
+    async def main() -> None:
+        servicer = Echo()
+        peer = Peer(servicer)
+        stream_id = peer.start("Later", timeout="20m")
+        peer.message(stream_id, b"x")
+        peer.push()
+        await settle()
+        assert peer.status(stream_id) is None  # still at work
+        for _ in range(200):
+            await asyncio.sleep(0.01)
+            peer.pull()
+            if peer.status(stream_id) is not None:
+                break
+        status = peer.status(stream_id)
+        assert status is not None
+        assert status[b"grpc-status"] == b"4"  # DEADLINE_EXCEEDED
+        await settle()
+        assert servicer.cancelled == 1
+        assert peer.server.tracker.active == 0
+
+    asyncio.run(main())
+
+
+def test_a_reset_from_the_client_cancels_the_work() -> None:
+    async def main() -> None:
+        servicer = Echo()
+        peer = Peer(servicer)
+        stream_id = peer.start("Later")
+        peer.message(stream_id, b"x")
+        peer.push()
+        await settle()
+        peer.client.reset_stream(stream_id)
+        peer.push()
+        await settle()
+        assert servicer.cancelled == 1
+        assert not peer.conn.streams
+        other = peer.start("Now")  # the connection goes on
+        peer.message(other, b"y")
+        peer.push()
+        await settle()
+        peer.pull()
+        assert peer.replies(other) == framed(b"now:y")
+
+    asyncio.run(main())
+
+
+def test_replies_wait_for_the_window_and_trailers_come_last() -> None:
+    async def main() -> None:
+        peer = Peer(Echo(), window=10)
+        stream_id = peer.start("Now")
+        payload = bytes(range(100))
+        peer.message(stream_id, payload)
+        peer.push()
+        await settle()
+        peer.pull()
+        assert len(peer.replies(stream_id)) == 10  # the client's window
+        assert peer.status(stream_id) is None
+        expected = framed(b"now:" + payload)
+        for _ in range(20):  # 10 more bytes each time the client opens its window
+            if peer.status(stream_id) is not None:
+                break
+            got = len(peer.replies(stream_id))
+            peer.client.increment_flow_control_window(10, stream_id)
+            peer.push()
+            await settle()
+            peer.pull()
+            assert len(peer.replies(stream_id)) - got <= 10
+        assert peer.replies(stream_id) == expected
+        assert peer.status(stream_id) == {b"grpc-status": b"0"}
+
+    asyncio.run(main())
+
+
+def test_a_serving_error_is_its_status_with_its_headers_as_trailers() -> None:
+    async def main() -> None:
+        peer = Peer(Echo())
+        stream_id = peer.start("Busy")
+        peer.message(stream_id, b"x")
+        peer.push()
+        await settle()
+        peer.pull()
+        status = peer.status(stream_id)
+        assert status is not None
+        assert status[b"grpc-status"] == b"8"  # RESOURCE_EXHAUSTED, from core's table
+        assert status[b"grpc-message"] == b"the queue is full"
+        assert status[b"retry-after"] == b"1"
+
+    asyncio.run(main())
+
+
+def test_a_stream_each_way_answers_each_request_as_it_comes() -> None:
+    async def main() -> None:
+        peer = Peer(Echo())
+        stream_id = peer.start("Chat")
+        peer.message(stream_id, b"one", end=False)
+        peer.push()
+        await settle()
+        peer.pull()
+        assert peer.replies(stream_id) == framed(b"re:one")
+        peer.message(stream_id, b"two", end=True)
+        peer.push()
+        await settle()
+        peer.pull()
+        assert peer.replies(stream_id) == framed(b"re:one") + framed(b"re:two")
+        assert peer.status(stream_id) == {b"grpc-status": b"0"}
+
+    asyncio.run(main())
