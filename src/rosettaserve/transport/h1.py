@@ -30,6 +30,7 @@ from rosettaserve.core.errors import InvalidInput, PayloadTooLarge, ServingError
 from rosettaserve.transport.coalesce import WriteRound
 from rosettaserve.transport.eager import Adopted
 from rosettaserve.transport.routing import HttpResponse, error_body
+from rosettaserve.transport.sockets import no_delay
 
 log = logging.getLogger("rosettaserve.http")
 
@@ -94,9 +95,7 @@ class Connection(asyncio.BufferedProtocol):
 
     def connection_made(self, transport: Any) -> None:
         self.transport = transport
-        sock = transport.get_extra_info("socket")
-        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        no_delay(transport)
         self.server.connections.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from rosettaserve.transport.coalesce import WriteRound
 from rosettaserve.transport.hpack import Decoder, HpackError
+from rosettaserve.transport.sockets import no_delay
 
 log = logging.getLogger("rosettaserve.grpc")
 
@@ -151,9 +152,7 @@ class Connection(asyncio.Protocol):
 
     def connection_made(self, transport: Any) -> None:
         self.transport = transport
-        sock = transport.get_extra_info("socket")
-        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        no_delay(transport)
         self.server.connections.add(self)
         settings = b"".join(
             _SETTING.pack(key, value)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+from typing import Any
 
 
 def bind(host: str, port: int, reuse_port: bool = False) -> socket.socket:
@@ -34,3 +35,10 @@ def reserve(host: str, port: int) -> socket.socket:
 
 def url_host(host: str) -> str:
     return f"[{host}]" if ":" in host else host
+
+
+def no_delay(transport: Any) -> None:
+    """Answers leave at once (the server writes each round's answers in one write already)."""
+    sock = transport.get_extra_info("socket")
+    if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
