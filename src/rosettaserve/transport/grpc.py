@@ -55,6 +55,7 @@ _OK_TRAILERS = encode([("grpc-status", "0")])
 _TIMEOUT_UNITS = {"H": 3600.0, "M": 60.0, "S": 1.0, "m": 1e-3, "u": 1e-6, "n": 1e-9}
 _PREFIX = b"\x00"
 DEADLINE_GRACE_S = 0.02
+QUEUE_HIGH, QUEUE_LOW = 32, 8  # a streaming call's unread requests: hold, then reopen
 
 
 class Aborted(Exception):
@@ -157,15 +158,20 @@ def trailers_only(code: int, message: str, extra: tuple[tuple[str, str], ...] = 
 
 
 class RequestStream:
-    """The requests of a call that streams them: an async iterator the servicer reads."""
+    """The requests of a call that streams them: an async iterator the servicer reads. When
+    QUEUE_HIGH of them wait unread, the stream's flow-control window stays shut until the
+    servicer is down to QUEUE_LOW."""
 
-    def __init__(self) -> None:
+    def __init__(self, conn: h2.Connection, stream: h2.Stream) -> None:
+        self.conn, self.stream = conn, stream
         self.items: deque[Any] = deque()
         self.ended = False
         self.waiter: asyncio.Future[None] | None = None
 
     def put(self, item: Any) -> None:
         self.items.append(item)
+        if len(self.items) >= QUEUE_HIGH and not self.stream.held:
+            self.conn.hold(self.stream, True)
         self._wake()
 
     def end(self) -> None:
@@ -185,7 +191,10 @@ class RequestStream:
                 raise StopAsyncIteration
             self.waiter = asyncio.get_running_loop().create_future()
             await self.waiter
-        return self.items.popleft()
+        item = self.items.popleft()
+        if self.stream.held and len(self.items) <= QUEUE_LOW:
+            self.conn.hold(self.stream, False)
+        return item
 
 
 class Call:
@@ -509,7 +518,7 @@ class GrpcServer:
         context = Context(deadline, tuple(metadata))
         call = Call(self, conn, stream, found, context=context, wbits=wbits)
         if found.kind is True:
-            call.requests = RequestStream()
+            call.requests = RequestStream(conn, stream)
             call.start(call._bidi())
         return call
 

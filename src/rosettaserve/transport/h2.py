@@ -95,6 +95,7 @@ class App(Protocol):
 class Stream:
     __slots__ = (
         "drained",
+        "held",
         "id",
         "local_closed",
         "pending",
@@ -112,6 +113,7 @@ class Stream:
         self.send_window = send_window
         self.recv_window = STREAM_WINDOW
         self.recv_unacked = 0
+        self.held = False  # the application asked that the window stay as it is
         self.remote_closed = False
         self.local_closed = False
         self.receiver: Receiver | None = None
@@ -304,13 +306,24 @@ class Connection(asyncio.Protocol):
             stream.remote_closed = True
         else:
             stream.recv_unacked += size
-            if stream.recv_unacked >= STREAM_WINDOW // 2:
-                self._emit([frame(WINDOW_UPDATE, 0, stream_id, 4), _U32.pack(stream.recv_unacked)])
-                stream.recv_window += stream.recv_unacked
-                stream.recv_unacked = 0
+            if stream.recv_unacked >= STREAM_WINDOW // 2 and not stream.held:
+                self._reopen(stream)
         if stream.receiver is not None:
             stream.receiver.received(payload, end_stream)
         self._close_if_done(stream)
+
+    def _reopen(self, stream: Stream) -> None:
+        """Give the client back the stream's window it used."""
+        self._emit([frame(WINDOW_UPDATE, 0, stream.id, 4), _U32.pack(stream.recv_unacked)])
+        stream.recv_window += stream.recv_unacked
+        stream.recv_unacked = 0
+
+    def hold(self, stream: Stream, held: bool) -> None:
+        """While held, the stream's window is not reopened: a client sending faster than the
+        application reads stops once it has used the window, instead of filling memory."""
+        stream.held = held
+        if not held and stream.recv_unacked and not stream.remote_closed:
+            self._reopen(stream)
 
     def _consumed(self, size: int) -> None:
         self.recv_unacked += size

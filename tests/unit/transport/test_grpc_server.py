@@ -43,12 +43,19 @@ class Echo:
         async for request in requests:
             yield b"re:" + request
 
+    async def Hoard(self, requests: AsyncIterator[bytes], context: Any) -> AsyncIterator[bytes]:
+        """Reads nothing until released, then answers each request with its size."""
+        await self.release.wait()
+        async for request in requests:
+            yield str(len(request)).encode()
+
 
 RPCS = {
     "Now": (bytes, bytes, False),
     "Later": (bytes, bytes, False),
     "Busy": (bytes, bytes, False),
     "Chat": (bytes, bytes, True),
+    "Hoard": (bytes, bytes, True),
 }
 
 
@@ -282,5 +289,48 @@ def test_a_stream_each_way_answers_each_request_as_it_comes() -> None:
         peer.pull()
         assert peer.replies(stream_id) == framed(b"re:one") + framed(b"re:two")
         assert peer.status(stream_id) == {b"grpc-status": b"0"}
+
+    asyncio.run(main())
+
+
+def test_unread_streamed_requests_shut_the_window_until_the_servicer_reads() -> None:
+    async def main() -> None:
+        servicer = Echo()
+        peer = Peer(servicer)
+        stream_id = peer.start("Hoard")
+        piece = bytes(256 * 1024)
+        total, sent = 100, 0  # 25 MiB: more than the stream's 16 MiB window
+        for _ in range(total):
+            if peer.client.local_flow_control_window(stream_id) < len(piece) + 5:
+                await settle()
+                peer.push()
+                peer.pull()  # any window update the server sent
+                if peer.client.local_flow_control_window(stream_id) < len(piece) + 5:
+                    break
+            peer.message(stream_id, piece, end=False)
+            sent += 1
+            peer.push()
+        assert sent < total  # the server stopped reopening the window
+        queued = peer.conn.streams[stream_id].receiver.requests.items  # type: ignore[union-attr]
+        assert len(queued) == sent  # everything sent is held, nothing more can come
+        servicer.release.set()
+        await settle()
+        peer.pull()
+        assert peer.client.local_flow_control_window(stream_id) > len(piece)  # reopened
+        while sent < total:
+            if peer.client.local_flow_control_window(stream_id) < len(piece) + 5:
+                await settle()
+                peer.pull()
+                continue
+            peer.message(stream_id, piece, end=sent == total - 1)
+            sent += 1
+            peer.push()
+        for _ in range(50):
+            await settle()
+            peer.pull()
+            if peer.status(stream_id) is not None:
+                break
+        assert peer.status(stream_id) == {b"grpc-status": b"0"}
+        assert peer.replies(stream_id) == framed(str(len(piece)).encode()) * total
 
     asyncio.run(main())
