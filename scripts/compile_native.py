@@ -52,6 +52,7 @@ MODULES = [
     "rosettaserve/transport/h1.py",
     "rosettaserve/transport/h2.py",
     "rosettaserve/transport/hpack.py",
+    "rosettaserve/transport/idle.py",
     "rosettaserve/transport/http.py",
     "rosettaserve/transport/routing.py",
 ]

@@ -29,6 +29,7 @@ import httptools
 from rosettaserve.core.errors import InvalidInput, PayloadTooLarge, ServingError
 from rosettaserve.transport.coalesce import WriteRound
 from rosettaserve.transport.eager import Adopted
+from rosettaserve.transport.idle import sweep
 from rosettaserve.transport.routing import HttpResponse, error_body
 from rosettaserve.transport.sockets import no_delay
 
@@ -401,17 +402,7 @@ class HttpServer:
     async def start(self, sock: socket.socket) -> None:
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(lambda: Connection(self), sock=sock, backlog=2048)
-        self._sweeper = loop.create_task(self._sweep_idle())
-
-    async def _sweep_idle(self) -> None:
-        """Close connections idle for longer than the timeout (give or take a quarter of it):
-        one timer for the server rather than one per connection re-armed on every request."""
-        interval = max(self.idle_timeout / 4, 0.01)
-        while True:
-            await asyncio.sleep(interval)
-            since = time.monotonic() - self.idle_timeout
-            for conn in list(self.connections):
-                conn.close_if_idle(since)
+        self._sweeper = loop.create_task(sweep(self.connections, self.idle_timeout))
 
     async def shutdown(self, timeout: float | None = None) -> None:
         """Stop accepting, let requests in flight finish (then close), close idle connections."""

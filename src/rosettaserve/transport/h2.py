@@ -17,11 +17,13 @@ import asyncio
 import logging
 import socket
 import struct
+import time
 from collections import deque
 from typing import Any, Protocol
 
 from rosettaserve.transport.coalesce import WriteRound
 from rosettaserve.transport.hpack import Decoder, HpackError
+from rosettaserve.transport.idle import sweep
 from rosettaserve.transport.sockets import no_delay
 
 log = logging.getLogger("rosettaserve.grpc")
@@ -50,6 +52,7 @@ HEADER_LIST_LIMIT = 64 * 1024
 CONCURRENT_STREAMS = 1024
 RESET_MEMORY = 1024  # how many reset streams' late DATA is dropped without a reply
 PENDING_LIMIT = 4 << 20  # a stream's queued reply bytes beyond which its writer waits
+IDLE_TIMEOUT_S = 300.0  # a connection with no stream and nothing received this long is closed
 
 _FRAME_HEAD = struct.Struct(">BHBBL")  # length as a byte and a short, type, flags, stream id
 _U32 = struct.Struct(">L")
@@ -146,6 +149,7 @@ class Connection(asyncio.Protocol):
         self.header_size = 0
         self.header_end_stream = False
         self.going_away = False
+        self.last_active = time.monotonic()  # the idle sweep closes connections quiet too long
         self.reset_ids: set[int] = set()  # streams this side reset: their late frames are dropped
         self.writable = True
         self.write_waiters: list[asyncio.Future[None]] = []
@@ -196,6 +200,7 @@ class Connection(asyncio.Protocol):
                 waiter.set_result(None)
 
     def data_received(self, data: bytes) -> None:
+        self.last_active = time.monotonic()
         self.chunks.append(data)
         self.have += len(data)
         if self.have < self.need:  # a large frame arriving in pieces: joined once, at the end
@@ -624,6 +629,13 @@ class Connection(asyncio.Protocol):
         if self.transport is not None:
             self.transport.close()
 
+    def close_if_idle(self, since: float) -> None:
+        """No stream open and nothing arrived after ``since``: GOAWAY, then close (a gRPC
+        client opens a new connection for its next call)."""
+        if not self.streams and self.last_active < since and self.transport is not None:
+            self.goaway(NO_ERROR, "idle")
+            self.close()
+
     @property
     def busy(self) -> bool:
         return bool(self.streams)
@@ -641,22 +653,27 @@ def _unpad(payload: bytes, stream_id: int) -> bytes:
 class H2Server:
     """Listens, and runs one ``Connection`` per client, all answering through ``app``."""
 
-    def __init__(self, app: App) -> None:
+    def __init__(self, app: App, idle_timeout: float = IDLE_TIMEOUT_S) -> None:
         self.app = app
+        self.idle_timeout = idle_timeout
         self.connections: set[Connection] = set()
         self.round = WriteRound()
         self.closing = False
         self._server: asyncio.Server | None = None
+        self._sweeper: asyncio.Task[None] | None = None
 
     async def start(self, sock: socket.socket) -> None:
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(lambda: Connection(self), sock=sock, backlog=2048)
+        self._sweeper = loop.create_task(sweep(self.connections, self.idle_timeout))
 
     def stop_accepting(self) -> None:
         """No new connections, and a GOAWAY on each open one: no new streams."""
         self.closing = True
         if self._server is not None:
             self._server.close()
+        if self._sweeper is not None:
+            self._sweeper.cancel()
         for conn in list(self.connections):
             conn.goaway(NO_ERROR, "the server is shutting down")
             if not conn.busy:

@@ -5,6 +5,7 @@ when answers are written, what a deadline or a reset does to the work, flow cont
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -332,5 +333,30 @@ def test_unread_streamed_requests_shut_the_window_until_the_servicer_reads() -> 
                 break
         assert peer.status(stream_id) == {b"grpc-status": b"0"}
         assert peer.replies(stream_id) == framed(str(len(piece)).encode()) * total
+
+    asyncio.run(main())
+
+
+def test_an_idle_connection_is_told_goodbye_and_closed_but_not_one_at_work() -> None:
+    async def main() -> None:
+        peer = Peer(Echo())
+        stream_id = peer.start("Later")
+        peer.message(stream_id, b"x")
+        peer.push()
+        await settle()
+        later = time.monotonic() + 1
+        peer.conn.close_if_idle(later)  # a call at work: left alone
+        assert not peer.transport.closed
+        peer.client.reset_stream(stream_id)
+        peer.push()
+        await settle()
+        peer.conn.close_if_idle(time.monotonic() - 60)  # active since: left alone
+        assert not peer.transport.closed
+        peer.conn.close_if_idle(later)
+        assert peer.transport.closed
+        peer.pull()
+        goaway = [e for e in peer.events if isinstance(e, h2.events.ConnectionTerminated)]
+        assert len(goaway) == 1
+        assert goaway[0].error_code == 0  # NO_ERROR: the client reconnects for its next call
 
     asyncio.run(main())
