@@ -52,6 +52,9 @@ class CountingTransport:
     def get_extra_info(self, name: str) -> None:
         return None
 
+    def set_write_buffer_limits(self, high: int) -> None:
+        pass
+
     def writelines(self, parts: list[bytes]) -> None:
         self.written += sum(len(p) for p in parts)
 

@@ -52,6 +52,7 @@ HEADER_LIST_LIMIT = 64 * 1024
 CONCURRENT_STREAMS = 1024
 RESET_MEMORY = 1024  # how many reset streams' late DATA is dropped without a reply
 PENDING_LIMIT = 4 << 20  # a stream's queued reply bytes beyond which its writer waits
+WRITE_BUFFER_HIGH = 8 << 20  # written but not yet taken by the client: beyond it, reads pause
 IDLE_TIMEOUT_S = 300.0  # a connection with no stream and nothing received this long is closed
 
 _FRAME_HEAD = struct.Struct(">BHBBL")  # length as a byte and a short, type, flags, stream id
@@ -160,6 +161,7 @@ class Connection(asyncio.Protocol):
         self.transport = transport
         no_delay(transport)
         self.server.connections.add(self)
+        transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH)
         settings = b"".join(
             _SETTING.pack(key, value)
             for key, value in (
@@ -190,10 +192,16 @@ class Connection(asyncio.Protocol):
                 waiter.set_result(None)
 
     def pause_writing(self) -> None:
+        """The client is not reading what we write: stop reading what it sends (PINGs and
+        SETTINGS it floods us with would otherwise pile up their answers) until it catches up."""
         self.writable = False
+        if self.transport is not None:
+            self.transport.pause_reading()
 
     def resume_writing(self) -> None:
         self.writable = True
+        if self.transport is not None:
+            self.transport.resume_reading()
         waiters, self.write_waiters = self.write_waiters, []
         for waiter in waiters:
             if not waiter.done():

@@ -66,9 +66,19 @@ class Transport:
     def __init__(self) -> None:
         self.writes: list[bytes] = []
         self.closed = False
+        self.reading = True
 
     def get_extra_info(self, name: str) -> None:
         return None
+
+    def set_write_buffer_limits(self, high: int) -> None:
+        pass
+
+    def pause_reading(self) -> None:
+        self.reading = False
+
+    def resume_reading(self) -> None:
+        self.reading = True
 
     def writelines(self, parts: list[bytes]) -> None:
         self.writes.append(b"".join(bytes(p) for p in parts))
@@ -358,5 +368,16 @@ def test_an_idle_connection_is_told_goodbye_and_closed_but_not_one_at_work() -> 
         goaway = [e for e in peer.events if isinstance(e, h2.events.ConnectionTerminated)]
         assert len(goaway) == 1
         assert goaway[0].error_code == 0  # NO_ERROR: the client reconnects for its next call
+
+    asyncio.run(main())
+
+
+def test_a_client_that_does_not_read_is_not_read_either() -> None:
+    async def main() -> None:
+        peer = Peer(Echo())
+        peer.conn.pause_writing()  # the transport's buffer passed its high-water mark
+        assert not peer.transport.reading
+        peer.conn.resume_writing()
+        assert peer.transport.reading
 
     asyncio.run(main())
