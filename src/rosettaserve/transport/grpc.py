@@ -364,11 +364,10 @@ class Call:
     async def _unary(self, request: Any) -> None:
         with self.server.tracker.busy():
             try:
-                reply = await self.method.fn(request, self.context)
-            except BaseException as exc:
+                self.reply(await self.method.fn(request, self.context))
+            except BaseException as exc:  # a reply that cannot be written too: INTERNAL
                 self._failed(exc)
                 return
-        self.reply(reply)
         self.finish(OK, "")
 
     async def _server_stream(self, request: Any) -> None:

@@ -37,6 +37,9 @@ class Echo:
             raise
         return b"later:" + request
 
+    async def Broken(self, request: bytes, context: Any) -> Any:
+        return None  # not bytes: the reply cannot be written
+
     async def Busy(self, request: bytes, context: Any) -> bytes:
         raise Overloaded("the queue is full", headers={"retry-after": "1"})
 
@@ -55,6 +58,7 @@ RPCS = {
     "Now": (bytes, bytes, False),
     "Later": (bytes, bytes, False),
     "Busy": (bytes, bytes, False),
+    "Broken": (bytes, bytes, False),
     "Chat": (bytes, bytes, True),
     "Hoard": (bytes, bytes, True),
 }
@@ -379,5 +383,27 @@ def test_a_client_that_does_not_read_is_not_read_either() -> None:
         assert not peer.transport.reading
         peer.conn.resume_writing()
         assert peer.transport.reading
+
+    asyncio.run(main())
+
+
+def test_a_reply_that_cannot_be_written_is_internal_and_the_connection_goes_on() -> None:
+    async def main() -> None:
+        peer = Peer(Echo())
+        stream_id = peer.start("Broken")
+        peer.message(stream_id, b"x")
+        peer.push()
+        await settle()
+        peer.pull()
+        status = peer.status(stream_id)
+        assert status is not None
+        assert status[b"grpc-status"] == b"13"  # INTERNAL
+        assert b"TypeError" in status[b"grpc-message"]
+        other = peer.start("Now")
+        peer.message(other, b"y")
+        peer.push()
+        await settle()
+        peer.pull()
+        assert peer.replies(other) == framed(b"now:y")
 
     asyncio.run(main())
