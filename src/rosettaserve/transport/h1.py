@@ -29,9 +29,8 @@ import httptools
 from rosettaserve.core.errors import InvalidInput, PayloadTooLarge, ServingError
 from rosettaserve.transport.coalesce import WriteRound
 from rosettaserve.transport.eager import Adopted
-from rosettaserve.transport.idle import sweep
 from rosettaserve.transport.routing import HttpResponse, error_body
-from rosettaserve.transport.sockets import no_delay
+from rosettaserve.transport.sockets import listen, no_delay
 
 log = logging.getLogger("rosettaserve.http")
 
@@ -400,9 +399,9 @@ class HttpServer:
         self._sweeper: asyncio.Task[None] | None = None
 
     async def start(self, sock: socket.socket) -> None:
-        loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(lambda: Connection(self), sock=sock, backlog=2048)
-        self._sweeper = loop.create_task(sweep(self.connections, self.idle_timeout))
+        self._server, self._sweeper = await listen(
+            sock, lambda: Connection(self), self.connections, self.idle_timeout
+        )
 
     async def shutdown(self, timeout: float | None = None) -> None:
         """Stop accepting, let requests in flight finish (then close), close idle connections."""

@@ -23,8 +23,7 @@ from typing import Any, Protocol
 
 from rosettaserve.transport.coalesce import WriteRound
 from rosettaserve.transport.hpack import Decoder, HpackError
-from rosettaserve.transport.idle import sweep
-from rosettaserve.transport.sockets import no_delay
+from rosettaserve.transport.sockets import listen, no_delay
 
 log = logging.getLogger("rosettaserve.grpc")
 
@@ -671,9 +670,9 @@ class H2Server:
         self._sweeper: asyncio.Task[None] | None = None
 
     async def start(self, sock: socket.socket) -> None:
-        loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(lambda: Connection(self), sock=sock, backlog=2048)
-        self._sweeper = loop.create_task(sweep(self.connections, self.idle_timeout))
+        self._server, self._sweeper = await listen(
+            sock, lambda: Connection(self), self.connections, self.idle_timeout
+        )
 
     def stop_accepting(self) -> None:
         """No new connections, and a GOAWAY on each open one: no new streams."""

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
+from collections.abc import Callable, Iterable
 from typing import Any
+
+from rosettaserve.transport.idle import Idling, sweep
 
 
 def bind(host: str, port: int, reuse_port: bool = False) -> socket.socket:
@@ -42,3 +46,16 @@ def no_delay(transport: Any) -> None:
     sock = transport.get_extra_info("socket")
     if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+async def listen(
+    sock: socket.socket,
+    protocol: Callable[[], asyncio.BaseProtocol],
+    connections: Iterable[Idling],
+    idle_timeout: float,
+) -> tuple[asyncio.Server, asyncio.Task[None]]:
+    """Serve ``sock`` with a ``protocol()`` for each client, and the sweep that closes those of
+    ``connections`` left idle for ``idle_timeout``."""
+    loop = asyncio.get_running_loop()
+    server = await loop.create_server(protocol, sock=sock, backlog=2048)
+    return server, loop.create_task(sweep(connections, idle_timeout))

@@ -172,6 +172,16 @@ def framed(payload: bytes) -> bytes:
     return b"\x00" + len(payload).to_bytes(4, "big") + payload
 
 
+async def call(peer: Peer, rpc: str, payload: bytes) -> int:
+    """A unary call sent in one read; the loop runs, and what the server wrote is read back."""
+    stream_id = peer.start(rpc)
+    peer.message(stream_id, payload)
+    peer.push()
+    await settle()
+    peer.pull()
+    return stream_id
+
+
 async def settle() -> None:
     for _ in range(5):
         await asyncio.sleep(0)
@@ -275,11 +285,7 @@ def test_replies_wait_for_the_window_and_trailers_come_last() -> None:
 def test_a_serving_error_is_its_status_with_its_headers_as_trailers() -> None:
     async def main() -> None:
         peer = Peer(Echo())
-        stream_id = peer.start("Busy")
-        peer.message(stream_id, b"x")
-        peer.push()
-        await settle()
-        peer.pull()
+        stream_id = await call(peer, "Busy", b"x")
         status = peer.status(stream_id)
         assert status is not None
         assert status[b"grpc-status"] == b"8"  # RESOURCE_EXHAUSTED, from core's table
@@ -390,20 +396,12 @@ def test_a_client_that_does_not_read_is_not_read_either() -> None:
 def test_a_reply_that_cannot_be_written_is_internal_and_the_connection_goes_on() -> None:
     async def main() -> None:
         peer = Peer(Echo())
-        stream_id = peer.start("Broken")
-        peer.message(stream_id, b"x")
-        peer.push()
-        await settle()
-        peer.pull()
+        stream_id = await call(peer, "Broken", b"x")
         status = peer.status(stream_id)
         assert status is not None
         assert status[b"grpc-status"] == b"13"  # INTERNAL
         assert b"TypeError" in status[b"grpc-message"]
-        other = peer.start("Now")
-        peer.message(other, b"y")
-        peer.push()
-        await settle()
-        peer.pull()
+        other = await call(peer, "Now", b"y")
         assert peer.replies(other) == framed(b"now:y")
 
     asyncio.run(main())
