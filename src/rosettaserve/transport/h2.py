@@ -49,6 +49,7 @@ CONNECTION_WINDOW = 64 << 20
 FRAME_LIMIT = 1 << 20
 HEADER_LIST_LIMIT = 64 * 1024
 CONCURRENT_STREAMS = 1024
+RESET_LIMIT = 1000  # beyond this many client resets, when they are most of its streams: GOAWAY
 RESET_MEMORY = 1024  # how many reset streams' late DATA is dropped without a reply
 PENDING_LIMIT = 4 << 20  # a stream's queued reply bytes beyond which its writer waits
 WRITE_BUFFER_HIGH = 8 << 20  # written but not yet taken by the client: beyond it, reads pause
@@ -150,6 +151,8 @@ class Connection(asyncio.Protocol):
         self.header_end_stream = False
         self.going_away = False
         self.last_active = time.monotonic()  # the idle sweep closes connections quiet too long
+        self.opened = 0  # streams the client started
+        self.client_resets = 0  # of them, those it reset while they were open
         self.reset_ids: set[int] = set()  # streams this side reset: their late frames are dropped
         self.writable = True
         self.write_waiters: list[asyncio.Future[None]] = []
@@ -398,6 +401,7 @@ class Connection(asyncio.Protocol):
             raise StreamError(stream_id, REFUSED_STREAM, "the server is shutting down")
         if len(self.streams) >= CONCURRENT_STREAMS:
             raise StreamError(stream_id, REFUSED_STREAM, "too many concurrent streams")
+        self.opened += 1
         stream = Stream(stream_id, self.peer_window)
         stream.remote_closed = end_stream
         self.streams[stream_id] = stream
@@ -470,6 +474,11 @@ class Connection(asyncio.Protocol):
         if stream is not None:
             self.blocked.pop(stream_id, None)
             self._cancel(stream)
+            self.client_resets += 1
+            if self.client_resets > RESET_LIMIT and self.client_resets * 2 > self.opened:
+                # opening streams only to reset them makes the server start and drop work at
+                # the client's pace ("rapid reset"): such a client is told to go away
+                raise ConnectionFailure(ENHANCE_YOUR_CALM, "too many streams reset by the client")
 
     def _not_http2(self, data: bytes) -> None:
         """Not the HTTP/2 preface: a plain-text answer an HTTP/1.1 client can read, then close."""

@@ -405,3 +405,25 @@ def test_a_reply_that_cannot_be_written_is_internal_and_the_connection_goes_on()
         assert peer.replies(other) == framed(b"now:y")
 
     asyncio.run(main())
+
+
+def test_a_client_resetting_most_of_its_streams_is_told_to_go_away() -> None:
+    async def main() -> None:
+        servicer = Echo()
+        peer = Peer(servicer)
+        for _ in range(server_h2.RESET_LIMIT):  # at the limit: still served
+            stream_id = peer.start("Later")
+            peer.client.reset_stream(stream_id)
+            peer.push()
+        await settle()
+        assert not peer.transport.closed
+        stream_id = peer.start("Later")
+        peer.client.reset_stream(stream_id)
+        peer.push()
+        peer.pull()
+        goaway = [e for e in peer.events if isinstance(e, h2.events.ConnectionTerminated)]
+        assert len(goaway) == 1
+        assert goaway[0].error_code == server_h2.ENHANCE_YOUR_CALM
+        assert peer.transport.closed
+
+    asyncio.run(main())
