@@ -28,6 +28,7 @@ from typing import Any, NoReturn
 from urllib.parse import quote
 
 from rosettaserve.core.errors import ServingError
+from rosettaserve.core.status import ErrorKind
 from rosettaserve.transport import h2
 from rosettaserve.transport.eager import Adopted
 from rosettaserve.transport.hpack import encode
@@ -39,8 +40,14 @@ log = logging.getLogger("rosettaserve.grpc")
 # a type given as ``bytes``: the servicer takes or returns the serialized message itself
 ServiceTable = tuple[str, Any, Mapping[str, tuple[Any, Any, bool | str]]]
 
-OK, CANCELLED, UNKNOWN, INVALID_ARGUMENT, DEADLINE_EXCEEDED = 0, 1, 2, 3, 4
-RESOURCE_EXHAUSTED, UNIMPLEMENTED, INTERNAL, UNAVAILABLE = 8, 12, 13, 14
+# the transport's own statuses, their codes from core's one table
+OK = 0
+CANCELLED = ErrorKind.CANCELLED.grpc
+INVALID_ARGUMENT = ErrorKind.INVALID_ARGUMENT.grpc
+DEADLINE_EXCEEDED = ErrorKind.DEADLINE_EXCEEDED.grpc
+RESOURCE_EXHAUSTED = ErrorKind.PAYLOAD_TOO_LARGE.grpc
+UNIMPLEMENTED = ErrorKind.UNIMPLEMENTED.grpc
+INTERNAL = ErrorKind.INTERNAL.grpc
 
 ACCEPT_ENCODING = "identity,deflate,gzip"
 _WBITS = {"gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
@@ -358,7 +365,7 @@ class Call:
             self.timer.cancel()
             self.timer = None
         task, self.task = self.task, None
-        if task is not None and task is not _current_task():
+        if task is not None and task is not asyncio.current_task():
             task.cancel()
 
     async def _unary(self, request: Any) -> None:
@@ -438,13 +445,6 @@ class Call:
         if self.requests is not None:
             self.requests.end()
         self._stop_work()
-
-
-def _current_task() -> asyncio.Task[Any] | None:
-    try:
-        return asyncio.current_task()
-    except RuntimeError:
-        return None
 
 
 class Refused:
