@@ -8,11 +8,14 @@ import sys
 from pathlib import Path
 
 from rosettaserve import __version__
+from rosettaserve.security.keys import ENV_VAR, KeySourceError, gather_keys
+from rosettaserve.security.tls import TlsError, TlsFiles
 from rosettaserve.settings import (
     DEFAULT_GRPC_MAX_MESSAGE_SIZE,
     DEFAULT_MAX_REQUEST_SIZE,
     ROLES,
     PdOptions,
+    SecurityOptions,
     Settings,
 )
 
@@ -93,8 +96,86 @@ def build_parser() -> argparse.ArgumentParser:
         help="log verbosity (logs go to stderr)",
     )
     add_pd_options(serve)
+    add_security_options(serve)
     add_scheduler_command(commands)
     return parser
+
+
+def add_security_options(parser: argparse.ArgumentParser) -> None:
+    """TLS and API keys for the process's own ports, and what it sends its PD peers."""
+    own = parser.add_argument_group("TLS and API keys (see the README's Security section)")
+    own.add_argument("--tls-cert", type=Path, metavar="FILE", help="serve TLS: certificate (PEM)")
+    own.add_argument("--tls-key", type=Path, metavar="FILE", help="serve TLS: private key (PEM)")
+    own.add_argument(
+        "--tls-client-ca",
+        type=Path,
+        metavar="FILE",
+        help="mutual TLS: clients must present a certificate this CA signed (PEM)",
+    )
+    own.add_argument(
+        "--api-key",
+        action="append",
+        default=[],
+        metavar="KEY",
+        help="every request but the health probes needs Authorization: Bearer KEY or "
+        f"x-api-key: KEY (repeatable; also --api-key-file and ${ENV_VAR})",
+    )
+    own.add_argument(
+        "--api-key-file",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="API keys, one a line, # comments (repeatable)",
+    )
+    peers = parser.add_argument_group("prefill/decode peers over TLS")
+    peers.add_argument(
+        "--peer-ca",
+        type=Path,
+        metavar="FILE",
+        help="verify the PD peers' certificates with this CA (else the system's CAs)",
+    )
+    peers.add_argument(
+        "--peer-cert", type=Path, metavar="FILE", help="client certificate for PD peers (mTLS)"
+    )
+    peers.add_argument("--peer-key", type=Path, metavar="FILE", help="its private key")
+    peers.add_argument(
+        "--peer-api-key", default="", metavar="KEY", help="API key sent to the PD peers"
+    )
+
+
+def security_options(args: argparse.Namespace) -> SecurityOptions:
+    """The security flags checked for what goes together; ValueError says what is wrong."""
+    if (args.tls_cert is None) != (args.tls_key is None):
+        raise TlsError("--tls-cert and --tls-key go together")
+    if args.tls_client_ca is not None and args.tls_cert is None:
+        raise TlsError("--tls-client-ca needs --tls-cert and --tls-key")
+    if (args.peer_cert is None) != (args.peer_key is None):
+        raise TlsError("--peer-cert and --peer-key go together")
+    tls = None
+    if args.tls_cert is not None:
+        tls = TlsFiles(args.tls_cert, args.tls_key, args.tls_client_ca)
+    return SecurityOptions(
+        tls=tls,
+        api_keys=gather_keys(args.api_key, args.api_key_file),
+        peer_ca=args.peer_ca,
+        peer_cert=args.peer_cert,
+        peer_key=args.peer_key,
+        peer_api_key=args.peer_api_key,
+    )
+
+
+def checked_security(args: argparse.Namespace, prog: str) -> SecurityOptions | None:
+    """The security options, every file loaded once; None (and why, on stderr): do not start."""
+    from rosettaserve.security.setup import check
+
+    try:
+        options = security_options(args)
+        check(options)
+    except (TlsError, KeySourceError) as exc:
+        print(f"{prog}: cannot start: {exc}", file=sys.stderr)
+        return None
+    return options
 
 
 def add_pd_options(serve: argparse.ArgumentParser) -> None:
@@ -150,7 +231,7 @@ def add_scheduler_command(commands: argparse._SubParsersAction[argparse.Argument
             action="extend",
             required=True,
             metavar="URL",
-            help=f"{role} instances, http://HOST:PORT (repeatable)",
+            help=f"{role} instances, http://HOST:PORT or https://HOST:PORT (repeatable)",
         )
     sched.add_argument("--host", default="127.0.0.1", help="address to bind")
     sched.add_argument("--http-port", type=int, default=8000, help="HTTP port (0 = any free)")
@@ -171,6 +252,7 @@ def add_scheduler_command(commands: argparse._SubParsersAction[argparse.Argument
         help="the longest a decode instance may stay silent on a request",
     )
     sched.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    add_security_options(sched)
 
 
 def add_scaling_options(serve: argparse.ArgumentParser) -> None:
@@ -231,6 +313,9 @@ def main(argv: list[str] | None = None) -> int:
     if not args.repository.is_dir():
         print(f"rosettaserve: repository {args.repository} is not a folder", file=sys.stderr)
         return 2
+    security = checked_security(args, "rosettaserve")
+    if security is None:
+        return 1
     settings = Settings(
         repository=args.repository,
         host=args.host,
@@ -254,6 +339,7 @@ def main(argv: list[str] | None = None) -> int:
             heartbeat_s=args.dresult_heartbeat,
             advertise_host=args.advertise_host,
         ),
+        security=security,
     )
     logging.basicConfig(
         level=args.log_level.upper(),
@@ -294,6 +380,9 @@ def run_scheduler(args: argparse.Namespace) -> int:
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    security = checked_security(args, "rosettaserve scheduler")
+    if security is None:
+        return 1
     try:
         options = SchedulerOptions(
             prefill=tuple(args.prefill),
@@ -303,6 +392,7 @@ def run_scheduler(args: argparse.Namespace) -> int:
             policy=args.policy,
             max_retry=args.max_retry,
             token_timeout_s=args.token_timeout,
+            security=security,
         )
         uvloop.run(serve(options))
     except (OSError, ValueError) as exc:

@@ -25,11 +25,12 @@ from rosettaserve.protocols.tfserving import rest as tfserving_rest
 from rosettaserve.protocols.tgi import rest as tgi_rest
 from rosettaserve.protocols.triton_generate import rest as triton_generate_rest
 from rosettaserve.repository.manager import ModelRepository
+from rosettaserve.security import setup as security
 from rosettaserve.settings import Settings
 from rosettaserve.transport.grpc import CallTracker, GrpcServer, ServiceTable
 from rosettaserve.transport.h1 import HttpServer
 from rosettaserve.transport.http import HttpApp
-from rosettaserve.transport.sockets import bind, url_host
+from rosettaserve.transport.sockets import bind
 
 if TYPE_CHECKING:
     from rosettaserve.scheduling.worker import WorkerLink
@@ -67,6 +68,9 @@ class Server:
         if settings.metrics_port is None:
             routes.append(metrics_route(self.metrics_text))
         self.app = HttpApp(routes + tfserving_rest.routes(self.dataplane))
+        self.app.guard = security.guard(settings.security)
+        self.tls = security.server_tls(settings.security)
+        security.configure_peers(settings.security)
         self._stopping = asyncio.Event()
         self.http_url = ""
         self.grpc_address = ""
@@ -84,23 +88,27 @@ class Server:
             ),
             (grps_grpc.SERVICE, grps_grpc.GrpsServicer(self.grps), grps_grpc.RPCS),
         ]
-        return GrpcServer(services, s.grpc_max_message_size, self.calls)
+        server = GrpcServer(services, s.grpc_max_message_size, self.calls)
+        server.guard = self.app.guard
+        return server
 
     async def run(self) -> None:
         s = self.settings
         preloaded = await self._join_workers()
         sock = bind(s.host, s.http_port, s.reuse_port)
-        self.http_url = f"http://{url_host(s.host)}:{sock.getsockname()[1]}"
+        tls = self.tls
+        self.http_url = security.http_address(s.host, sock.getsockname()[1], tls)
         self.pd.bound(s.host, sock.getsockname()[1])
         http = HttpServer(self.app, s.max_request_size)
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._stopping.set)
-        await http.start(sock)
+        security.reload_on_hangup(tls)
+        await http.start(sock, None if tls is None else tls.http.context)
         grpc_server = self._grpc_server()
         grpc_sock = bind(s.host, s.grpc_port, s.reuse_port)
-        self.grpc_address = f"{url_host(s.host)}:{grpc_sock.getsockname()[1]}"
-        await grpc_server.start(grpc_sock)
+        self.grpc_address = security.grpc_address(s.host, grpc_sock.getsockname()[1], tls)
+        await grpc_server.start(grpc_sock, None if tls is None else tls.grpc.context)
         metrics = await self._start_metrics()
         if self.link is None:
             say(f"rosettaserve {__version__} ({s.role}): loading repository {s.repository}")
@@ -156,8 +164,9 @@ class Server:
             return None
         sock = bind(self.settings.host, port)
         server = HttpServer(HttpApp([metrics_route(self.metrics_text)]), 1 << 20)
-        await server.start(sock)
-        say(f"metrics: http://{url_host(self.settings.host)}:{sock.getsockname()[1]}/metrics")
+        await server.start(sock, None if self.tls is None else self.tls.http.context)
+        address = security.http_address(self.settings.host, sock.getsockname()[1], self.tls)
+        say(f"metrics: {address}/metrics")
         return server
 
     def _all_versions(self) -> list[ModelVersion]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rosettaserve.security.tls import TlsFiles
+
 DEFAULT_MAX_REQUEST_SIZE = 256 * 1024 * 1024
 DEFAULT_GRPC_MAX_MESSAGE_SIZE = 512 * 1024 * 1024  # a 256 MiB tensor and then some
 
@@ -21,6 +23,23 @@ class PdOptions:
     heartbeat_s: float = 5.0  # /dresult: ka:heartbeat after this long without a frame
     peer_timeout_s: float = 10.0  # an instance waiting on another instance
     advertise_host: str = ""  # the address other instances reach this one at (default: --host)
+
+
+@dataclass(frozen=True)
+class SecurityOptions:
+    """TLS and API keys (rosettaserve.security): this process's own ports, and its peers."""
+
+    tls: TlsFiles | None = None  # None: clear text
+    api_keys: tuple[str, ...] = field(default=(), repr=False)  # empty: no key asked
+    peer_ca: Path | None = None  # verify peers' certificates with this CA (else the system's)
+    peer_cert: Path | None = None  # presented to peers that require mutual TLS
+    peer_key: Path | None = None
+    peer_api_key: str = field(default="", repr=False)  # sent to peers that require a key
+
+    @property
+    def peers_secure(self) -> bool:
+        """Instances reach each other over HTTPS when they serve HTTPS or have a peer CA."""
+        return self.tls is not None or self.peer_ca is not None
 
 
 @dataclass(frozen=True)
@@ -43,3 +62,4 @@ class Settings:
     reuse_port: bool = False  # set by the supervisor for its workers
     role: str = "mixed"  # mixed | prefill | decode (prefill/decode disaggregation)
     pd: PdOptions = field(default_factory=PdOptions)
+    security: SecurityOptions = field(default_factory=SecurityOptions)

@@ -66,6 +66,12 @@ class Forbidden(ServingError):
     kind = ErrorKind.FORBIDDEN
 
 
+class Unauthenticated(ServingError):
+    """The request carries no valid API key (401 with WWW-Authenticate / UNAUTHENTICATED)."""
+
+    kind = ErrorKind.UNAUTHENTICATED
+
+
 class ModelError(ServingError):
     """The model itself failed (500)."""
 

@@ -30,6 +30,7 @@ class ErrorKind(Enum):
     UNAVAILABLE = StatusPair(503, 14, "UNAVAILABLE")
     DEADLINE_EXCEEDED = StatusPair(504, 4, "DEADLINE_EXCEEDED")
     FORBIDDEN = StatusPair(403, 7, "PERMISSION_DENIED")
+    UNAUTHENTICATED = StatusPair(401, 16, "UNAUTHENTICATED")
 
     @property
     def http(self) -> int:

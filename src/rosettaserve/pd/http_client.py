@@ -1,14 +1,23 @@
 """A small HTTP/1.1 client on asyncio streams: what the scheduler and the instances say to each
-other (one connection per exchange; bodies bounded; chunked bodies read chunk by chunk)."""
+other (one connection per exchange; bodies bounded; chunked bodies read chunk by chunk).
+
+Over HTTPS when the address says so (an ``https://`` URL), or, for an address given without a
+scheme (the instances tell each other host and port only), when this process's ``PEERS`` say
+so; the peer's certificate is verified, and the peer API key, if any, goes with every request.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import ssl
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+log = logging.getLogger("rosettaserve.pd")
 MAX_HEAD_BYTES = 64 * 1024
+CREDENTIALS = ("authorization", "x-api-key")  # never forwarded: the peer key replaces them
 
 
 class HttpClientError(OSError):
@@ -16,20 +25,49 @@ class HttpClientError(OSError):
 
 
 @dataclass
+class Peers:
+    """How this process reaches its peers (the ``--peer-*`` options), set once at start."""
+
+    context: ssl.SSLContext | None = None  # for https; None: the system's CAs
+    secure: bool = False  # addresses without a scheme are reached over HTTPS
+    api_key: str = field(default="", repr=False)  # sent as Authorization: Bearer
+    failures: dict[str, str] = field(default_factory=dict)  # the last TLS failure per peer
+
+    def tls(self) -> ssl.SSLContext:
+        if self.context is None:
+            from rosettaserve.security.tls import client_context
+
+            self.context = client_context(None)
+        return self.context
+
+
+PEERS = Peers()
+
+
+def configure(context: ssl.SSLContext | None, secure: bool, api_key: str) -> None:
+    PEERS.context, PEERS.secure, PEERS.api_key = context, secure, api_key
+
+
+@dataclass
 class Address:
     host: str
     port: int
+    tls: bool | None = None  # None: as this process's peers are reached (PEERS.secure)
 
     @classmethod
     def parse(cls, url: str) -> Address:
         parts = urlsplit(url if "//" in url else f"http://{url}")
-        if parts.scheme != "http" or not parts.hostname or not parts.port:
-            raise ValueError(f"expected http://HOST:PORT, got {url!r}")
-        return cls(parts.hostname, parts.port)
+        if parts.scheme not in ("http", "https") or not parts.hostname or not parts.port:
+            raise ValueError(f"expected http://HOST:PORT or https://HOST:PORT, got {url!r}")
+        return cls(parts.hostname, parts.port, parts.scheme == "https")
+
+    @property
+    def secure(self) -> bool:
+        return PEERS.secure if self.tls is None else self.tls
 
     @property
     def url(self) -> str:
-        return f"http://{self}"
+        return f"{'https' if self.secure else 'http'}://{self}"
 
     def __str__(self) -> str:
         return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
@@ -99,12 +137,7 @@ async def request(
     timeout: float = 10.0,
 ) -> Response:
     """Send a request and read the response head (within ``timeout``); the body is the caller's."""
-    try:
-        reader, writer = await asyncio.wait_for(
-            asyncio.open_connection(address.host, address.port), timeout
-        )
-    except (OSError, TimeoutError) as exc:
-        raise HttpClientError(f"cannot connect to {address}: {exc or type(exc).__name__}") from None
+    reader, writer = await _connect(address, timeout)
     try:
         writer.write(_head(address, method, path, headers or {}, len(body)) + body)
         return await asyncio.wait_for(_read_head(reader, writer), timeout)
@@ -135,10 +168,33 @@ async def fetch(
     return response.status, response.headers, data
 
 
+async def _connect(
+    address: Address, timeout: float
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    tls = PEERS.tls() if address.secure else None
+    try:
+        streams = await asyncio.wait_for(
+            asyncio.open_connection(address.host, address.port, ssl=tls), timeout
+        )
+    except ssl.SSLError as exc:  # the peer's certificate, or ours, was refused
+        reason = f"TLS with {address} failed: {exc.reason or exc}"
+        if PEERS.failures.get(str(address)) != reason:  # said once, not at every poll
+            PEERS.failures[str(address)] = reason
+            log.error("%s", reason)
+        raise HttpClientError(reason) from None
+    except (OSError, TimeoutError) as exc:
+        raise HttpClientError(f"cannot connect to {address}: {exc or type(exc).__name__}") from None
+    if tls is not None and PEERS.failures.pop(str(address), None) is not None:
+        log.info("TLS with %s works again", address)
+    return streams
+
+
 def _head(address: Address, method: str, path: str, headers: Mapping[str, str], size: int) -> bytes:
     lines = [f"{method} {path} HTTP/1.1", f"host: {address}", f"content-length: {size}"]
-    skip = ("host", "content-length", "connection")
+    skip = ("host", "content-length", "connection", *CREDENTIALS)
     lines += [f"{k}: {v}" for k, v in headers.items() if k.lower() not in skip]
+    if PEERS.api_key:
+        lines.append(f"authorization: Bearer {PEERS.api_key}")
     lines.append("connection: close")
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 

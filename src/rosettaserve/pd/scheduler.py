@@ -23,7 +23,7 @@ import logging
 import secrets
 from collections import Counter
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
@@ -34,6 +34,7 @@ from rosettaserve.pd.families import ROUTES, Family, family_of, stream_content_t
 from rosettaserve.pd.http_client import HttpClientError, fetch
 from rosettaserve.pd.pool import Instance, Pool
 from rosettaserve.pd.prefill import FAILED_HEADER
+from rosettaserve.settings import SecurityOptions
 from rosettaserve.transport.routing import HttpRequest, HttpResponse, Route, json_response
 
 log = logging.getLogger("rosettaserve.pd.scheduler")
@@ -54,6 +55,7 @@ class SchedulerOptions:
     token_timeout_s: float = 60.0  # the longest silence of a decode instance on one request
     poll_s: float = 1.0
     max_request_size: int = 64 * 1024 * 1024
+    security: SecurityOptions = field(default_factory=SecurityOptions)  # its front, its peers
 
 
 class Unavailable(ServingError):
@@ -369,22 +371,28 @@ async def serve(options: SchedulerOptions) -> None:
     import signal
 
     from rosettaserve.observability.startup import say
+    from rosettaserve.security import setup
     from rosettaserve.transport.h1 import HttpServer
     from rosettaserve.transport.http import HttpApp
-    from rosettaserve.transport.sockets import bind, url_host
+    from rosettaserve.transport.sockets import bind
 
+    setup.configure_peers(options.security)
+    tls = setup.server_tls(options.security)
     scheduler = Scheduler(options)
     sock = bind(options.host, options.http_port)
-    http = HttpServer(HttpApp(scheduler.routes()), options.max_request_size)
+    app = HttpApp(scheduler.routes())
+    app.guard = setup.guard(options.security)
+    http = HttpServer(app, options.max_request_size)
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stopping.set)
-    await http.start(sock)
+    setup.reload_on_hangup(tls)
+    await http.start(sock, None if tls is None else tls.http.context)
     scheduler.pool.start()
     say(f"rosettaserve scheduler: prefill {', '.join(options.prefill)}")
     say(f"rosettaserve scheduler: decode {', '.join(options.decode)} (policy {options.policy})")
-    say(f"http: http://{url_host(options.host)}:{sock.getsockname()[1]}")
+    say(f"http: {setup.http_address(options.host, sock.getsockname()[1], tls)}")
     await stopping.wait()
     say("rosettaserve scheduler: draining in-flight requests, then stopping")
     await http.shutdown(timeout=30.0)

@@ -23,10 +23,12 @@ from rosettaserve import __version__
 from rosettaserve.observability.metrics import Snapshot, metrics_route, render
 from rosettaserve.observability.startup import say
 from rosettaserve.scheduling.channel import Channel
+from rosettaserve.security import setup as security
+from rosettaserve.security.tls import ServerTls
 from rosettaserve.settings import Settings
 from rosettaserve.transport.h1 import HttpServer
 from rosettaserve.transport.http import HttpApp
-from rosettaserve.transport.sockets import bind, reserve, url_host
+from rosettaserve.transport.sockets import bind, reserve
 
 log = logging.getLogger("rosettaserve.workers")
 RESTART_DELAY_S = 1.0
@@ -77,6 +79,7 @@ class Supervisor:
         self._replies: dict[int, asyncio.Future[Snapshot]] = {}
         self._ids = itertools.count()
         self._tasks: set[asyncio.Task[None]] = set()
+        self.tls: ServerTls | None = None
 
     async def run(self) -> int:
         s = self.settings
@@ -84,6 +87,8 @@ class Supervisor:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stopping.set)
+        self.tls = security.server_tls(s.security)  # the metrics port's; each worker has its own
+        security.reload_on_hangup(self.tls, self._hangup)
         say(f"rosettaserve {__version__}: loading repository {s.repository} in {s.workers} workers")
         metrics = await self._serve_metrics()
         keepers = [asyncio.create_task(self._keep(i)) for i in range(s.workers)]
@@ -97,6 +102,12 @@ class Supervisor:
             await metrics.shutdown(timeout=1.0)
         say("rosettaserve stopped")
         return 1 if self.failed else 0
+
+    def _hangup(self) -> None:
+        """SIGHUP: every worker reloads its certificate too."""
+        for worker in self.workers.values():
+            if worker.proc.returncode is None:
+                worker.proc.send_signal(signal.SIGHUP)
 
     async def _keep(self, index: int) -> None:
         """Run worker ``index``; start it again if it dies after the server became ready."""
@@ -149,9 +160,9 @@ class Supervisor:
         if len(workers) < self.settings.workers or not all(w.loaded for w in workers):
             return
         if not self.ready:
-            host = url_host(self.settings.host)
-            say(f"http: http://{host}:{self.settings.http_port}")
-            say(f"grpc: {host}:{self.settings.grpc_port}")
+            s, tls = self.settings, self.settings.security.tls
+            say(f"http: {security.http_address(s.host, s.http_port, tls)}")
+            say(f"grpc: {security.grpc_address(s.host, s.grpc_port, tls)}")
             self.ready = True
         for worker in workers:
             if not worker.told_ready:
@@ -182,6 +193,7 @@ class Supervisor:
             return None
         sock = bind(self.settings.host, port)
         server = HttpServer(HttpApp([metrics_route(self.collect)]), METRICS_BODY_LIMIT)
-        await server.start(sock)
-        say(f"metrics: http://{url_host(self.settings.host)}:{sock.getsockname()[1]}/metrics")
+        await server.start(sock, None if self.tls is None else self.tls.http.context)
+        address = security.http_address(self.settings.host, sock.getsockname()[1], self.tls)
+        say(f"metrics: {address}/metrics")
         return server

@@ -20,6 +20,7 @@ import asyncio
 import base64
 import contextvars
 import logging
+import ssl
 import time
 import zlib
 from collections import deque
@@ -29,6 +30,7 @@ from urllib.parse import quote
 
 from rosettaserve.core.errors import ServingError
 from rosettaserve.core.status import ErrorKind
+from rosettaserve.security.keys import Guard
 from rosettaserve.transport import h2
 from rosettaserve.transport.eager import Adopted
 from rosettaserve.transport.hpack import encode
@@ -48,6 +50,7 @@ DEADLINE_EXCEEDED = ErrorKind.DEADLINE_EXCEEDED.grpc
 RESOURCE_EXHAUSTED = ErrorKind.PAYLOAD_TOO_LARGE.grpc
 UNIMPLEMENTED = ErrorKind.UNIMPLEMENTED.grpc
 INTERNAL = ErrorKind.INTERNAL.grpc
+UNAUTHENTICATED = ErrorKind.UNAUTHENTICATED.grpc
 
 ACCEPT_ENCODING = "identity,deflate,gzip"
 _WBITS = {"gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
@@ -471,6 +474,7 @@ class GrpcServer:
         self.max_message_size = max_message_size
         self.tracker = tracker
         self.h2 = h2.H2Server(self)
+        self.guard: Guard | None = None  # set: calls need an API key (rosettaserve.security)
 
     def open(
         self, conn: h2.Connection, stream: h2.Stream, headers: list[tuple[str, str]]
@@ -501,6 +505,9 @@ class GrpcServer:
         if found is None:
             message = f"Method not found: {path}"
             return _refuse(conn, stream, trailers_only(UNIMPLEMENTED, message))
+        if self.guard is not None and not self.guard.admits_grpc(path, metadata):
+            message = self.guard.refusal().message  # API keys: rosettaserve.security
+            return _refuse(conn, stream, trailers_only(UNAUTHENTICATED, message))
         wbits = 0
         if encoding and encoding != "identity":
             wbits = _WBITS.get(encoding, -1)
@@ -521,8 +528,8 @@ class GrpcServer:
             call.start(call._bidi())
         return call
 
-    async def start(self, sock: Any) -> None:
-        await self.h2.start(sock)
+    async def start(self, sock: Any, tls: ssl.SSLContext | None = None) -> None:
+        await self.h2.start(sock, tls)
 
     async def stop(self, grace: float) -> None:
         """Refuse new calls, let calls at work finish (up to ``grace``), then close everything,

@@ -18,6 +18,7 @@ import contextvars
 import functools
 import logging
 import socket
+import ssl
 import time
 from collections import deque
 from collections.abc import Awaitable
@@ -398,9 +399,9 @@ class HttpServer:
         self._server: asyncio.Server | None = None
         self._sweeper: asyncio.Task[None] | None = None
 
-    async def start(self, sock: socket.socket) -> None:
+    async def start(self, sock: socket.socket, tls: ssl.SSLContext | None = None) -> None:
         self._server, self._sweeper = await listen(
-            sock, lambda: Connection(self), self.connections, self.idle_timeout
+            sock, lambda: Connection(self), self.connections, self.idle_timeout, tls
         )
 
     async def shutdown(self, timeout: float | None = None) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import ssl
 import struct
 import time
 from collections import deque
@@ -678,9 +679,9 @@ class H2Server:
         self._server: asyncio.Server | None = None
         self._sweeper: asyncio.Task[None] | None = None
 
-    async def start(self, sock: socket.socket) -> None:
+    async def start(self, sock: socket.socket, tls: ssl.SSLContext | None = None) -> None:
         self._server, self._sweeper = await listen(
-            sock, lambda: Connection(self), self.connections, self.idle_timeout
+            sock, lambda: Connection(self), self.connections, self.idle_timeout, tls
         )
 
     def stop_accepting(self) -> None:

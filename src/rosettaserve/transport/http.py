@@ -9,6 +9,7 @@ from urllib.parse import unquote
 import httptools
 
 from rosettaserve.core.errors import InvalidInput, ServingError
+from rosettaserve.security.keys import Guard
 from rosettaserve.transport.routing import (
     HttpRequest,
     HttpResponse,
@@ -32,6 +33,7 @@ class HttpApp:
     def __init__(self, routes: list[Route]) -> None:
         self.router = Router(routes)
         self._routed: dict[tuple[str, bytes], Routed] = {}
+        self.guard: Guard | None = None  # set: requests need an API key (rosettaserve.security)
 
     async def respond(
         self, method: str, raw_url: bytes, headers: dict[str, str], body: bytes | bytearray
@@ -44,6 +46,8 @@ class HttpApp:
             except ServingError as exc:
                 return error_body(exc)
         path, query, route, params = routed
+        if self.guard is not None and not self.guard.admits_http(method, route.pattern, headers):
+            return route.on_error(self.guard.refusal())  # API keys: rosettaserve.security
         try:
             request = HttpRequest(method, path, query, headers, body, params=dict(params))
             return await route.handler(request)

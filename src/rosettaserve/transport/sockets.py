@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import ssl
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from rosettaserve.transport.idle import Idling, sweep
+
+HANDSHAKE_TIMEOUT_S = 10.0  # a TLS client that connects and never finishes its handshake
 
 
 def bind(host: str, port: int, reuse_port: bool = False) -> socket.socket:
@@ -53,9 +56,16 @@ async def listen(
     protocol: Callable[[], asyncio.BaseProtocol],
     connections: Iterable[Idling],
     idle_timeout: float,
+    tls: ssl.SSLContext | None = None,
 ) -> tuple[asyncio.Server, asyncio.Task[None]]:
     """Serve ``sock`` with a ``protocol()`` for each client, and the sweep that closes those of
-    ``connections`` left idle for ``idle_timeout``."""
+    ``connections`` left idle for ``idle_timeout``. ``tls``: every connection is TLS (a client
+    that does not finish its handshake in time, or speaks clear text, is closed)."""
     loop = asyncio.get_running_loop()
-    server = await loop.create_server(protocol, sock=sock, backlog=2048)
+    if tls is None:
+        server = await loop.create_server(protocol, sock=sock, backlog=2048)
+    else:
+        server = await loop.create_server(
+            protocol, sock=sock, backlog=2048, ssl=tls, ssl_handshake_timeout=HANDSHAKE_TIMEOUT_S
+        )
     return server, loop.create_task(sweep(connections, idle_timeout))
