@@ -9,6 +9,10 @@ connected to it).
 Choice (``policy="load"``): the prefill instance with the least outstanding prompt work (body
 bytes sent and not yet answered), the decode instance with the fewest active sequences, then
 the least KV in use; ties go round-robin. ``policy="round-robin"`` ignores load (for tests).
+
+Instances given by DNS name (a headless Service) come and go with the name's addresses
+(discovery.py): one leaving is chosen for nothing new, and a decode instance leaves once the
+requests it holds are done (a pod being stopped drains them, then ends its /dresult stream).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from typing import Any
 
 import orjson
 
+from rosettaserve.pd.discovery import DEFAULT_INTERVAL_S, Resolver, is_name, resolve
 from rosettaserve.pd.http_client import Address, HttpClientError, Response, fetch, request
 from rosettaserve.pd.wire import CLOSE, Frame, FrameParser
 
@@ -42,6 +47,8 @@ class Instance:
     error: str = ""  # why it is not healthy
     connections: int = 0  # decode: /dresult connections made
     failures: int = 0  # status polls failed in a row
+    source: str = ""  # the DNS-named URL it was found through ("": given as it is)
+    listed: bool = True  # False: its name no longer has its address (it is leaving)
 
     def __post_init__(self) -> None:
         self.address = Address.parse(self.url)
@@ -52,7 +59,8 @@ class Instance:
         self.healthy, self.error = False, why
 
     def view(self) -> dict[str, Any]:
-        keys = ("url", "role", "healthy", "outstanding", "active", "kv_tokens", "running", "error")
+        keys: tuple[str, ...] = ("url", "role", "healthy", "outstanding", "active", "kv_tokens")
+        keys += ("running", "error", "source", "listed")
         return {k: getattr(self, k) for k in keys} | {"dresult_connections": self.connections}
 
 
@@ -70,14 +78,35 @@ class Pool:
         on_frame: FrameSink,
         on_lost: LostSink,
         poll_s: float = 1.0,
+        discovery_s: float = DEFAULT_INTERVAL_S,
+        resolver: Resolver = resolve,
     ) -> None:
-        self.prefill = [Instance(url, "prefill") for url in prefill]
-        self.decode = [Instance(url, "decode") for url in decode]
+        self.prefill: list[Instance] = []
+        self.decode: list[Instance] = []
+        self.names: list[tuple[str, str]] = []  # (role, URL) of the URLs that name a host
+        for role, urls in (("prefill", prefill), ("decode", decode)):
+            for url in urls:
+                if is_name(Address.parse(url).host):
+                    self.names.append((role, url))
+                elif not self._known(role, Address.parse(url)):
+                    self._members(role).append(Instance(url, role))
         self.policy = policy
         self.on_frame, self.on_lost = on_frame, on_lost
-        self.poll_s = poll_s
+        self.poll_s, self.discovery_s, self.resolver = poll_s, discovery_s, resolver
         self._turn = {"prefill": 0, "decode": 0}
         self._tasks: list[asyncio.Task[None]] = []
+        self._readers: dict[Instance, asyncio.Task[None]] = {}
+        self._started = False
+
+    def _members(self, role: str) -> list[Instance]:
+        return self.prefill if role == "prefill" else self.decode
+
+    def _known(self, role: str, address: Address) -> Instance | None:
+        """The instance of ``role`` at that host and port, if there is one."""
+        for instance in self._members(role):
+            if (instance.address.host, instance.address.port) == (address.host, address.port):
+                return instance
+        return None
 
     # -- choosing --------------------------------------------------------------------------------
 
@@ -93,7 +122,7 @@ class Pool:
         role = pool[0].role if pool else ""
         turn = self._turn.get(role, 0)
         rotated = pool[turn % len(pool) :] + pool[: turn % len(pool)] if pool else []
-        ok = [i for i in rotated if i.healthy and i not in exclude]
+        ok = [i for i in rotated if i.healthy and i.listed and i not in exclude]
         if not ok:
             return None
         chosen = ok[0] if self.policy == "round-robin" else min(ok, key=load)
@@ -104,15 +133,72 @@ class Pool:
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()
+        self._started = True
         self._tasks = [loop.create_task(self._poll())]
-        self._tasks += [loop.create_task(self._read(d)) for d in self.decode]
+        if self.names:
+            self._tasks.append(loop.create_task(self._watch_names()))
+        for d in self.decode:
+            self._readers[d] = loop.create_task(self._read(d))
 
     async def stop(self) -> None:
-        for task in self._tasks:
+        tasks = self._tasks + list(self._readers.values())
+        self._readers.clear()
+        for task in tasks:
             task.cancel()
-        for task in self._tasks:
+        for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+    # -- instances by name -----------------------------------------------------------------------
+
+    async def _watch_names(self) -> None:
+        while True:
+            await self.discover()
+            await asyncio.sleep(self.discovery_s)
+
+    async def discover(self) -> None:
+        """One round: each DNS-named URL looked up again, the pool brought in line with it."""
+        for role, url in self.names:
+            named = Address.parse(url)
+            try:
+                hosts = await self.resolver(named.host, named.port)
+            except OSError as exc:
+                log.warning("cannot resolve %s (%s); its instances stay as they were", url, exc)
+                continue
+            scheme = url.split("://", 1)[0] if "://" in url else "http"
+            found = [f"{scheme}://{Address(host, named.port)}" for host in hosts]
+            self._sync(role, url, found)
+        self._retire()
+
+    def _sync(self, role: str, source: str, urls: list[str]) -> None:
+        now = {(a.host, a.port) for a in map(Address.parse, urls)}
+        for url in urls:
+            known = self._known(role, Address.parse(url))
+            if known is None:
+                log.info("%s instance %s found through %s", role, url, source)
+                self._add(Instance(url, role, source=source))
+            elif known.source == source and not known.listed:
+                log.info("%s instance %s is back in %s", role, url, source)
+                known.listed = True
+        for instance in self._members(role):
+            gone = (instance.address.host, instance.address.port) not in now
+            if instance.source == source and instance.listed and gone:
+                log.info("%s instance %s left %s", role, instance.url, source)
+                instance.listed = False
+
+    def _add(self, instance: Instance) -> None:
+        self._members(instance.role).append(instance)
+        if instance.role == "decode" and self._started:
+            self._readers[instance] = asyncio.get_running_loop().create_task(self._read(instance))
+
+    def _retire(self) -> None:
+        """Drop the instances that left their name and hold no request of this scheduler."""
+        for pool in (self.prefill, self.decode):
+            for instance in [i for i in pool if not i.listed and i.active == 0]:
+                pool.remove(instance)
+                reader = self._readers.pop(instance, None)
+                if reader is not None:
+                    reader.cancel()
 
     async def _poll(self) -> None:
         while True:
