@@ -231,7 +231,8 @@ def add_scheduler_command(commands: argparse._SubParsersAction[argparse.Argument
             action="extend",
             required=True,
             metavar="URL",
-            help=f"{role} instances, http://HOST:PORT or https://HOST:PORT (repeatable)",
+            help=f"{role} instances, http://HOST:PORT or https://HOST:PORT (repeatable); a HOST "
+            "that is a DNS name (a headless Service) stands for every address it resolves to",
         )
     sched.add_argument("--host", default="127.0.0.1", help="address to bind")
     sched.add_argument("--http-port", type=int, default=8000, help="HTTP port (0 = any free)")
@@ -250,6 +251,14 @@ def add_scheduler_command(commands: argparse._SubParsersAction[argparse.Argument
         default=60.0,
         metavar="SECONDS",
         help="the longest a decode instance may stay silent on a request",
+    )
+    sched.add_argument(
+        "--discovery-interval",
+        type=_positive_float,
+        default=10.0,
+        metavar="SECONDS",
+        help="look instance URLs whose host is a DNS name up again this often (instances "
+        "come and go with its addresses)",
     )
     sched.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     add_security_options(sched)
@@ -293,6 +302,13 @@ def _positive(text: str) -> int:
     value = int(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be above 0, got {text}")
     return value
 
 
@@ -392,6 +408,7 @@ def run_scheduler(args: argparse.Namespace) -> int:
             policy=args.policy,
             max_retry=args.max_retry,
             token_timeout_s=args.token_timeout,
+            discovery_s=args.discovery_interval,
             security=security,
         )
         uvloop.run(serve(options))

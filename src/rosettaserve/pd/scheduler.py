@@ -54,6 +54,7 @@ class SchedulerOptions:
     prefill_timeout_s: float = 300.0  # a prefill instance's answer (prefill and handover)
     token_timeout_s: float = 60.0  # the longest silence of a decode instance on one request
     poll_s: float = 1.0
+    discovery_s: float = 10.0  # instance URLs naming a host: looked up again this often
     max_request_size: int = 64 * 1024 * 1024
     security: SecurityOptions = field(default_factory=SecurityOptions)  # its front, its peers
 
@@ -106,6 +107,7 @@ class Scheduler:
             on_frame=self._on_frame,
             on_lost=self._on_lost,
             poll_s=options.poll_s,
+            discovery_s=options.discovery_s,
         )
         self.pending: dict[str, Pending] = {}
         self.stats: Counter[str] = Counter()
