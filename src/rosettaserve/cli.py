@@ -290,6 +290,14 @@ def add_scaling_options(serve: argparse.ArgumentParser) -> None:
         "own timeout win)",
     )
     serve.add_argument(
+        "--drain-grace",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="on SIGTERM: the longest requests in flight are waited for; the server then exits "
+        "even if a model call is stuck",
+    )
+    serve.add_argument(
         "--metrics-port",
         type=int,
         default=None,
@@ -347,6 +355,7 @@ def main(argv: list[str] | None = None) -> int:
         workers=args.workers,
         max_queue_size=args.max_queue_size,
         request_timeout_us=max(0, round(args.request_timeout * 1e6)),
+        drain_grace_s=max(0.0, args.drain_grace),
         metrics_port=args.metrics_port,
         role=args.role,
         pd=PdOptions(

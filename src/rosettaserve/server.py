@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import time
 from typing import TYPE_CHECKING
 
 from rosettaserve import __version__, gc_tuning
@@ -25,6 +26,7 @@ from rosettaserve.protocols.tfserving import rest as tfserving_rest
 from rosettaserve.protocols.tgi import rest as tgi_rest
 from rosettaserve.protocols.triton_generate import rest as triton_generate_rest
 from rosettaserve.repository.manager import ModelRepository
+from rosettaserve.repository.watchdog import watch
 from rosettaserve.security import setup as security
 from rosettaserve.settings import Settings
 from rosettaserve.transport.grpc import CallTracker, GrpcServer, ServiceTable
@@ -36,7 +38,6 @@ if TYPE_CHECKING:
     from rosettaserve.scheduling.worker import WorkerLink
 
 log = logging.getLogger("rosettaserve")
-DRAIN_GRACE_S = 60.0
 LLM_FAMILIES = (openai_rest, tgi_rest, triton_generate_rest, mindie_rest)  # vLLM: in tgi_rest
 
 
@@ -113,16 +114,18 @@ class Server:
         if self.link is None:
             say(f"rosettaserve {__version__} ({s.role}): loading repository {s.repository}")
         loading = asyncio.create_task(self._load(preloaded))
+        watching = asyncio.create_task(watch(self._all_versions))  # stuck models: not ready
         await self._stopping.wait()
         if self.link is None:
             say("rosettaserve: draining in-flight requests, then stopping")
         loading.cancel()
-        await asyncio.gather(
-            http.shutdown(), grpc_server.stop(DRAIN_GRACE_S), self.pd.drain(DRAIN_GRACE_S)
-        )
+        watching.cancel()
+        grace = s.drain_grace_s  # then the server stops, even with model calls stuck
+        deadline = time.monotonic() + grace
+        await asyncio.gather(http.shutdown(grace), grpc_server.stop(grace), self.pd.drain(grace))
         if metrics is not None:
             await metrics.shutdown(timeout=1.0)
-        await self.repository.unload_all()
+        await self.repository.unload_all(deadline)
         if self.link is None:
             say("rosettaserve stopped")
 

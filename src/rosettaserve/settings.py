@@ -58,6 +58,7 @@ class Settings:
     workers: int = 1  # processes serving the same ports (SO_REUSEPORT), each with its own models
     max_queue_size: int = 0  # requests waiting per model version beyond which 429; 0: no limit
     request_timeout_us: int = 0  # default timeout covering queue and execution; 0: none
+    drain_grace_s: float = 60.0  # on SIGTERM: the longest requests in flight are waited for
     metrics_port: int | None = None  # None: /metrics on the HTTP port
     reuse_port: bool = False  # set by the supervisor for its workers
     role: str = "mixed"  # mixed | prefill | decode (prefill/decode disaggregation)

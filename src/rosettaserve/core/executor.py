@@ -1,34 +1,148 @@
-"""The one place blocking work leaves the event loop."""
+"""Where blocking work leaves the event loop: each model version's own execution instances.
+
+A model version runs its synchronous calls on threads of its own (``instances:`` in model.yaml,
+like Triton's ``instance_group { count }``), so a model whose calls hang holds only its own
+threads: other models keep answering. Loading and unloading run on a pool of their own too.
+
+The threads are daemon threads: a call that never returns cannot keep the process from exiting
+once the server has drained (``--drain-grace``).
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
-import functools
-import os
+import queue
+import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from typing import ParamSpec, TypeVar
+from time import perf_counter_ns
+from typing import Any, Protocol, TypeVar
 
-P = ParamSpec("P")
+from rosettaserve.core.call import Call
+
 T = TypeVar("T")
+LOADER_THREADS = 4  # loads and unloads at once (one that hangs leaves the others a thread)
 
-_pool: ThreadPoolExecutor | None = None
+# loop, future, context, call (None: not a predict), function, positional and keyword arguments
+_Work = tuple[
+    asyncio.AbstractEventLoop,
+    asyncio.Future[Any],
+    contextvars.Context,
+    Call | None,
+    Callable[..., Any],
+    tuple[Any, ...],
+    dict[str, Any],
+]
 
 
-def _executor() -> ThreadPoolExecutor:
-    global _pool  # noqa: PLW0603 - one process-wide pool, created lazily
-    if _pool is None:
-        workers = int(os.environ.get("ROSETTASERVE_THREADS", "0")) or min(
-            32, (os.cpu_count() or 1) + 4
-        )
-        _pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rosetta-model")
-    return _pool
+class ExecutionPool(Protocol):
+    """A model version's execution instances, as the server's health check sees them."""
+
+    @property
+    def count(self) -> int: ...
+
+    def overdue(self, now: float) -> list[Call]:
+        """Calls still running past their deadline (event loop time ``now``): their requests
+        were answered with a timeout, but they hold an instance."""
+        ...
+
+    def close(self) -> None:
+        """Stop taking work (calls running go on until they return)."""
+        ...
 
 
-async def run_blocking(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-    """Run ``fn`` on the model thread pool and await its result."""
-    loop = asyncio.get_running_loop()
-    ctx = contextvars.copy_context()
-    call = functools.partial(ctx.run, fn, *args, **kwargs)
-    return await loop.run_in_executor(_executor(), call)
+class ThreadInstances:
+    """``count`` threads, started as work arrives, that run one version's blocking calls."""
+
+    def __init__(self, label: str, count: int) -> None:
+        self.label = label
+        self._count = count
+        self._queue: queue.SimpleQueue[_Work | None] = queue.SimpleQueue()
+        self._idle = threading.Semaphore(0)
+        self._threads: list[threading.Thread] = []
+        self.running: dict[int, Call] = {}  # id(call) -> a predict call in a thread now
+        self._closed = False
+
+    @property
+    def count(self) -> int:
+        return self._count
+
+    def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> asyncio.Future[T]:
+        """Run ``fn(*args, **kwargs)`` on one of the threads; await the result."""
+        return self._submit(None, fn, args, kwargs)
+
+    def predict(
+        self, call: Call, fn: Callable[..., Any], inputs: Any, kwargs: dict[str, Any]
+    ) -> asyncio.Future[Any]:
+        """A model's predict: ``call.ran`` and ``call.done`` say when it ran (``ran`` -
+        ``submitted`` is the wait for a free instance), and it is watched while it runs."""
+        return self._submit(call, fn, (inputs,), kwargs)
+
+    def _submit(
+        self, call: Call | None, fn: Callable[..., Any], args: tuple[Any, ...], kw: dict[str, Any]
+    ) -> asyncio.Future[Any]:
+        if self._closed:
+            raise RuntimeError(f"the execution instances of {self.label} are closed")
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        self._queue.put((loop, future, contextvars.copy_context(), call, fn, args, kw))
+        if not self._idle.acquire(blocking=False) and len(self._threads) < self._count:
+            name = f"model-{self.label}-{len(self._threads)}"
+            thread = threading.Thread(target=self._work, name=name, daemon=True)
+            self._threads.append(thread)
+            thread.start()
+        return future
+
+    def overdue(self, now: float) -> list[Call]:
+        calls = list(self.running.values())  # (a copy: the threads change it as they go)
+        return [c for c in calls if c.deadline is not None and c.deadline < now]
+
+    def close(self) -> None:
+        self._closed = True
+        for _ in self._threads:
+            self._queue.put(None)
+
+    def _work(self) -> None:
+        while (work := self._queue.get()) is not None:
+            loop, future, ctx, call, fn, args, kwargs = work
+            if not future.cancelled():  # (a call that expired while queued never runs)
+                result: Any = None
+                error: BaseException | None = None
+                if call is not None:
+                    self.running[id(call)] = call
+                    call.ran = perf_counter_ns()
+                try:
+                    result = ctx.run(fn, *args, **kwargs)
+                except Exception as exc:  # handed to the awaiting task
+                    error = exc
+                except BaseException as exc:  # SystemExit... would stop the server's loop
+                    error = RuntimeError(f"the model raised {type(exc).__name__}: {exc}")
+                if call is not None:
+                    call.done = perf_counter_ns()
+                    self.running.pop(id(call), None)
+                with contextlib.suppress(RuntimeError):  # a closed loop: nobody awaits it
+                    loop.call_soon_threadsafe(_settle, future, result, error)
+                del work, result, error  # (not kept alive while the thread waits for more)
+            self._idle.release()
+
+
+def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+    if future.cancelled():
+        return
+    if error is None:
+        future.set_result(result)
+    else:
+        future.set_exception(error)
+
+
+_loader: ThreadInstances | None = None
+
+
+async def run_loading(fn: Callable[..., T], *args: Any) -> T:
+    """Run a model's load or unload on the loading threads (never a model's own instances)."""
+    global _loader  # noqa: PLW0603 - one loading pool, created lazily
+    if _loader is None:
+        _loader = ThreadInstances("loading", LOADER_THREADS)
+    result: T = await _loader.run(fn, *args)
+    return result

@@ -1,4 +1,4 @@
-"""How the server calls a model's ``predict``: inline or on the thread pool, and its errors."""
+"""How the server calls a model's ``predict``: inline or on its own threads, and its errors."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any, Protocol
 from rosettaserve.core import streaming
 from rosettaserve.core.call import Call
 from rosettaserve.core.errors import served_as
-from rosettaserve.core.executor import run_blocking
+from rosettaserve.core.executor import ThreadInstances
 from rosettaserve.core.model import Arrays, Model
 
 # A synchronous predict whose calls average under this many microseconds runs on the event loop
@@ -43,17 +43,18 @@ class Invocable(Protocol):
 class Invoker:
     """Calls a model's ``predict`` the way its signature asks.
 
-    A synchronous ``predict`` runs on the model thread pool, unless its calls have been fast
-    (a running mean under ``INLINE_NS``): then it runs on the event loop thread, where it saves
-    the two thread switches. One slow call raises the mean and sends the next ones back to
-    the pool.
+    A synchronous ``predict`` runs on the version's own threads (``instances``), unless its calls
+    have been fast (a running mean under ``INLINE_NS``): then it runs on the event loop thread,
+    where it saves the two thread switches. One slow call raises the mean and sends the next
+    ones back to the threads.
     """
 
     waiting: int | None = None
 
-    def __init__(self, model: Model) -> None:
+    def __init__(self, model: Model, instances: ThreadInstances | None = None) -> None:
         fn = model.predict
         self.fn = fn
+        self.instances = instances or ThreadInstances(model.name or "model", 1)
         self.is_async = inspect.iscoroutinefunction(fn)
         self.is_async_gen = inspect.isasyncgenfunction(fn)
         self.is_gen = inspect.isgeneratorfunction(fn)
@@ -97,7 +98,7 @@ class Invoker:
             try:
                 if self.mean_ns < INLINE_NS:  # self.inline, read without a property call
                     return _timed(call, self.fn, inputs, kwargs)
-                return await run_blocking(_timed, call, self.fn, inputs, kwargs)
+                return await self.instances.predict(call, self.fn, inputs, kwargs)
             finally:
                 if call.done:
                     self._measured(call.done - call.ran)
@@ -118,7 +119,7 @@ _NO_KWARGS: dict[str, Any] = {}  # for a predict without ``parameters`` (never w
 
 
 def _timed(call: Call, fn: Callable[..., Any], inputs: Arrays, kwargs: dict[str, Any]) -> Any:
-    """On the model thread pool, ``ran`` - ``submitted`` is the wait for a free thread."""
+    """A call on the event loop thread, timed as the instances time theirs."""
     call.ran = perf_counter_ns()
     try:
         return fn(inputs, **kwargs)

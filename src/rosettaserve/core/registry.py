@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Protocol
 
+from rosettaserve.core.executor import ExecutionPool
 from rosettaserve.core.invoker import Invocable
 from rosettaserve.core.model import Model
 from rosettaserve.core.stats import ModelStats
@@ -15,7 +16,7 @@ from rosettaserve.core.types import TensorSpec
 class VersionState(Enum):
     LOADING = "LOADING"
     READY = "READY"
-    UNAVAILABLE = "UNAVAILABLE"  # failed to load; ``reason`` says why
+    UNAVAILABLE = "UNAVAILABLE"  # failed to load, or every instance is stuck; ``reason``: why
     UNLOADING = "UNLOADING"
 
 
@@ -49,6 +50,8 @@ class ModelVersion:
     reason: str = ""
     model: Model | None = None
     invoker: Invocable | None = None  # the model's Invoker, or a batcher wrapping it
+    instances: ExecutionPool | None = None  # where its calls run (watched for stuck calls)
+    stalled_since: float = 0.0  # monotonic time every instance was found stuck (0: they are not)
     inputs: list[TensorSpec] = field(default_factory=list)
     outputs: list[TensorSpec] = field(default_factory=list)
     platform: str = ""

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 
 from rosettaserve.core.call import Call
 from rosettaserve.core.errors import MODEL_ERRORS, ServingError
-from rosettaserve.core.executor import run_blocking
 from rosettaserve.core.model import Arrays
 
 if TYPE_CHECKING:
@@ -35,9 +34,10 @@ async def model_items(
         if not invoker.is_gen:
             yield await invoker.predict(inputs, parameters)
             return
-        gen = iter(await run_blocking(invoker.fn, inputs, **kwargs))
+        run = invoker.instances.run
+        gen = iter(await run(invoker.fn, inputs, **kwargs))
         done = object()
-        while (item := await run_blocking(next, gen, done)) is not done:
+        while (item := await run(next, gen, done)) is not done:
             yield item
 
 

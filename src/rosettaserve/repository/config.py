@@ -14,6 +14,7 @@ from rosettaserve.core.registry import DynamicBatching
 from rosettaserve.core.types import TensorSpec
 
 CONFIG_FILE = "model.yaml"
+ISOLATIONS = ("thread", "process")
 BATCHING_KEYS = {"preferred_batch_size", "max_queue_delay_microseconds"}
 
 
@@ -50,6 +51,8 @@ class ModelConfig:
     dynamic_batching: DynamicBatching | None = None
     max_queue_size: int | None = None  # None: the server's --max-queue-size
     timeout_us: int | None = None  # default_timeout_microseconds; None: --request-timeout
+    instances: int | None = None  # execution instances; None: the runtime's default
+    isolation: str = "thread"  # thread: in the server process; process: worker processes
     raw: dict[str, Any] = field(default_factory=dict)
 
 
@@ -94,8 +97,33 @@ def parse_config(raw: dict[str, Any]) -> ModelConfig:
         dynamic_batching=_batching(raw.get("dynamic_batching"), max_batch),
         max_queue_size=_count(raw, "max_queue_size"),
         timeout_us=_count(raw, "default_timeout_microseconds"),
+        instances=_instances(raw.get("instances")),
+        isolation=_isolation(raw.get("isolation"), runtime),
         raw=raw,
     )
+
+
+def _instances(value: Any) -> int | None:
+    if value is None:
+        return None
+    if type(value) is not int or value < 1:
+        raise ConfigError(
+            f"'instances' must be an integer of at least 1 (calls of this model that run at "
+            f"once), got {value!r}"
+        )
+    return value
+
+
+def _isolation(value: Any, runtime: str) -> str:
+    if value is None:
+        return "thread"
+    if value not in ISOLATIONS:
+        raise ConfigError(f"'isolation' must be one of {list(ISOLATIONS)}, got {value!r}")
+    if value == "process" and runtime != "python":
+        raise ConfigError(
+            f"'isolation: process' is offered for python models only (runtime is {runtime!r})"
+        )
+    return str(value)
 
 
 def _count(raw: dict[str, Any], key: str) -> int | None:

@@ -4,23 +4,33 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from rosettaserve.core.errors import ModelError, ModelNotFound
-from rosettaserve.core.executor import run_blocking
+from rosettaserve.core.executor import ThreadInstances, run_loading
 from rosettaserve.core.invoker import Invoker
+from rosettaserve.core.model import Model
 from rosettaserve.core.registry import IndexEntry, ModelVersion, VersionState
 from rosettaserve.repository.config import ConfigError, ModelConfig, read_config
 from rosettaserve.repository.layout import ModelDir, scan_model, scan_repository
 from rosettaserve.runtimes import create_model
 from rosettaserve.scheduling.batcher import schedule
+from rosettaserve.scheduling.isolation import ProcessModel
 
 log = logging.getLogger("rosettaserve.repository")
 Reporter = Callable[[list[ModelVersion]], None]  # called once per batch of loaded versions
 DRAIN_TIMEOUT_S = 60.0
+UNLOAD_MIN_S = 2.0  # a model's unload gets at least this long, even past the drain deadline
+# Runtimes whose predict spends its time in native code that releases the GIL (ONNX Runtime,
+# scikit-learn's numeric kernels): calls on several threads run in parallel, so by default they
+# get one instance per core. A python model's own code holds the GIL: more threads would add
+# switching, not throughput, and with ``isolation: process`` each instance is a process holding
+# its own copy of the model: one, unless model.yaml asks for more.
+PARALLEL_RUNTIMES = frozenset({"onnx", "sklearn"})
 
 
 @dataclass
@@ -97,31 +107,44 @@ class ModelRepository:
         else:
             path = entry.dir.versions[int(mv.version)]
             try:
-                await run_blocking(_load_blocking, mv, path, entry.config)
+                await run_loading(_load_blocking, mv, path, entry.config)
             except Exception as exc:  # any failure keeps the server and other models serving
                 _fail(mv, f"{type(exc).__name__}: {exc}" if not _is_plain(exc) else str(exc))
         mv.load_seconds = time.perf_counter() - start
 
     # -- unloading -----------------------------------------------------------------------------
 
-    async def unload_version(self, entry: ModelEntry, mv: ModelVersion) -> None:
-        """Stop routing to ``mv``, let requests in flight finish, then release it."""
+    async def unload_version(
+        self, entry: ModelEntry, mv: ModelVersion, deadline: float | None = None
+    ) -> None:
+        """Stop routing to ``mv``, let requests in flight finish, then release it (by
+        ``deadline``, monotonic time: a model's unload that outlasts it is left behind)."""
         entry.versions = [v for v in entry.versions if v is not mv]
         mv.state = VersionState.UNLOADING
-        deadline = time.monotonic() + DRAIN_TIMEOUT_S
+        deadline = deadline or time.monotonic() + DRAIN_TIMEOUT_S
         while mv.inflight and time.monotonic() < deadline:
             await asyncio.sleep(0.01)
         if mv.model is not None:
             try:
-                await run_blocking(mv.model.unload)
+                left = max(UNLOAD_MIN_S, deadline - time.monotonic())
+                await asyncio.wait_for(run_loading(mv.model.unload), left)
+            except TimeoutError:
+                log.warning("unloading %s version %s did not finish in time", mv.name, mv.version)
             except Exception:
                 log.exception("unloading %s version %s failed", mv.name, mv.version)
+        if mv.instances is not None:
+            mv.instances.close()
         log.info("unloaded model %s version %s", mv.name, mv.version)
 
-    async def unload_all(self) -> None:
-        for entry in list(self._entries.values()):
-            for mv in list(entry.versions):
-                await self.unload_version(entry, mv)
+    async def unload_all(self, deadline: float | None = None) -> None:
+        """Every version, all at once, each drained and released by ``deadline`` (monotonic)."""
+        await asyncio.gather(
+            *(
+                self.unload_version(entry, mv, deadline)
+                for entry in list(self._entries.values())
+                for mv in list(entry.versions)
+            )
+        )
         self._entries.clear()
 
     # -- model control (on request) ------------------------------------------------------------
@@ -220,7 +243,7 @@ def _wanted(entry: ModelEntry) -> list[int]:
 
 
 def _load_blocking(mv: ModelVersion, path: Path, config: ModelConfig) -> None:
-    model = create_model(mv.name, mv.version, path, config)
+    model = _create(mv, path, config)
     model.load()
     if not model.inputs or not model.outputs:
         raise ValueError(
@@ -229,8 +252,25 @@ def _load_blocking(mv: ModelVersion, path: Path, config: ModelConfig) -> None:
         )
     mv.inputs, mv.outputs = list(model.inputs), list(model.outputs)
     mv.platform, mv.max_batch_size = model.platform, model.max_batch_size
-    mv.model, mv.invoker = model, schedule(mv, Invoker(model), config.dynamic_batching)
+    if isinstance(model, ProcessModel):
+        mv.instances, invoker = model.pool, Invoker(model)
+    else:
+        threads = ThreadInstances(f"{mv.name}-v{mv.version}", _instances(config))
+        mv.instances, invoker = threads, Invoker(model, threads)
+    mv.model, mv.invoker = model, schedule(mv, invoker, config.dynamic_batching)
     mv.state = VersionState.READY
+
+
+def _create(mv: ModelVersion, path: Path, config: ModelConfig) -> Model:
+    if config.isolation == "process":
+        return ProcessModel(mv.name, mv.version, path, config.raw, _instances(config))
+    return create_model(mv.name, mv.version, path, config)
+
+
+def _instances(config: ModelConfig) -> int:
+    if config.instances is not None:
+        return config.instances
+    return (os.cpu_count() or 1) if config.runtime in PARALLEL_RUNTIMES else 1
 
 
 def _fail(mv: ModelVersion, reason: str) -> None:

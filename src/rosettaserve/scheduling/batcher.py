@@ -214,7 +214,7 @@ class DynamicBatcher:
             ran = perf_counter_ns()
             for item in batch:
                 _mark(item.call, ran, rows)
-            result = await self.inner.predict(inputs, batch[0].parameters)
+            result = await self.inner.predict(inputs, batch[0].parameters, _batch_call(batch))
             done = perf_counter_ns()
             parts = [result] if len(batch) == 1 else self._split(result, batch, rows)
         except ServingError as exc:
@@ -290,6 +290,17 @@ def _rows_and_kind(inputs: Arrays) -> tuple[int, Kind]:
 
 def _concat(batch: list[Pending]) -> Arrays:
     return {name: np.concatenate([item.inputs[name] for item in batch]) for name in batch[0].inputs}
+
+
+def _batch_call(batch: list[Pending]) -> Call:
+    """The batch's own call, due when its last request is (the instances watch it by that)."""
+    deadline = 0.0
+    for item in batch:
+        due = None if item.call is None else item.call.deadline
+        if due is None:  # a request without a timeout: neither has the batch
+            return Call(perf_counter_ns())
+        deadline = max(deadline, due)
+    return Call(perf_counter_ns(), deadline=deadline)
 
 
 def _mark(call: Call | None, ran: int, rows: int) -> None:

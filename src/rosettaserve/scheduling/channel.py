@@ -1,5 +1,9 @@
-"""The control channel between the supervisor and a worker process: a socketpair carrying
-length-prefixed pickled tuples (both ends are this server's own processes)."""
+"""The control channel between this server's own processes (the ``--workers`` supervisor and its
+workers; a model and its ``isolation: process`` workers): a socketpair carrying pickled tuples.
+
+A message is pickled with protocol 5 and its large buffers (numpy arrays' data) travel out of
+band, each as it is: the arrays are neither copied into the pickle nor out of it.
+"""
 
 from __future__ import annotations
 
@@ -7,32 +11,54 @@ import asyncio
 import pickle
 import socket
 import struct
+import sys
 from typing import Any
 
-_LENGTH = struct.Struct("<I")
+_HEAD = struct.Struct("<II")  # bytes of the pickle, count of buffers sent out of band
+_SIZE = struct.Struct("<Q")  # bytes of one such buffer
 
 
-def encode(*message: Any) -> bytes:
-    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-    return _LENGTH.pack(len(data)) + data
+def frames(*message: Any) -> list[bytes | memoryview]:
+    """A message as the parts to write, one after the other: head, pickle, buffers."""
+    buffers: list[pickle.PickleBuffer] = []
+    data = pickle.dumps(message, protocol=5, buffer_callback=buffers.append)
+    raws = [b.raw() for b in buffers]
+    head = _HEAD.pack(len(data), len(raws)) + b"".join(_SIZE.pack(r.nbytes) for r in raws)
+    return [head + data, *raws]
+
+
+def child_process(module: str, *args: str) -> tuple[socket.socket, socket.socket, list[str]]:
+    """This end and the child's end of a new channel, and the command that runs ``module`` as a
+    child holding its end (pass it in ``pass_fds``; close it here once the child started)."""
+    mine, theirs = socket.socketpair()
+    return mine, theirs, [sys.executable, "-m", module, str(theirs.fileno()), *args]
+
+
+def send_blocking(sock: socket.socket, *message: Any) -> None:
+    """Send one message on a blocking socket (pickled whole before anything is sent)."""
+    for part in frames(*message):
+        sock.sendall(part)
 
 
 def receive_blocking(sock: socket.socket) -> tuple[Any, ...]:
-    """One message, before any event loop runs (the worker's settings)."""
-    (size,) = _LENGTH.unpack(_exactly(sock, _LENGTH.size))
-    message: tuple[Any, ...] = pickle.loads(_exactly(sock, size))
+    """One message on a blocking socket (the buffers it carries are writable)."""
+    size, count = _HEAD.unpack(_exactly(sock, _HEAD.size))
+    sizes = struct.unpack(f"<{count}Q", _exactly(sock, count * _SIZE.size)) if count else ()
+    data = _exactly(sock, size)
+    buffers = [_exactly(sock, n) for n in sizes]
+    message: tuple[Any, ...] = pickle.loads(data, buffers=buffers)
     return message
 
 
-def _exactly(sock: socket.socket, size: int) -> bytes:
-    chunks, left = [], size
-    while left:
-        chunk = sock.recv(left)
-        if not chunk:
+def _exactly(sock: socket.socket, size: int) -> bytearray:
+    buf = bytearray(size)
+    view, got = memoryview(buf), 0
+    while got < size:
+        n = sock.recv_into(view[got:])
+        if not n:
             raise EOFError("the control channel closed")
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
+        got += n
+    return buf
 
 
 class Channel:
@@ -42,18 +68,22 @@ class Channel:
     @classmethod
     async def open(cls, sock: socket.socket) -> Channel:
         sock.setblocking(False)
-        reader, writer = await asyncio.open_unix_connection(sock=sock)
+        reader, writer = await asyncio.open_unix_connection(sock=sock, limit=1 << 20)
         return cls(reader, writer)
 
     def send(self, *message: Any) -> None:
         if not self.writer.is_closing():
-            self.writer.write(encode(*message))
+            self.writer.writelines(frames(*message))
 
     async def receive(self) -> tuple[Any, ...] | None:
         """The next message; None once the other end has gone."""
+        read = self.reader.readexactly
         try:
-            (size,) = _LENGTH.unpack(await self.reader.readexactly(_LENGTH.size))
-            message: tuple[Any, ...] = pickle.loads(await self.reader.readexactly(size))
+            size, count = _HEAD.unpack(await read(_HEAD.size))
+            sizes = struct.unpack(f"<{count}Q", await read(count * _SIZE.size)) if count else ()
+            data = await read(size)
+            buffers = [await read(n) for n in sizes]
+            message: tuple[Any, ...] = pickle.loads(data, buffers=buffers)
         except (asyncio.IncompleteReadError, ConnectionError):
             return None
         return message

@@ -15,14 +15,13 @@ import asyncio
 import itertools
 import logging
 import signal
-import socket
 import sys
 from dataclasses import dataclass, replace
 
 from rosettaserve import __version__
 from rosettaserve.observability.metrics import Snapshot, metrics_route, render
 from rosettaserve.observability.startup import say
-from rosettaserve.scheduling.channel import Channel
+from rosettaserve.scheduling.channel import Channel, child_process
 from rosettaserve.security import setup as security
 from rosettaserve.security.tls import ServerTls
 from rosettaserve.settings import Settings
@@ -128,9 +127,8 @@ class Supervisor:
             log.warning("starting worker %d again", index)
 
     async def _spawn(self, index: int) -> Worker:
-        mine, theirs = socket.socketpair()
-        cmd = [sys.executable, "-m", "rosettaserve.scheduling.worker", str(theirs.fileno())]
-        proc = await asyncio.create_subprocess_exec(*cmd, str(index), pass_fds=(theirs.fileno(),))
+        mine, theirs, cmd = child_process("rosettaserve.scheduling.worker", str(index))
+        proc = await asyncio.create_subprocess_exec(*cmd, pass_fds=(theirs.fileno(),))
         theirs.close()
         channel = await Channel.open(mine)
         channel.send("settings", self.settings, self.ready)  # ready: a replacement

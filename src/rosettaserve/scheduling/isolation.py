@@ -1,0 +1,201 @@
+"""``isolation: process`` in model.yaml: a python model served from worker processes
+(``scheduling.model_worker``), one call at a time each, ``instances`` of them.
+
+A call that is cancelled -- its request timed out, or its client went away -- has its worker
+killed at once, so the work really stops, and a fresh worker loaded in its place. Tensors cross
+the process boundary as pickle protocol 5 with their data out of band (``scheduling.channel``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rosettaserve.core.call import Call
+from rosettaserve.core.errors import ModelError
+from rosettaserve.core.executor import run_loading
+from rosettaserve.core.model import Arrays, Model
+from rosettaserve.scheduling.channel import (
+    Channel,
+    child_process,
+    receive_blocking,
+    send_blocking,
+)
+
+log = logging.getLogger("rosettaserve.isolation")
+STOP_WAIT_S = 5.0  # a worker told to stop gets this long to unload, then it is killed
+RESPAWN_DELAY_S = 1.0  # between attempts to replace a worker whose model failed to load
+
+
+@dataclass(eq=False)
+class WorkerProcess:
+    proc: subprocess.Popen[bytes]
+    sock: socket.socket  # this end of its control channel
+    channel: Channel | None = None  # the same, opened on the event loop at its first call
+
+
+class ProcessInstances:
+    """``count`` worker processes, each holding the model loaded, taken one call at a time."""
+
+    def __init__(self, label: str, count: int, load: tuple[Any, ...]) -> None:
+        self.label = label
+        self._count = count
+        self._load = load  # the first message every worker gets
+        self._idle: asyncio.Queue[WorkerProcess] = asyncio.Queue()
+        self.workers: set[WorkerProcess] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.closed = False
+
+    @property
+    def count(self) -> int:
+        return self._count
+
+    def overdue(self, now: float) -> list[Call]:
+        return []  # a call past its deadline has been cancelled, and its worker killed
+
+    def close(self) -> None:
+        self.closed = True  # (the model's unload stops the workers)
+
+    # -- on the loading threads ----------------------------------------------------------------
+
+    def start_blocking(self) -> tuple[Any, ...]:
+        """Start every worker and wait until each has loaded the model; what the first said."""
+        started = [self._spawn_blocking() for _ in range(self._count)]
+        try:
+            replies = [self._loaded_blocking(worker) for worker in started]
+        except Exception:
+            for worker in started:
+                _stop(worker, 0.0)
+            raise
+        for worker in started:
+            self.workers.add(worker)
+            self._idle.put_nowait(worker)
+        return replies[0]
+
+    def stop_blocking(self) -> None:
+        """Tell every worker to stop (it unloads its model); kill those that do not."""
+        self.closed = True
+        for worker in list(self.workers):
+            _stop(worker, STOP_WAIT_S)
+        self.workers.clear()
+
+    def _spawn_blocking(self) -> WorkerProcess:
+        mine, theirs, cmd = child_process("rosettaserve.scheduling.model_worker")
+        try:
+            proc = subprocess.Popen(cmd, pass_fds=(theirs.fileno(),))
+        finally:
+            theirs.close()
+        send_blocking(mine, *self._load)
+        return WorkerProcess(proc, mine)
+
+    def _loaded_blocking(self, worker: WorkerProcess) -> tuple[Any, ...]:
+        """The worker's answer to its load: ``("loaded", ...)``, or an error saying why not."""
+        try:
+            reply = receive_blocking(worker.sock)
+        except (EOFError, OSError):
+            reply = ("failed", f"its worker process exited (code {worker.proc.wait()})")
+        if reply[0] != "loaded":
+            _stop(worker, 0.0)
+            raise ModelError(str(reply[1]))
+        return reply
+
+    def _replace_blocking(self, old: WorkerProcess) -> WorkerProcess | None:
+        old.proc.wait()  # (killed already: reaped here, so that its PID is gone)
+        old.sock.close()
+        while not self.closed:
+            worker = self._spawn_blocking()
+            try:
+                self._loaded_blocking(worker)
+            except Exception as exc:
+                log.error("%s: a new worker process failed to load the model: %s", self.label, exc)
+                time.sleep(RESPAWN_DELAY_S)
+                continue
+            return worker
+        return None
+
+    # -- on the event loop ---------------------------------------------------------------------
+
+    async def predict(self, inputs: Arrays, parameters: dict[str, Any]) -> Any:
+        worker = await self._idle.get()
+        try:
+            if worker.channel is None:
+                worker.channel = await Channel.open(worker.sock)
+            worker.channel.send("predict", inputs, parameters)
+            reply = await worker.channel.receive()
+        except BaseException:  # cancelled (a timeout, a client gone): the work must stop
+            self._retire(worker, "its call was cancelled")
+            raise
+        if reply is None:
+            code = worker.proc.poll()
+            self._retire(worker, f"it exited during a call (code {code})")
+            raise ModelError(f"{self.label}: its worker process exited during the call")
+        self._idle.put_nowait(worker)
+        if reply[0] == "ok":
+            return reply[1]
+        raise reply[1]
+
+    def _retire(self, worker: WorkerProcess, why: str) -> None:
+        """Kill ``worker`` now and start another in its place."""
+        worker.proc.kill()
+        if worker.channel is not None:
+            worker.channel.close()
+        self.workers.discard(worker)
+        log.warning("%s: killed worker process %d (%s)", self.label, worker.proc.pid, why)
+        if not self.closed:
+            task = asyncio.create_task(self._replace(worker))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _replace(self, old: WorkerProcess) -> None:
+        fresh = await run_loading(self._replace_blocking, old)
+        if fresh is None:
+            return
+        if self.closed:
+            await run_loading(_stop, fresh, 0.0)
+            return
+        self.workers.add(fresh)
+        self._idle.put_nowait(fresh)
+        log.info(
+            "%s: worker process %d took the place of %d", self.label, fresh.proc.pid, old.proc.pid
+        )
+
+
+def _stop(worker: WorkerProcess, wait_s: float) -> None:
+    if worker.channel is not None:
+        worker.channel.close()
+    worker.sock.close()  # the worker reads the end of its channel: it unloads and exits
+    try:
+        worker.proc.wait(timeout=wait_s)
+    except subprocess.TimeoutExpired:
+        worker.proc.kill()
+        worker.proc.wait()
+
+
+class ProcessModel(Model):
+    """The server's side of a model served with ``isolation: process``: its signature, as the
+    workers loaded it, and an async ``predict`` that hands each call to a free worker."""
+
+    def __init__(
+        self, name: str, version: str, path: Path, raw: dict[str, Any], count: int
+    ) -> None:
+        super().__init__(name, version, path, raw)
+        self.pool = ProcessInstances(
+            f"model {name} version {version}", count, ("load", name, version, str(path), raw)
+        )
+
+    def load(self) -> None:
+        _, inputs, outputs, platform, max_batch_size = self.pool.start_blocking()
+        self.inputs, self.outputs = list(inputs), list(outputs)
+        self.platform, self.max_batch_size = platform, max_batch_size
+
+    def unload(self) -> None:
+        self.pool.stop_blocking()
+
+    async def predict(self, inputs: Arrays, parameters: dict[str, Any] | None = None) -> Any:
+        return await self.pool.predict(inputs, parameters or {})

@@ -1,0 +1,24 @@
+"""Blocks on an event that never fires when a request asks (parameter "block": true), for at
+most BLOCK_S so that a test run always ends; every answer carries the process id it ran in."""
+
+import os
+import threading
+from typing import Any
+
+import numpy as np
+
+from rosettaserve import Model
+
+BLOCK_S = 60.0
+
+
+class Stuck(Model):
+    def load(self) -> None:
+        self.never = threading.Event()
+
+    def predict(
+        self, inputs: dict[str, np.ndarray], parameters: dict[str, Any]
+    ) -> dict[str, np.ndarray]:
+        if parameters.get("block"):
+            self.never.wait(BLOCK_S)
+        return {"OUTPUT0": inputs["INPUT0"], "PID": np.array([os.getpid()], dtype=np.int64)}
