@@ -9,7 +9,7 @@ GRPC_PORT ?= 8001
 SKLEARN_EXAMPLE := examples/models/iris_sklearn/model.joblib
 LLM_EXAMPLE := examples/models/tiny_llama/model.safetensors
 
-.PHONY: serve test lint format install install-test native examples bytecode protos clean
+.PHONY: serve test lint format install install-test native examples bytecode protos clean fuzz
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -57,9 +57,21 @@ format: install-test
 	$(VENV)/bin/ruff format $(LINTED)
 	$(VENV)/bin/ruff check --fix $(LINTED)
 
+# Fuzzing (tests/fuzz/): `make test` runs each target a few seconds; `make fuzz` runs each one
+# FUZZ_SECONDS (a crash's input lands in build/fuzz/crashes/). The C JSON reader's target is
+# built with clang's AddressSanitizer: Debian's clang.
+FUZZ_SECONDS ?= 300
+CLANG := /usr/bin/clang
+
+$(CLANG):
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang
+
+fuzz: install-test $(CLANG)
+	$(PY) -m tests.fuzz.run --all --seconds $(FUZZ_SECONDS)
+
 # tritonclient.grpc and kserve cannot share a process (both register package `inference` in
 # protobuf's default pool), so the tritonclient.grpc suite runs as its own pytest invocation.
-test: install-test native examples lint
+test: install-test native examples lint $(CLANG)
 	$(PY) -m pytest -q tests
 	$(PY) -m pytest -q tests_tritongrpc
 

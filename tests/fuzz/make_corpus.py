@@ -1,0 +1,234 @@
+"""Write the seed corpora (``tests/fuzz/corpus/TARGET/``) from real requests: the tensors of
+tests/v2data.py, the benchmark's bodies (bench/compare/bodies.py), and what real clients
+(python-hyper's h2 and hpack) send. Run again after a change of the wire formats:
+
+    python -m tests.fuzz.make_corpus
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import shutil
+import struct
+import sys
+from pathlib import Path
+from typing import Any
+
+import h2.config
+import h2.connection
+import hpack
+import numpy as np
+
+from tests.fuzz.targets.hpack_decoder import frame_blocks
+from tests.v2data import EXTREMES_64, JSON_DATATYPES, sample
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+sys.path.insert(0, str(ROOT / "bench" / "compare"))
+import bodies  # noqa: E402  (the benchmark's request bodies)
+import spec  # noqa: E402
+
+BENCH = spec.ServerSpec(name="fuzz", key="fuzz", argv=(), model="identity_fp32")
+MAX_SEED = 4096  # bytes: what the fuzzer's inputs may be (run.py's MAX_LEN)
+
+
+def oip_json(model_dtype: str, tensor: np.ndarray, name: str = "INPUT0") -> bytes:
+    data = [v.decode("latin-1") if isinstance(v, bytes) else v for v in tensor.ravel().tolist()]
+    doc = {"inputs": [{"name": name, "shape": list(tensor.shape), "datatype": model_dtype}]}
+    doc["inputs"][0]["data"] = data
+    doc["outputs"] = [{"name": "OUTPUT0", "parameters": {"binary_data": False}}]
+    return json.dumps(doc).encode()
+
+
+def oip_bodies() -> dict[str, bytes]:
+    out = {}
+    for dtype in JSON_DATATYPES:
+        tensor = sample(dtype, "fuzz", non_finite=False, non_utf8=False)
+        out[f"infer_{dtype.lower()}.json"] = oip_json(dtype, tensor)
+    small = bodies.tensor_for(spec.REST_SMALL)
+    out["bench_rest_small.json"] = bodies.json_body(BENCH, small)
+    wide = np.random.default_rng(9).standard_normal((1, 200)).astype(np.float32)
+    out["bulk_fp32.json"] = bodies.json_body(BENCH, wide)  # past json_bulk's MIN_ARRAY
+    ints = np.arange(-300, 300, dtype=np.int64).reshape(1, -1)
+    out["bulk_int64.json"] = oip_json("INT64", ints)
+    binary = bodies.binary_body(BENCH, small)
+    out["binary_fp32.bin"] = b"#%d\n" % (len(binary) - small.nbytes) + binary
+    return out
+
+
+def http_requests(infer: bytes) -> dict[str, bytes]:
+    def post(path: str, body: bytes, extra: str = "") -> bytes:
+        head = f"POST {path} HTTP/1.1\r\nHost: fuzz\r\nContent-Type: application/json\r\n{extra}"
+        return f"{head}Content-Length: {len(body)}\r\n\r\n".encode() + body
+
+    chunked = (
+        b"POST /v2/models/identity_fp32/infer HTTP/1.1\r\nHost: fuzz\r\n"
+        b"Transfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n" % (len(infer), infer)
+    )
+    tfs = b'{"instances": [1.0, 2.0, 5.0]}'
+    return {
+        "get_ready.http": b"GET /v2/health/ready HTTP/1.1\r\nHost: fuzz\r\n\r\n",
+        "head_metadata.http": b"HEAD /v2/models/identity_fp32 HTTP/1.1\r\nHost: fuzz\r\n\r\n",
+        "http10.http": b"GET /v2 HTTP/1.0\r\n\r\n",
+        "infer.http": post("/v2/models/identity_fp32/infer", infer),
+        "infer_expect.http": post(
+            "/v2/models/identity_fp32/infer", infer, "Expect: 100-continue\r\n"
+        ),
+        "infer_chunked.http": chunked,
+        "tfserving_predict.http": post("/v1/models/half_plus_two:predict", tfs),
+        "grps_infer.http": post("/grps/v1/infer/predict", b'{"str_data": "hi"}'),
+        "pipelined.http": b"GET /v2/health/live HTTP/1.1\r\nHost: fuzz\r\n\r\n" * 2
+        + post("/v2/models/identity_fp32/infer", infer, "Connection: close\r\n"),
+        "upgrade.http": b"GET /v2/health/ready HTTP/1.1\r\nHost: fuzz\r\nConnection: Upgrade\r\n"
+        b"Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAoAAAAAIAAAAA\r\n\r\n",
+    }
+
+
+def grpc_messages() -> dict[str, bytes]:
+    from rosettaserve.protocols.oip.pb import grpc_service_pb2 as pb
+
+    small = bodies.tensor_for(spec.GRPC_SMALL)
+    out = {
+        "bench_typed.pb": bodies.grpc_message(BENCH, small, raw=False),
+        "bench_raw.pb": bodies.grpc_message(BENCH, small, raw=True),
+    }
+    fields = {"BOOL": "bool_contents", "INT32": "int_contents", "INT64": "int64_contents"}
+    fields |= {"UINT32": "uint_contents", "UINT64": "uint64_contents", "FP32": "fp32_contents"}
+    fields |= {"FP64": "fp64_contents", "BYTES": "bytes_contents"}
+    for dtype, field in fields.items():
+        tensor = sample(dtype, "fuzz")
+        request = pb.ModelInferRequest(model_name=f"identity_{dtype.lower()}", id="r1")
+        request.parameters["sequence_id"].int64_param = 7
+        item = request.inputs.add(name="INPUT0", datatype=dtype, shape=list(tensor.shape))
+        getattr(item.contents, field).extend(tensor.ravel().tolist())
+        request.outputs.add(name="OUTPUT0").parameters["binary_data"].bool_param = True
+        out[f"typed_{dtype.lower()}.pb"] = request.SerializeToString()
+    return out
+
+
+def client_connection(path: str, message: bytes, extra: list[tuple[str, str]]) -> bytes:
+    """What python-hyper's h2 client sends for one gRPC call, after the preface."""
+    client = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+    client.initiate_connection()
+    headers = [(":method", "POST"), (":scheme", "http"), (":path", path)]
+    headers += [(":authority", "fuzz"), ("content-type", "application/grpc"), ("te", "trailers")]
+    client.send_headers(1, headers + extra)
+    client.send_data(1, b"\x00" + struct.pack(">I", len(message)) + message, end_stream=True)
+    client.ping(b"12345678")
+    client.increment_flow_control_window(1000)
+    return client.data_to_send()[len(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n") :]
+
+
+def h2_connections(messages: dict[str, bytes]) -> dict[str, bytes]:
+    infer = "/inference.GRPCInferenceService/ModelInfer"
+    return {
+        "infer_typed.h2": client_connection(infer, messages["bench_typed.pb"], []),
+        "infer_raw.h2": client_connection(
+            infer, messages["bench_raw.pb"], [("grpc-timeout", "5S")]
+        ),
+        "health.h2": client_connection("/grpc.health.v1.Health/Check", b"", []),
+        "server_ready.h2": client_connection(
+            "/inference.GRPCInferenceService/ServerReady", b"", []
+        ),
+        "metadata.h2": client_connection(
+            "/inference.GRPCInferenceService/ModelMetadata", b"\x0a\x0dhalf_plus_two", []
+        ),
+    }
+
+
+def hpack_blocks() -> dict[str, bytes]:
+    from rosettaserve.transport.hpack import encode
+
+    request = [(":method", "POST"), (":scheme", "http"), (":path", "/a.B/C")]
+    request += [(":authority", "localhost:8001"), ("content-type", "application/grpc")]
+    request += [("te", "trailers"), ("user-agent", "grpc-python/1.73"), ("grpc-timeout", "5S")]
+    encoder = hpack.Encoder()
+    plain = hpack.Encoder()
+    return {
+        "grpc_request.hpack": frame_blocks([encoder.encode(request), encoder.encode(request)]),
+        "not_huffman.hpack": frame_blocks([plain.encode(request, huffman=False)]),
+        "ours.hpack": frame_blocks([encode(request)]),
+        "table_size.hpack": frame_blocks([b"\x3f\xe1\x1f" + encoder.encode(request)]),
+    }
+
+
+def number_arrays() -> dict[str, bytes]:
+    floats = bodies.tensor_for(spec.REST_SMALL).ravel()
+    return {
+        "floats.json": ("[" + ",".join(str(v) for v in floats) + "]").encode(),
+        "doubles.json": json.dumps(floats.astype(np.float64).tolist()).encode(),
+        "int64.json": json.dumps(EXTREMES_64["INT64"]).encode(),
+        "uint64.json": json.dumps(EXTREMES_64["UINT64"]).encode(),
+        "mixed.json": b" [ 0, -0, -0.0, 1e22, 1E-22, 12345678.87654321 ,3]\n",
+    }
+
+
+def tfserving_bodies() -> dict[str, bytes]:
+    b64 = base64.b64encode(b"\x00\xffbytes").decode()
+    return {
+        "instances.json": b'{"instances": [1.0, 2.0, 5.0]}',
+        "nonfinite.json": b'{"signature_name": "serving_default", '
+        b'"instances": [NaN, -Infinity, Inf]}',
+        "columns.json": json.dumps(
+            {
+                "inputs": {
+                    "x": [1.5, -0.0],
+                    "d": [[1e300, 5e-324]],
+                    "n": [2**62],
+                    "s": [{"b64": b64}],
+                    "b": [True],
+                }
+            }
+        ).encode(),
+        "rows.json": json.dumps(
+            {"instances": [{"x": 0.1, "d": [2.5], "n": -3, "s": "text", "b": False}]}
+        ).encode(),
+        "trailing.json": b'{"instances": [3.0]} trailing',
+    }
+
+
+def grps_bodies() -> dict[str, bytes]:
+    gtensors = {
+        "tensors": [
+            {"name": "x", "dtype": "DT_FLOAT32", "shape": [1, 4], "flat_float32": [1, 2, 3, 4]},
+            {"name": "s", "dtype": "DT_STRING", "shape": [1], "flat_string": ["a"]},
+        ]
+    }
+    return {
+        "str_data.json": b'{"str_data": "hello"}',
+        "ndarray.json": b'{"ndarray": [[1.0, 2.5], [3, 4]]}',
+        "gtensors.json": json.dumps({"gtensors": gtensors}).encode(),
+        "gmap.json": json.dumps({"gmap": {"s_s": {"k": "v"}, "s_b": {"k": "dmFsdWU="}}}).encode(),
+        "gobject.json": b'{"gobject": {"a": [1, "b", null]}, "bin_data": "AAE="}',
+    }
+
+
+def write(target: str, seeds: dict[str, bytes]) -> None:
+    folder = HERE / "corpus" / target
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    for name, data in seeds.items():
+        assert len(data) <= MAX_SEED, (target, name, len(data))
+        (folder / name).write_bytes(data)
+
+
+def main() -> None:
+    oip = oip_bodies()
+    messages = grpc_messages()
+    corpora: dict[str, dict[str, Any]] = {
+        "oip_rest": oip,
+        "h1_connection": http_requests(oip["bench_rest_small.json"]),
+        "grpc_wire": messages,
+        "h2_frames": h2_connections(messages),
+        "hpack_decoder": hpack_blocks(),
+        "json_numbers": number_arrays(),
+        "tfserving_json": tfserving_bodies(),
+        "grps_json": grps_bodies(),
+    }
+    for target, seeds in corpora.items():
+        write(target, seeds)
+
+
+if __name__ == "__main__":
+    main()

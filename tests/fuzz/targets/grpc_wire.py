@@ -1,0 +1,23 @@
+"""The gRPC ModelInfer message reader (``protocols/oip/grpc_wire.py``) fed arbitrary bytes.
+
+Properties: only the project's errors (4xx) escape ``read_infer`` and ``request_from`` (the
+reader, with protobuf behind it); where the reader reads a request itself, it means what
+protobuf's own parse of ModelInferRequest means (``grpc_convert.parse_infer``), or is refused
+alike; otherwise it hands the bytes to protobuf.
+"""
+
+from __future__ import annotations
+
+from rosettaserve.protocols.oip import grpc_wire
+from tests.fuzz.targets.refusals import assert_a_refusal
+from tests.unit.test_oip_grpc_wire import by_protobuf, by_wire
+
+
+def check(data: bytes) -> None:
+    try:
+        grpc_wire.request_from(data)
+    except Exception as exc:
+        assert_a_refusal(exc)
+    wire = by_wire(data)
+    if wire[0] != "protobuf's":
+        assert wire == by_protobuf(data), (wire, by_protobuf(data))

@@ -1,0 +1,43 @@
+"""The C JSON number reader (``core/json_numbers.c``), run built with AddressSanitizer
+(``tests/fuzz/asan.py``), against the readers of the library path.
+
+Properties: ``read`` returns None or (buffer, is_float) and raises nothing; where it reads an
+array, orjson and simdjson (json_bulk's other readers) read the same text as a flat list of
+numbers with bit-for-bit the same values: int64 when it says integers, float64 otherwise.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import orjson
+import simdjson
+
+from tests.fuzz import asan
+
+reader = asan.load()
+
+
+def check(data: bytes) -> None:
+    result = reader.read(data)
+    for view in (bytearray(data), memoryview(data)):  # every bytes-like form reads alike
+        again = reader.read(view)
+        assert (again is None) == (result is None)
+        if result is not None and again is not None:
+            assert bytes(again[0]) == bytes(result[0])
+            assert again[1] == result[1]
+    if result is None:
+        return
+    values, is_float = result
+    assert type(values) is bytearray
+    assert type(is_float) is bool
+    got = np.frombuffer(values, dtype=np.float64 if is_float else np.int64)
+    doc = orjson.loads(data)  # anything the reader takes is JSON
+    assert type(doc) is list, doc
+    assert all(type(v) in (int, float) for v in doc), doc
+    assert is_float == any(type(v) is float for v in doc), (is_float, doc)
+    expected = np.array(doc, dtype=np.float64 if is_float else np.int64)
+    assert got.tobytes() == expected.tobytes(), (got, expected)
+    parsed = simdjson.Parser().parse(data)
+    assert isinstance(parsed, simdjson.Array)
+    buffer = np.frombuffer(parsed.as_buffer(of_type="d" if is_float else "i"), dtype=got.dtype)
+    assert buffer.tobytes() == got.tobytes(), (buffer, got)

@@ -1,0 +1,54 @@
+"""The Open Inference Protocol's REST request body (``protocols/oip/convert.py``): JSON, with
+the binary tensor data extension's tail, read into the request's tensors.
+
+The input is the body; one that starts with ``#`` carries the Inference-Header-Content-Length
+header's value first (``#<value>\\n<body>``). Properties: only the project's errors (4xx)
+escape; and the bulk reader of large numeric arrays (``core/json_bulk.py``) and the ordinary
+one agree: the same body with its ``"data"`` keys spelt ``"d\\u0061ta"`` (the same JSON, which
+the bulk reader does not look for) gives the same tensors, bit for bit, or the same refusal.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rosettaserve.core.errors import InvalidInput
+from rosettaserve.protocols.oip import convert
+from tests.fuzz.targets.refusals import assert_a_refusal
+
+
+def split(data: bytes) -> tuple[str | None, bytes]:
+    if not data.startswith(b"#"):
+        return None, data
+    header, _, body = data[1:].partition(b"\n")
+    return header.decode("latin-1"), body
+
+
+def read(body: bytes, header: str | None) -> tuple[str, Any]:
+    try:
+        request = convert.parse_infer(body, header, "m", "")
+    except InvalidInput:
+        return "refused", None
+    except Exception as exc:
+        assert_a_refusal(exc)
+        return "refused", None
+    inputs = [
+        (t.name, t.datatype, tuple(t.shape), t.data.dtype.str, _content(t.data))
+        for t in request.inputs
+    ]
+    outputs = [(o.name, o.parameters) for o in request.outputs or []]
+    return "request", (inputs, outputs, request.parameters, request.id)
+
+
+def _content(array: Any) -> Any:
+    if array.dtype == object:
+        return [bytes(v) for v in array.ravel()]
+    return array.tobytes()
+
+
+def check(data: bytes) -> None:
+    header, body = split(data)
+    got = read(body, header)
+    plain = body.replace(b'"data"', b'"d\\u0061ta"')
+    if plain != body and header is None:
+        assert read(plain, header) == got, "the bulk reader and the ordinary one disagree"
