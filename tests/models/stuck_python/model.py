@@ -1,5 +1,5 @@
-"""Blocks on an event that never fires when a request asks (parameter "block": true), for at
-most BLOCK_S so that a test run always ends; every answer carries the process id it ran in."""
+"""Blocks on an event that never fires for as many seconds as a request's parameter "block" says
+(at most BLOCK_S, so that a test run always ends); every answer carries the process id it ran in."""
 
 import os
 import threading
@@ -19,6 +19,7 @@ class Stuck(Model):
     def predict(
         self, inputs: dict[str, np.ndarray], parameters: dict[str, Any]
     ) -> dict[str, np.ndarray]:
-        if parameters.get("block"):
-            self.never.wait(BLOCK_S)
+        block = min(float(parameters.get("block", 0)), BLOCK_S)
+        if block > 0:
+            self.never.wait(block)
         return {"OUTPUT0": inputs["INPUT0"], "PID": np.array([os.getpid()], dtype=np.int64)}

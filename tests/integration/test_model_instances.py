@@ -1,0 +1,164 @@
+"""Models cannot take each other down: each model version runs on execution instances of its own
+(model.yaml ``instances``), a version whose every instance is stuck past its request timeout
+reports not ready and says why, ``isolation: process`` kills the worker of a call that timed
+out, and SIGTERM exits after ``--drain-grace`` whatever a model is doing."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+from pathlib import Path
+from typing import Any
+
+import httpx
+import tritonclient.grpc as grpcclient
+
+from tests.conftest import TEST_MODELS
+from tests.integration.gated import in_threads, wait_for
+from tests.serverproc import ServerProcess, start_server
+
+DRAIN_GRACE_S = 2.0
+EXIT_MARGIN_S = 15.0  # on top of the drain grace: a hang guard, not a measure of speed
+CLIENT_TIMEOUT_S = 30.0
+
+
+def body(**parameters: Any) -> dict[str, Any]:
+    tensor = {"name": "INPUT0", "datatype": "FP32", "shape": [2], "data": [1, 2]}
+    return {"inputs": [tensor], "parameters": parameters}
+
+
+def infer(server: ServerProcess, model: str, **parameters: Any) -> httpx.Response:
+    url = f"{server.http_url}/v2/models/{model}/infer"
+    return httpx.post(url, json=body(**parameters), timeout=CLIENT_TIMEOUT_S)
+
+
+def pid_of(reply: httpx.Response) -> int:
+    assert reply.status_code == 200, reply.text
+    (pid,) = next(o for o in reply.json()["outputs"] if o["name"] == "PID")["data"]
+    return int(pid)
+
+
+def inflight(server: ServerProcess, model: str) -> int:
+    text = httpx.get(server.http_url + "/metrics").text
+    prefix = f'rosettaserve_inflight_requests{{model="{model}",version="1"}} '
+    line = next((ln for ln in text.splitlines() if ln.startswith(prefix)), prefix + "0")
+    return int(float(line.rsplit(" ", 1)[1]))
+
+
+def gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def test_a_stuck_model_holds_only_its_own_instances_and_sigterm_still_exits(
+    tmp_path: Path,
+) -> None:
+    shutil.copytree(TEST_MODELS / "stuck_python", tmp_path / "stuck")
+    shutil.copytree(TEST_MODELS / "slow_python", tmp_path / "fast")
+    server = start_server(tmp_path, "--request-timeout", "1", "--drain-grace", str(DRAIN_GRACE_S))
+    try:
+        # six calls that block 4 s (past the 1 s timeout) on the stuck model's one instance ...
+        threads, results = in_threads([lambda: infer(server, "stuck", block=4)] * 6)
+        for _ in range(5):  # ... while the other model keeps answering
+            assert infer(server, "fast").status_code == 200
+        for thread in threads:
+            thread.join(CLIENT_TIMEOUT_S)
+        assert [r.status_code for r in results] == [504] * 6
+        assert all("request timeout of 1000 ms" in r.json()["error"] for r in results)
+
+        # its one instance is held past the timeout: it reports not ready, and says why
+        ready_url = f"{server.http_url}/v2/models/stuck/ready"
+        wait_for(lambda: httpx.get(ready_url).status_code == 503, "stuck reports not ready")
+        properties = httpx.get(f"{server.http_url}/v2/models/stuck").json()["properties"]
+        assert properties["state"] == "UNAVAILABLE"
+        assert "stuck in calls that outlived their request timeout" in properties["reason"]
+        assert httpx.get(server.http_url + "/v2/health/ready").status_code == 503
+        grpc = grpcclient.InferenceServerClient(server.grpc_address)
+        assert not grpc.is_model_ready("stuck")
+        assert grpc.is_model_ready("fast")
+        refused = infer(server, "stuck")
+        assert refused.status_code == 503
+        assert "stuck" in refused.json()["error"]
+        assert infer(server, "fast").status_code == 200
+        warnings = [ln for ln in server.lines if "WARNING" in ln and "model stuck version 1" in ln]
+        assert warnings, server.lines
+        assert "is not ready" in warnings[0]
+        assert "has run" in warnings[0]
+
+        # the stuck call returns: ready again
+        wait_for(lambda: httpx.get(ready_url).status_code == 200, "stuck is ready again")
+        assert httpx.get(server.http_url + "/v2/health/ready").status_code == 200
+        assert any("model stuck version 1 is ready again" in ln for ln in server.lines)
+
+        # a call without a timeout hangs (60 s) in the model: SIGTERM exits after the grace
+        hung, _ = in_threads(
+            [lambda: _swallow(lambda: infer(server, "stuck", block=60, timeout=0))]
+        )
+        wait_for(lambda: inflight(server, "stuck") == 1, "the hung call is in the model")
+        server.proc.send_signal(signal.SIGTERM)
+        assert server.proc.wait(timeout=DRAIN_GRACE_S + EXIT_MARGIN_S) == 0, server.lines
+        assert "rosettaserve stopped" in server.lines
+        hung[0].join(CLIENT_TIMEOUT_S)
+    finally:
+        if server.proc.poll() is None:
+            server.proc.kill()
+            server.proc.wait()
+
+
+def _swallow(call: Any) -> Any:
+    """The client of a call the server drops when it stops: whatever it got, or its error."""
+    try:
+        return call()
+    except httpx.HTTPError as exc:
+        return exc
+
+
+def test_process_isolation_kills_the_worker_of_a_timed_out_call(tmp_path: Path) -> None:
+    shutil.copytree(TEST_MODELS / "stuck_python", tmp_path / "isolated")
+    with (tmp_path / "isolated" / "model.yaml").open("a") as yaml:
+        yaml.write("isolation: process\ndefault_timeout_microseconds: 1000000\n")
+    shutil.copytree(TEST_MODELS / "concurrency_python", tmp_path / "concurrency")
+    server = start_server(tmp_path)
+    try:
+        first = pid_of(infer(server, "isolated"))
+        assert first != server.proc.pid  # it ran in a worker process
+
+        timed_out = infer(server, "isolated", block=30)
+        assert timed_out.status_code == 504
+        assert "request timeout of 1000 ms" in timed_out.json()["error"]
+        wait_for(lambda: gone(first), f"worker process {first} is gone")
+        assert any(f"killed worker process {first}" in ln for ln in server.lines)
+
+        second = pid_of(_first_success(lambda: infer(server, "isolated")))
+        assert second not in (first, server.proc.pid)
+        assert httpx.get(f"{server.http_url}/v2/models/isolated/ready").status_code == 200
+
+        # instances: 2 -- two calls inside the model at once (each waits to see the other)
+        threads, results = in_threads([lambda: _peak(server)] * 2)
+        for thread in threads:
+            thread.join(CLIENT_TIMEOUT_S)
+        assert results == [2, 2]
+    finally:
+        code = server.stop()
+    assert code == 0, "\n".join(server.lines)
+    assert gone(second)  # its workers stop with the server
+
+
+def _first_success(call: Any, attempts: int = 30) -> httpx.Response:
+    """The first successful reply of ``call`` (a replacement worker may still be loading)."""
+    for _ in range(attempts):
+        reply: httpx.Response = call()
+        if reply.is_success:
+            return reply
+    raise AssertionError(f"never answered: {reply.status_code} {reply.text}")
+
+
+def _peak(server: ServerProcess) -> int:
+    url = f"{server.http_url}/v2/models/concurrency/infer"
+    reply = httpx.post(url, json=body(expect=2), timeout=CLIENT_TIMEOUT_S)
+    assert reply.status_code == 200, reply.text
+    return int(reply.json()["outputs"][0]["data"][0])
