@@ -137,6 +137,7 @@ def bulk_read_rows(prefix: str, n: int) -> list[Case]:
         ("count_mismatch", "FP32", [0.5] * (n - 1), f"({n} elements)"),
         ("fraction_for_int", "INT32", [1.5] * n, "must hold JSON integers"),
         ("out_of_range", "INT8", [300] * n, "outside the INT8 range"),
+        ("beyond_fp32", "FP32", [0.5] * (n - 1) + [1e39], "holds 1e+39, which is outside the FP32"),
         ("boolean_among_numbers", "FP32", [1.0] * (n - 1) + [True], "numbers"),
     ]
     return [case(f"{prefix}_malformed_json", malformed, 400, "not valid JSON")] + [
@@ -157,11 +158,18 @@ CASES: list[Case] = [
     case("empty_body", b"", 400, "JSON"),
     case("json_array_not_object", b"[1, 2, 3]", 400, "JSON object"),
     case("json_string_not_object", b'"inputs"', 400, "JSON object"),
-    case(
-        "json_nan",
-        b'{"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1], "data": [NaN]}]}',
+    case(  # NaN, Infinity and -Infinity are read (core/json_nonfinite.py); Inf is no token
+        "json_inf",
+        b'{"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1], "data": [Inf]}]}',
         400,
         "JSON",
+    ),
+    case(
+        "json_nan_outside_data",
+        b'{"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1], "data": [1]}], '
+        b'"parameters": {"timeout": NaN}}',
+        400,
+        "timeout",
     ),
     case("missing_inputs", b"{}", 400, "'inputs'"),
     case("inputs_null", b'{"inputs": null}', 400, "'inputs'"),
@@ -202,6 +210,12 @@ CASES: list[Case] = [
         "INPUT0",
         "ragged",
         path=identity("BYTES"),
+    ),
+    case(
+        "data_beyond_fp32",
+        request(tensor(data=[1.0, 2.0, -1e39, 4.0])),
+        400,
+        "tensor 'INPUT0' holds -1e+39, which is outside the FP32 range",
     ),
     case("data_string_in_fp32", request(tensor(data=["1", "2", "3", "4"])), 400, "INPUT0", "FP32"),
     case("data_null_in_fp32", request(tensor(data=[1.0, None, 3.0, 4.0])), 400, "INPUT0"),

@@ -19,6 +19,8 @@ from rosettaserve.core.codec import (
     element_count,
     from_json,
     from_raw,
+    from_values,
+    narrow,
     raw_bytes,
     to_raw,
 )
@@ -356,7 +358,8 @@ def test_json_ints_into_float_types() -> None:
 
 SHORT_AND_LONG = [
     ("FP32", [1.5, -2, 0.0, -0.0]),
-    ("FP32", [3.5e38, -3.5e38, 1e300]),  # beyond FP32: inf, as the long path casts them
+    ("FP32", [3.5e38, -3.5e38, 1e300]),  # beyond FP32: refused, naming the tensor
+    ("FP32", [3.4028235e38, -3.4028235e38]),  # FP32's largest, as printed: a hair above it
     ("FP32", [2**70, 1]),  # a big integer is a number
     ("FP32", [10**400]),  # beyond float64 too
     ("FP64", [1.7976931348623157e308, 2**1030]),
@@ -386,7 +389,7 @@ def _decoded(data: list[Any], name: str) -> tuple[str, Any]:
 @pytest.mark.parametrize(("name", "values"), SHORT_AND_LONG, ids=str)
 def test_json_short_lists_decode_as_long_ones_do(name: str, values: list[Any]) -> None:
     """Lists up to SMALL_LIST elements take a shorter path; it must agree with the general one
-    (values and dtype, or the same error), and warn of nothing (inf from a cast is silent)."""
+    (values and dtype, or the same error), and warn of nothing."""
     long = values * (SMALL_LIST // len(values) + 1)
     assert len(values) <= SMALL_LIST < len(long)
     with warnings.catch_warnings():
@@ -557,3 +560,89 @@ def test_element_count() -> None:
     assert element_count((2, 0, 5)) == 0
     assert element_count((2, 3, 4)) == 24
     assert element_count((2**62, 2**62)) == 2**124  # exact, no int64 wrap-around
+
+
+# -- float ranges: no value silently narrowed to an infinity ----------------------------------
+
+FP32_MAX = float(np.finfo(np.float32).max)
+FP32_HALFWAY = FP32_MAX + 2.0**103  # between FP32's largest and 2**128: rounds to infinity
+
+
+@pytest.mark.parametrize(
+    ("name", "values", "shown"),
+    [
+        ("FP32", [1e39], "1e+39"),
+        ("FP32", [0.5, -1e39, 2.0], "-1e+39"),
+        ("FP32", [FP32_HALFWAY], "3.4028235677973366e+38"),  # exactly halfway: to even, inf
+        ("FP32", [np.nan, 1e300], "1e+300"),  # a NaN before it hides nothing
+        ("FP16", [65520.0], "65520.0"),
+        ("FP16", [1, 70000], "70000"),
+        ("BF16", [3.4e38], "3.4e+38"),
+    ],
+)
+def test_narrowing_beyond_the_range_is_a_400_naming_the_tensor(
+    name: str, values: list[Any], shown: str
+) -> None:
+    dtype = DTYPES[name]
+    with pytest.raises(InvalidInput) as err:
+        narrow(np.array(values), dtype, "INPUT0")
+    assert err.value.message.startswith(
+        f"tensor 'INPUT0' holds {shown}, which is outside the {name} range"
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "values", "expected"),
+    [
+        ("FP32", [3.4028235e38, -3.4028235e38], [FP32_MAX, -FP32_MAX]),  # its largest, as printed
+        ("FP32", [np.nextafter(FP32_HALFWAY, 0)], [FP32_MAX]),
+        ("FP32", [np.inf, -np.inf, 1.0], [np.inf, -np.inf, 1.0]),  # sent as such
+        ("FP32", [1e-50, -1e-300], [0.0, -0.0]),  # underflow: fine
+        ("FP16", [65519.0, -65519.0], [65504.0, -65504.0]),
+        ("BF16", [3.38e38], [float(ml_dtypes.bfloat16(3.38e38))]),
+        ("FP64", [1.7976931348623157e308], [1.7976931348623157e308]),
+        ("INT8", [-128, 127], [-128, 127]),  # integers: check_range's part
+    ],
+)
+def test_narrowing_within_the_range(name: str, values: list[Any], expected: list[float]) -> None:
+    out = narrow(np.array(values), DTYPES[name], "INPUT0")
+    assert out.dtype == DTYPES[name].numpy
+    assert out.astype(np.float64).tolist() == expected
+
+
+def test_narrowing_keeps_nan() -> None:
+    out = narrow(np.array([np.nan, 1.0]), DTYPES["FP32"], "INPUT0")
+    assert np.isnan(out[0])
+    assert out[1] == 1.0
+
+
+@pytest.mark.parametrize(
+    "data",
+    [[1e39, 1.0], [1.0] * 300 + [1e39], [[1.0], [1e39]], [10**39], [1.0, 10**39], [True, 1e39]],
+    ids=["short", "long", "nested", "big_int", "big_int_among_floats", "bool_first"],
+)
+def test_json_data_beyond_fp32_is_refused(data: list[Any]) -> None:
+    """Every path of from_json: the short list, numpy's conversion, Python objects."""
+    count = len(data)
+    with pytest.raises(InvalidInput, match=r"tensor 'INPUT0' (holds|of datatype)"):
+        from_json(
+            data, DTYPES["FP32"], (count, 1) if isinstance(data[0], list) else (count,), "INPUT0"
+        )
+
+
+def test_json_data_beyond_fp32_message() -> None:
+    with pytest.raises(InvalidInput) as err:
+        from_json([1.0, 2**130], DTYPES["FP32"], (2,), "INPUT0")
+    assert err.value.message == (
+        f"tensor 'INPUT0' holds {float(2**130)}, which is outside the FP32 range "
+        "(largest finite magnitude 3.4028235e+38)"
+    )
+
+
+@pytest.mark.parametrize("carrier", ["float32", "float64"])
+def test_typed_values_beyond_fp16_are_refused(carrier: str) -> None:
+    """Protobuf float fields carrying FP16 data (grps's flat_float16)."""
+    with pytest.raises(InvalidInput, match=r"tensor 'h' holds 70000.*FP16 range"):
+        from_values([1.0, 70000.0], np.dtype(carrier), DTYPES["FP16"], (2,), "h")
+    out = from_values([1.0, np.inf], np.dtype(carrier), DTYPES["FP16"], (2,), "h")
+    assert out.tolist() == [1.0, np.inf]

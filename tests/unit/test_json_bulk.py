@@ -60,7 +60,9 @@ CASES: list[tuple[Callable[[int], list[object]], str]] = [
     (lambda n: [-(2**63)] * n, "INT64"),
     (lambda n: [1.5] * n, "INT32"),  # numbers where integers are wanted
     (lambda n: [300] * n, "INT8"),  # out of range
-    (lambda n: [1e300] * n, "FP32"),  # beyond FP32: inf, as C casts
+    (lambda n: [1e300] * n, "FP32"),  # beyond FP32: refused
+    (lambda n: [0.5] * (n - 1) + [-1e39], "FP32"),  # the last one beyond FP32
+    (lambda n: [3.4028235e38] * n, "FP32"),  # FP32's largest as printed: kept
     (lambda n: [True] * n, "FP32"),  # booleans: not numbers
     (lambda n: [1.25] * (n - 1) + [None], "FP32"),
     (lambda n: ["1"] * n, "FP32"),

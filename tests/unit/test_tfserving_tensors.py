@@ -11,7 +11,14 @@ import numpy as np
 import pytest
 
 from rosettaserve.core.errors import InvalidInput, ServingError, Unsupported
-from rosettaserve.protocols.tfserving.tensors import b64decode, is_b64, to_array, to_json
+from rosettaserve.protocols.tfserving.tensors import (
+    b64decode,
+    is_b64,
+    leaves_array,
+    to_array,
+    to_json,
+    walk,
+)
 
 BOTH = pytest.mark.parametrize("fast", [True, False])
 
@@ -41,7 +48,8 @@ def type_error(text: str, json_type: str, tf_type: str) -> str:
 ACCEPTED = [
     ("FP32", [1, 2.5, -3e2], np.float32, [1.0, 2.5, -300.0]),
     ("FP32", [1435774380], np.float32, [1435774336.0]),  # narrowed double -> float
-    ("FP32", [1e39, -1e39, 1e-50], np.float32, [np.inf, -np.inf, 0.0]),
+    ("FP32", [1e-50, -1e-50], np.float32, [0.0, 0.0]),  # underflow: no data lost to speak of
+    ("FP32", [3.4028235e38], np.float32, [np.finfo(np.float32).max]),
     ("FP64", [1, 0.1], np.float64, [1.0, 0.1]),
     ("INT32", [-(2**31), 2**31 - 1], np.int32, [-(2**31), 2**31 - 1]),
     ("INT8", [300, -1], np.int8, [44, -1]),  # no range check for the narrow ints, as TF
@@ -121,6 +129,31 @@ def test_nan_and_infinity_are_floats_only() -> None:
     assert np.isnan(convert([float("nan")], "FP32")[0])
     assert convert([float("inf")], "FP64")[0] == np.inf
     assert error([float("nan")], "INT32").message == type_error("NaN", "Number", "int32")
+
+
+FP32_BEYOND = "tensor 'x' holds {}, which is outside the FP32 range (largest finite magnitude"
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        ([1e39], "1e+39"),
+        ([1.0, -1e39], "-1e+39"),
+        ([[0.5], [3.5e38]], "3.5e+38"),
+        ([10**39], "1e+39"),
+    ],
+)
+def test_fp32_beyond_its_range_is_refused_naming_the_input(value: Any, shown: str) -> None:
+    """TF narrows such a number to an infinity without a word; here it is a 400, by the vectorized
+    conversion and by the walk alike (NaN and Infinity, sent as tokens, stay values)."""
+    with pytest.raises(InvalidInput) as fast:
+        to_array(value, "FP32", name="x")
+    leaves, shape = walk(value, "FP32")
+    with pytest.raises(InvalidInput) as walked:
+        leaves_array(leaves, shape, "FP32", "x")
+    assert fast.value.message == walked.value.message
+    assert fast.value.message.startswith(FP32_BEYOND.format(shown))
+    assert to_array([1e39], "FP64", name="x").tolist() == [1e39]
 
 
 LEVEL = "found at incorrect level: "

@@ -9,6 +9,7 @@ from __future__ import annotations
 import struct
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 import orjson
 
@@ -167,8 +168,7 @@ def from_values(
         return wide.reshape(shape)
     if wide.size and dtype.numpy.kind in "iu" and dtype.numpy.itemsize < wide.dtype.itemsize:
         check_range(int(wide.min()), int(wide.max()), dtype, name)
-    with np.errstate(over="ignore"):  # FP32 -> FP16 beyond its range is inf, as in C
-        return wide.astype(dtype.numpy, copy=False).reshape(shape)
+    return narrow(wide, dtype, name).reshape(shape)
 
 
 def check_count(got: int, expected: int, shape: tuple[int, ...], name: str) -> None:
@@ -284,8 +284,9 @@ def _coerce(arr: np.ndarray, dtype: DType, name: str) -> np.ndarray:
         if want in "iu":
             check_range(int(min(arr)), int(max(arr)), dtype, name)
         try:
-            with np.errstate(over="ignore"):
-                return np.array(arr.tolist(), dtype=target)
+            if want == "f":  # through float64, as JSON numbers are read, then narrowed
+                return narrow(np.array(arr.tolist(), dtype=np.float64), dtype, name)
+            return np.array(arr.tolist(), dtype=target)
         except OverflowError:  # an integer past even float64
             raise InvalidInput(
                 f"tensor '{name}' holds a number outside the {dtype.name} range"
@@ -299,8 +300,7 @@ def _coerce(arr: np.ndarray, dtype: DType, name: str) -> np.ndarray:
         return arr
     if want in "iu":
         check_range(int(arr.min()), int(arr.max()), dtype, name)
-    with np.errstate(over="ignore"):  # FP64 -> FP32 beyond its range is inf, as in C
-        return arr.astype(target, copy=False)
+    return narrow(arr, dtype, name)
 
 
 def check_range(low: int, high: int, dtype: DType, name: str) -> None:
@@ -309,3 +309,42 @@ def check_range(low: int, high: int, dtype: DType, name: str) -> None:
         raise InvalidInput(
             f"tensor '{name}' holds values outside the {dtype.name} range [{info.min}, {info.max}]"
         )
+
+
+def narrow(wide: np.ndarray, dtype: DType, name: str) -> np.ndarray:
+    """The numbers of ``wide`` (an array: float64 as JSON numbers are read, or any wider type)
+    as ``dtype``; a 400 naming the tensor for a finite value that would become an infinity there
+    (``1e39`` as FP32, ``70000`` as FP16), instead of the silent infinity a cast makes. The one
+    range check of floats that every protocol's readers share. NaN and infinities sent as such
+    pass, and so do values that round to the largest finite one (``3.4028235e38``, FP32's maximum
+    as clients print it) and values that underflow towards zero.
+
+    It costs nothing: the cast itself raises the floating-point overflow flag in exactly that
+    case (IEEE 754: a finite result too large for the format), and errstate turns the flag into
+    an exception. Casts to integers raise no flag (``check_range`` covers them); ml_dtypes' casts
+    to BF16 may not raise it, so BF16 is compared value by value."""
+    try:
+        with np.errstate(over="raise"):
+            narrowed = wide.astype(dtype.numpy, copy=False)
+    except FloatingPointError:
+        raise InvalidInput(_beyond_message(wide, dtype, name)) from None
+    if dtype.numpy.kind == "V" and _lost(wide, narrowed).any():  # BF16 (ml_dtypes)
+        raise InvalidInput(_beyond_message(wide, dtype, name))
+    return narrowed
+
+
+def _lost(wide: np.ndarray, narrowed: np.ndarray) -> np.ndarray:
+    """Where a finite value became an infinity."""
+    return np.isinf(narrowed.astype(np.float32)) & np.isfinite(wide.astype(np.float64))
+
+
+def _beyond_message(wide: np.ndarray, dtype: DType, name: str) -> str:
+    flat = wide.reshape(-1)
+    with np.errstate(over="ignore"):
+        lost = _lost(flat, flat.astype(dtype.numpy))
+    value = flat[int(np.argmax(lost))]  # printed in its own precision: 1e+39, 70000
+    top = float(ml_dtypes.finfo(dtype.numpy).max)  # type: ignore[no-untyped-call]  # BF16 too
+    return (
+        f"tensor '{name}' holds {value!s}, which is outside the {dtype.name} range "
+        f"(largest finite magnitude {top:.8g})"
+    )

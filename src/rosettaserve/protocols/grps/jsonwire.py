@@ -1,12 +1,15 @@
 """grps over HTTP: request bodies -> GrpsMessage / Payload, replies -> bodies. Pure functions.
 
 JSON is protobuf's JSON mapping of GrpsMessage (proto field names, enums by name or number,
-unknown keys ignored); ``ndarray`` is the one form outside it, a nested array of numbers.
+unknown keys ignored; NaN and the infinities quoted, "NaN", "Infinity", "-Infinity");
+``ndarray`` is the one form outside it, a nested array of numbers, where they are the bare
+tokens NaN, Infinity, -Infinity as in every other JSON body (core/json_nonfinite.py).
 """
 
 from __future__ import annotations
 
 import binascii
+import math
 from base64 import b64decode
 from typing import Any
 
@@ -14,8 +17,8 @@ import numpy as np
 import orjson
 from google.protobuf import json_format
 
-from rosettaserve.core import dtypes
-from rosettaserve.core.codec import check_shape, from_json
+from rosettaserve.core import dtypes, json_nonfinite
+from rosettaserve.core.codec import check_shape, from_json, narrow
 from rosettaserve.core.errors import InvalidInput
 from rosettaserve.core.types import InferenceResponse, Tensor
 from rosettaserve.protocols.grps import convert
@@ -24,6 +27,7 @@ from rosettaserve.protocols.grps.pb import grps_pb2 as pb
 JSON = "application/json"
 OCTETS = "application/octet-stream"
 _FP32 = dtypes.lookup("FP32")
+_FLOAT_FIELDS = {"flat_float32": _FP32, "flat_float16": dtypes.lookup("FP16")}  # protobuf floats
 _MISSING = object()
 _DT_NAMES = frozenset(pb.DataType.keys())
 
@@ -75,7 +79,7 @@ def _parse(content_type: str | None, body: bytes | bytearray, allow_empty: bool)
 
 def _json_object(body: bytes | bytearray) -> dict[str, Any]:
     try:
-        doc = orjson.loads(body)
+        doc = json_nonfinite.loads(body)
     except orjson.JSONDecodeError as exc:
         raise InvalidInput(f"the request body is not valid JSON: {exc}") from None
     if not isinstance(doc, dict):
@@ -92,16 +96,52 @@ def _check_doc(doc: dict[str, Any]) -> None:
         )
     tensors = _get(_get(doc, "gtensors", dict), "tensors", list)
     for i, tensor in enumerate(tensors or []):
-        dtype = tensor.get("dtype") if isinstance(tensor, dict) else None
+        if not isinstance(tensor, dict):
+            continue
+        dtype, label = tensor.get("dtype"), tensor.get("name") or f"#{i}"
         if isinstance(dtype, str) and dtype not in _DT_NAMES and not dtype.isdigit():
-            label = tensor.get("name") or f"#{i}"
             raise InvalidInput(
                 f"tensor '{label}' has an unknown dtype {dtype!r}; "
                 f"expected one of {', '.join(convert.DATATYPES)} (or its number)"
             )
+        for field, kind in _FLOAT_FIELDS.items():
+            _narrow_floats(tensor, field, kind, str(label))
+    gmap_floats = _get(_get(doc, "gmap", dict), "s_f", dict) or {}
+    for key in gmap_floats:
+        _narrow_floats(gmap_floats, key, _FP32, key)
     for key, value in (_get(_get(doc, "gmap", dict), "s_b", dict) or {}).items():
         if not _is_base64(value):
             raise InvalidInput(f"gmap s_b['{key}'] is not base64 (s_b values travel as base64)")
+
+
+def _narrow_floats(holder: dict[str, Any], key: str, dtype: dtypes.DType, label: str) -> None:
+    """The JSON numbers at ``holder[key]`` (one, or in a list) checked against the float type
+    they fill, as every protocol checks them (core.codec.narrow: a 400 naming the tensor), and
+    replaced by the values they round to: protobuf's reader refuses FP32's largest value as
+    clients print it (``3.4028235e+38``, a hair above it), and as protobuf itself writes it.
+    Anything else (strings such as "NaN", nulls, booleans) is left to protobuf's reader."""
+    value = holder.get(key)
+    single = type(value) in (int, float)
+    items = [value] if single else value
+    if not isinstance(items, list):
+        return
+    at = [i for i, item in enumerate(items) if type(item) in (int, float)]
+    if not at:
+        return
+    try:
+        wide = np.array([items[i] for i in at], dtype=np.float64)
+    except OverflowError:
+        raise InvalidInput(
+            f"tensor '{label}' holds a number outside the {dtype.name} range"
+        ) from None
+    narrowed = narrow(wide, dtype, label).tolist()
+    if single or len(at) == len(items):
+        holder[key] = narrowed[0] if single else narrowed
+        return
+    mixed = list(items)
+    for i, number in zip(at, narrowed, strict=True):
+        mixed[i] = number
+    holder[key] = mixed
 
 
 def _get(doc: Any, key: str, kind: type) -> Any:
@@ -156,8 +196,12 @@ def encode_ndarray(response: InferenceResponse) -> bytes:
         preserving_proto_field_name=True,
     )
     data = outputs[0].data
-    scalar = data.ndim == 0  # orjson writes arrays of one or more dims
-    head["ndarray"] = float(str(data.reshape(-1)[0])) if scalar else np.ascontiguousarray(data)
+    if data.ndim:
+        head["ndarray"] = json_nonfinite.array(np.ascontiguousarray(data))
+    else:  # orjson writes arrays of one or more dims
+        value = float(str(data.reshape(-1)[0]))
+        finite = math.isfinite(value)
+        head["ndarray"] = value if finite else orjson.Fragment(json_nonfinite.token(value).encode())
     return orjson.dumps(head, option=orjson.OPT_SERIALIZE_NUMPY)
 
 

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from rosettaserve.core import dtypes, json_bulk
+from rosettaserve.core import dtypes, json_bulk, json_nonfinite
 from rosettaserve.core.call import PROTOCOL, TIMEOUT_US
 from rosettaserve.core.codec import check_shape, from_json, from_raw, to_raw
 from rosettaserve.core.errors import InvalidInput
@@ -41,8 +41,10 @@ def json_length(header: str | None, body_size: int) -> int:
 
 
 def parse_json(data: bytes | bytearray | memoryview, what: str = "request body") -> Any:
+    """A JSON document; tensor data may hold NaN, Infinity and -Infinity (core/json_nonfinite.py:
+    what tritonclient sends for such values, and what answers carry)."""
     try:
-        return orjson.loads(data)
+        return json_nonfinite.loads(data)
     except orjson.JSONDecodeError as exc:
         raise InvalidInput(f"{what} is not valid JSON: {exc}") from None
 
@@ -261,7 +263,7 @@ def json_data(tensor: Tensor, dtype: dtypes.DType) -> Any:
                 f"output '{tensor.name}' holds bytes that are not UTF-8 text; "
                 'request it with "parameters": {"binary_data": true}'
             ) from None
-    return flat
+    return json_nonfinite.array(flat)  # NaN, Infinity, -Infinity as such, not null
 
 
 # -- metadata ----------------------------------------------------------------------------------

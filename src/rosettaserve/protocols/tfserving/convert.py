@@ -68,12 +68,12 @@ def read_columns(value: Any, specs: dict[str, TensorSpec], maybe_bools: bool) ->
                 "tensors required as per tensorinfo_map"
             )
         ((alias, spec),) = specs.items()
-        return {alias: tensors.to_array(value, spec.datatype, maybe_bools)}
+        return {alias: tensors.to_array(value, spec.datatype, maybe_bools, alias)}
     arrays = {}
     for alias, spec in specs.items():  # other keys are ignored, as by TF
         if alias not in value:
             raise InvalidInput(f"Missing named input: {alias} in 'inputs' object.")
-        arrays[alias] = tensors.to_array(value[alias], spec.datatype, maybe_bools)
+        arrays[alias] = tensors.to_array(value[alias], spec.datatype, maybe_bools, alias)
     return arrays
 
 
@@ -91,13 +91,13 @@ def read_rows(instances: list[Any], specs: dict[str, TensorSpec], maybe_bools: b
         return _object_rows(instances, specs, maybe_bools)
     alias, spec = next(iter(specs.items()))
     try:  # all rows as one tensor: the same values when it works, TF's errors come per row
-        return {alias: tensors.to_array(instances, spec.datatype, maybe_bools)}
+        return {alias: tensors.to_array(instances, spec.datatype, maybe_bools, alias)}
     except ServingError:
         return _value_rows(instances, alias, spec)
 
 
 def _value_rows(instances: list[Any], alias: str, spec: TensorSpec) -> Arrays:
-    batch = _Batch(spec.datatype)
+    batch = _Batch(spec.datatype, alias)
     for i, item in enumerate(instances):
         if _is_object(item):
             raise InvalidInput(f"Expecting value/list but got object at item {i} of input list")
@@ -111,7 +111,7 @@ def _object_rows(instances: list[Any], specs: dict[str, TensorSpec], maybe_bools
     if keys != {schema.B64} and all(type(e) is dict and e.keys() == keys for e in instances):
         try:  # one tensor per input, as above
             return {
-                a: tensors.to_array([e[a] for e in instances], s.datatype, maybe_bools)
+                a: tensors.to_array([e[a] for e in instances], s.datatype, maybe_bools, a)
                 for a, s in specs.items()
             }
         except ServingError:
@@ -120,7 +120,7 @@ def _object_rows(instances: list[Any], specs: dict[str, TensorSpec], maybe_bools
 
 
 def _object_rows_one_by_one(instances: list[Any], specs: dict[str, TensorSpec]) -> Arrays:
-    batches = {alias: _Batch(spec.datatype) for alias, spec in specs.items()}
+    batches = {alias: _Batch(spec.datatype, alias) for alias, spec in specs.items()}
     names = ",".join(sorted(specs))
     for i, item in enumerate(instances):
         if not _is_object(item):
@@ -143,8 +143,8 @@ def _object_rows_one_by_one(instances: list[Any], specs: dict[str, TensorSpec]) 
 class _Batch:
     """The rows of one input: each must have row 0's element count and shape."""
 
-    def __init__(self, datatype: str) -> None:
-        self.datatype = datatype
+    def __init__(self, datatype: str, alias: str) -> None:
+        self.datatype, self.alias = datatype, alias
         self.leaves: list[Any] = []
         self.shape: tuple[int, ...] | None = None
         self.size = 0
@@ -163,7 +163,8 @@ class _Batch:
         self.leaves.extend(leaves)
 
     def array(self, rows: int) -> np.ndarray:
-        return tensors.leaves_array(self.leaves, (rows, *(self.shape or ())), self.datatype)
+        shape = (rows, *(self.shape or ()))
+        return tensors.leaves_array(self.leaves, shape, self.datatype, self.alias)
 
 
 @contextmanager

@@ -24,6 +24,8 @@ from typing import Any
 import numpy as np
 import orjson
 
+from rosettaserve.core import json_nonfinite
+
 _NUMPY = orjson.OPT_SERIALIZE_NUMPY
 _TIE = 1e-6  # |fraction - 0.5| below this: the rounding is decided one by one, exactly
 _COMMA, _OPEN, _CLOSE = ord(","), ord("["), ord("]")
@@ -31,10 +33,8 @@ _COMMA, _OPEN, _CLOSE = ord(","), ord("["), ord("]")
 
 def float_text(value: float, single: bool) -> str:
     """One value as TF writes it (``single``: the value is a float32)."""
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "Infinity" if value > 0 else "-Infinity"
+    if not math.isfinite(value):
+        return json_nonfinite.token(value)  # the tokens every JSON protocol here writes
     text = f"{value:g}"
     if not _reads_back(text, value, single):
         text = f"{value:.9g}" if single else f"{value:.17g}"

@@ -20,6 +20,7 @@ import numpy as np
 import orjson
 
 from rosettaserve.core import dtypes
+from rosettaserve.core.codec import narrow
 from rosettaserve.core.errors import InvalidInput, Unsupported
 from rosettaserve.protocols.tfserving import floats, schema
 from rosettaserve.protocols.tfserving.jsonio import snippet, type_name
@@ -60,18 +61,20 @@ def b64decode(text: str) -> bytes:
 # -- JSON -> array ----------------------------------------------------------------------------
 
 
-def to_array(value: Any, datatype: str, maybe_bools: bool = True) -> np.ndarray:
-    """The tensor a JSON value denotes for a signature input of ``datatype``.
+def to_array(value: Any, datatype: str, maybe_bools: bool = True, name: str = "") -> np.ndarray:
+    """The tensor a JSON value denotes for a signature input ``name`` of ``datatype``.
 
-    ``maybe_bools``: the body has ``true``/``false`` somewhere, so numbers may hide booleans."""
-    fast = fast_array(value, datatype, maybe_bools)
+    ``maybe_bools``: the body has ``true``/``false`` somewhere, so numbers may hide booleans.
+    A finite number beyond FP32's range is refused (TF narrows it to an infinity without a
+    word); the tokens NaN, Infinity and -Infinity are values of their own, and stay."""
+    fast = fast_array(value, datatype, maybe_bools, name)
     if fast is not None:
         return fast
     leaves, shape = walk(value, datatype)
-    return leaves_array(leaves, shape, datatype)
+    return leaves_array(leaves, shape, datatype, name)
 
 
-def fast_array(value: Any, datatype: str, maybe_bools: bool) -> np.ndarray | None:
+def fast_array(value: Any, datatype: str, maybe_bools: bool, name: str = "") -> np.ndarray | None:
     """A regular numeric list in one vectorized conversion, or None: walk it instead."""
     if not isinstance(value, list) or datatype not in _FAST_KINDS:
         return None
@@ -92,8 +95,7 @@ def fast_array(value: Any, datatype: str, maybe_bools: bool) -> np.ndarray | Non
         return None  # numpy reads [1, true] as [1, 1]; the walk names the bool
     if arr.dtype.kind in "iu" and target.kind == "f":
         arr = arr.astype(np.float64)  # TF reads every number as a double first
-    with np.errstate(over="ignore"):
-        return arr.astype(target)
+    return narrow(arr, dtypes.lookup(datatype), name)
 
 
 def _has_bool(value: list[Any], depth: int) -> bool:
@@ -210,15 +212,17 @@ def _type_error(value: Any, datatype: str) -> InvalidInput:
     )
 
 
-def leaves_array(leaves: list[Any], shape: tuple[int, ...], datatype: str) -> np.ndarray:
-    target = dtypes.lookup(datatype).numpy
+def leaves_array(
+    leaves: list[Any], shape: tuple[int, ...], datatype: str, name: str = ""
+) -> np.ndarray:
+    dtype = dtypes.lookup(datatype)
+    target = dtype.numpy
     if datatype == "BYTES":
         out = np.empty(len(leaves), dtype=object)
         out[:] = leaves
         return out.reshape(shape)
     if datatype in ("FP32", "FP64"):
-        with np.errstate(over="ignore"):
-            return np.array(leaves, dtype=np.float64).astype(target).reshape(shape)
+        return narrow(np.array(leaves, dtype=np.float64), dtype, name).reshape(shape)
     if datatype in _INT_RANGES:
         wide = np.uint64 if datatype == "UINT64" else np.int64
         return np.array(leaves, dtype=wide).astype(target).reshape(shape)

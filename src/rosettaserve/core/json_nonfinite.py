@@ -1,0 +1,71 @@
+"""NaN and the infinities in JSON tensor data: the bare tokens ``NaN``, ``Infinity``, ``-Infinity``.
+
+JSON (RFC 8259) has no spelling for them: orjson refuses them when reading, and writes ``null``
+for them, which turns a model's ``inf`` into "no value" without a word. So every JSON answer of
+this server writes a non-finite tensor value as one of these three tokens, as TF Serving has
+always written them (its REST API's documented format) and as Python's ``json`` module and
+rapidjson, which tritonclient's HTTP client parses answers with, read and write them; and the
+OIP REST and grps readers take them back, so a value round-trips. Strict parsers (orjson,
+JavaScript's ``JSON.parse``) refuse such an answer outright rather than read a wrong value;
+a client that needs strict JSON asks for the tensor in binary (OIP's binary data extension).
+grps messages keep protobuf's own JSON mapping, which quotes them (``"NaN"``, ``"Infinity"``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import numpy as np
+import orjson
+
+NAN, INFINITY, MINUS_INFINITY = "NaN", "Infinity", "-Infinity"
+_NUMPY = orjson.OPT_SERIALIZE_NUMPY
+# Up to this many values, a Python pass over the values costs less than numpy's per-call overhead.
+_SMALL = 64
+
+
+def token(value: float) -> str:
+    """The token of a non-finite value."""
+    if math.isnan(value):
+        return NAN
+    return INFINITY if value > 0 else MINUS_INFINITY
+
+
+def array(arr: np.ndarray) -> np.ndarray | orjson.Fragment:
+    """What orjson should write for a numeric array (with OPT_SERIALIZE_NUMPY): the array itself
+    when every value is finite, else its JSON text with the tokens where orjson writes null."""
+    if arr.dtype.kind != "f" or _finite(arr):
+        return arr
+    flat = np.ascontiguousarray(arr)
+    pieces = orjson.dumps(flat, option=_NUMPY).split(b"null")  # floats: null only for these
+    odd = flat.reshape(-1)[~np.isfinite(flat.reshape(-1))].tolist()
+    out = [pieces[0]]
+    for value, piece in zip(odd, pieces[1:], strict=True):
+        out += [token(value).encode(), piece]
+    return orjson.Fragment(b"".join(out))
+
+
+def _finite(arr: np.ndarray) -> bool:
+    if arr.size <= _SMALL:
+        return all(map(math.isfinite, arr.reshape(-1).tolist()))
+    return bool(np.isfinite(arr).all())
+
+
+def loads(text: bytes | bytearray | memoryview) -> Any:
+    """A JSON document, which may hold the three tokens as numbers (orjson reads every other
+    one; the standard library the few with tokens). Raises orjson.JSONDecodeError, with orjson's
+    message, when the text is not JSON even so."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raw = bytes(text)
+        if b"NaN" not in raw and b"Infinity" not in raw:
+            raise
+        try:
+            doc = json.loads(raw.decode())
+            orjson.dumps(doc)  # what orjson would refuse in strings too: lone surrogates
+        except (ValueError, RecursionError, TypeError, orjson.JSONEncodeError):
+            raise exc from None
+        return doc
