@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import queue
 import signal
+import ssl
 import subprocess
 import sys
 import threading
@@ -26,7 +27,7 @@ class ServerProcess:
 
     @property
     def http_hostport(self) -> str:
-        return self.http_url.removeprefix("http://")
+        return self.http_url.removeprefix("http://").removeprefix("https://")
 
     def stop(self) -> int:
         if self.proc.poll() is None:
@@ -50,12 +51,15 @@ def stop_cleanly(proc: ServerProcess) -> None:
     assert proc.stop() == 0, "\n".join(proc.lines)
 
 
-def start_server(repo: Path, *args: str, wait_ready: bool = True) -> ServerProcess:
+def start_server(
+    repo: Path, *args: str, wait_ready: bool = True, context: ssl.SSLContext | None = None
+) -> ServerProcess:
+    """``context``: how to reach a server started with TLS (--tls-cert) while waiting for it."""
     cmd = [sys.executable, "-m", "rosettaserve", "serve", str(repo), "--http-port", "0"]
     proc, lines, addresses = launch([*cmd, "--grpc-port", "0", *args], ("http", "grpc"))
     server = ServerProcess(proc, addresses["http"], lines, addresses["grpc"])
     if wait_ready:
-        wait_until_ready(server)
+        wait_until_ready(server, context)
     return server
 
 
@@ -93,11 +97,12 @@ def launch(
     return proc, lines, addresses
 
 
-def wait_until_ready(server: ServerProcess) -> None:
+def wait_until_ready(server: ServerProcess, context: ssl.SSLContext | None = None) -> None:
     deadline = time.monotonic() + START_TIMEOUT_S
+    url = server.http_url + "/v2/health/ready"
     while time.monotonic() < deadline:
         try:
-            with urllib.request.urlopen(server.http_url + "/v2/health/ready", timeout=2) as r:
+            with urllib.request.urlopen(url, timeout=2, context=context) as r:
                 if r.status == 200:
                     return
         except OSError:

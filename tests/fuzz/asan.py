@@ -31,19 +31,22 @@ def runtime() -> Path:
     return Path(atheris.path()) / "asan_with_fuzzer.so"
 
 
-def build() -> Path:
-    """The instrumented module (built again when the source is newer)."""
-    target = BUILD / ("json_numbers" + str(sysconfig.get_config_var("EXT_SUFFIX")))
+def build(sanitized: bool = True) -> Path:
+    """The instrumented module (built again when the source is newer); ``sanitized=False``: an
+    ordinary build of the same source, for tests in a process without the sanitizer."""
+    folder = BUILD if sanitized else BUILD / "plain"
+    target = folder / ("json_numbers" + str(sysconfig.get_config_var("EXT_SUFFIX")))
     if target.exists() and target.stat().st_mtime >= SOURCE.stat().st_mtime:
         return target
     clang = shutil.which("clang")
     if clang is None:
         raise SystemExit("clang is needed for the json_numbers fuzz target (make fuzz installs it)")
-    BUILD.mkdir(parents=True, exist_ok=True)
+    folder.mkdir(parents=True, exist_ok=True)
     include = sysconfig.get_paths()["include"]
     tmp = target.with_suffix(".tmp")
+    flags = FLAGS if sanitized else ["-O2"]
     subprocess.run(
-        [clang, "-shared", "-fPIC", *FLAGS, f"-I{include}", str(SOURCE), "-o", str(tmp)],
+        [clang, "-shared", "-fPIC", *flags, f"-I{include}", str(SOURCE), "-o", str(tmp)],
         check=True,
     )
     tmp.replace(target)
@@ -61,12 +64,8 @@ def environment() -> dict[str, str]:
 
 
 def load() -> ModuleType:
-    """The module the environment names (under AddressSanitizer), or the ordinary build's."""
-    path = os.environ.get(ENV_MODULE)
-    if not path:
-        from rosettaserve.core import json_numbers  # type: ignore[attr-defined]
-
-        return json_numbers
+    """The module the environment names (under AddressSanitizer), else an ordinary build."""
+    path = os.environ.get(ENV_MODULE) or str(build(sanitized=False))
     spec = importlib.util.spec_from_file_location("json_numbers", path)
     assert spec is not None
     assert spec.loader is not None

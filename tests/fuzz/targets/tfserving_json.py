@@ -45,7 +45,8 @@ def round_trip(array: np.ndarray, datatype: str) -> None:
     back = tensors.to_array(jsonio.load(text).doc, datatype)
     assert back.shape == array.shape, (back.shape, array.shape)
     assert np.array_equal(back, array, equal_nan=True), (array, text, back)
-    assert np.array_equal(np.signbit(back), np.signbit(array)), (array, text)
+    signed = ~np.isnan(array)  # TF writes NaN without a sign
+    assert np.array_equal(np.signbit(back[signed]), np.signbit(array[signed])), (array, text)
 
 
 def check(data: bytes) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 import orjson
 
-from rosettaserve.core.errors import ModelNotFound, ServingError
+from rosettaserve.core.errors import ModelNotFound, ServingError, Unauthenticated
 from rosettaserve.core.generate import (
     Completion,
     FinishReason,
@@ -201,4 +201,6 @@ def error_doc(exc: ServingError) -> dict[str, Any]:
     status = exc.http_status
     kind = ERROR_TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
     code = "model_not_found" if isinstance(exc, ModelNotFound) else None
+    if isinstance(exc, Unauthenticated):
+        code = "invalid_api_key"  # OpenAI's own code for a missing or wrong key
     return {"error": {"message": exc.message, "type": kind, "param": None, "code": code}}
