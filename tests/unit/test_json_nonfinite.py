@@ -79,11 +79,24 @@ def test_loads_reads_the_tokens_and_orjson_reads_the_rest() -> None:
 
 
 @pytest.mark.parametrize(
+    "numbers",
+    [b"1, -2, 0.5, 1e-400", str(2**64 - 1).encode(), str(-(2**63)).encode(), b"9" * 30],
+)
+def test_loads_reads_numbers_as_orjson_does_beside_the_tokens(numbers: bytes) -> None:
+    """The same values, and the same Python types, with or without a token in the text."""
+    plain = orjson.loads(b"[" + numbers + b"]")
+    with_token = json_nonfinite.loads(b"[" + numbers + b", NaN]")
+    assert with_token[:-1] == plain
+    assert [type(v) for v in with_token[:-1]] == [type(v) for v in plain]
+
+
+@pytest.mark.parametrize(
     "text",
     [
         b'{"a": [NaN',  # malformed even so
         b'{"a": [Inf]}',  # not a token of JSON's readers (TF Serving's reader takes it)
         b'{"a": [-NaN]}',
+        b'{"a": [NaN, 1e400]}',  # a finite literal too large for a double is no infinity
         b'{"a": NaN, "b": "\\ud800"}',  # a lone surrogate, which orjson refuses
         b'{"a": NaN, "b": "\xff"}',  # not UTF-8
         b'{"a": NaN, "b": ' + b"[" * 5000 + b"]" * 5000 + b"}",  # deeper than Python recurses

@@ -64,8 +64,23 @@ def loads(text: bytes | bytearray | memoryview) -> Any:
         if b"NaN" not in raw and b"Infinity" not in raw:
             raise
         try:
-            doc = json.loads(raw.decode())
-            orjson.dumps(doc)  # what orjson would refuse in strings too: lone surrogates
+            doc = json.loads(raw.decode(), parse_float=_finite_float, parse_int=_int)
+            orjson.dumps(doc)  # what orjson refuses besides: lone surrogates
         except (ValueError, RecursionError, TypeError, orjson.JSONEncodeError):
             raise exc from None
         return doc
+
+
+def _finite_float(text: str) -> float:
+    """A number literal, refused (as orjson refuses it) where it is too large for a double: an
+    infinity is only ever the token."""
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"number is infinity when parsed as double: {text[:40]}")
+    return value
+
+
+def _int(text: str) -> int | float:
+    """An integer literal as orjson reads it: a float beyond 64 bits."""
+    value = int(text)
+    return value if -(2**63) <= value < 2**64 else _finite_float(text)
