@@ -20,7 +20,14 @@ from rosettaserve.core.registry import ModelVersion, VersionState
 from rosettaserve.repository import manager
 from rosettaserve.repository.config import ConfigError, parse_config
 from rosettaserve.repository.watchdog import check
-from rosettaserve.scheduling.channel import Channel, frames, receive_blocking, send_blocking
+from rosettaserve.scheduling.channel import (
+    Channel,
+    frames,
+    receive_async,
+    receive_blocking,
+    send_async,
+    send_blocking,
+)
 
 WAIT_S = 10.0  # an upper bound for anything a thread is waited for
 
@@ -198,3 +205,22 @@ def test_the_async_channel_reads_what_the_blocking_side_sends() -> None:
     assert reply is not None
     assert reply[0] == "ok"
     np.testing.assert_array_equal(reply[1]["y"], np.ones((3, 4), dtype=np.int64))
+
+
+def test_a_worker_link_carries_arrays_both_ways_and_sees_the_end() -> None:
+    async def main() -> tuple[tuple[Any, ...] | None, tuple[Any, ...] | None]:
+        mine, theirs = socket.socketpair()
+        mine.setblocking(False)
+        await send_async(mine, "predict", {"x": np.arange(6.0).reshape(2, 3)}, {})
+        received = await asyncio.to_thread(receive_blocking, theirs)
+        await asyncio.to_thread(send_blocking, theirs, "ok", {"y": received[1]["x"] * 2})
+        reply = await receive_async(mine)
+        theirs.close()
+        end = await receive_async(mine)
+        mine.close()
+        return reply, end
+
+    reply, end = asyncio.run(main())
+    assert reply is not None
+    np.testing.assert_array_equal(reply[1]["y"], np.arange(6.0).reshape(2, 3) * 2)
+    assert end is None

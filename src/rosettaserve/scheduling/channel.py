@@ -50,6 +50,40 @@ def receive_blocking(sock: socket.socket) -> tuple[Any, ...]:
     return message
 
 
+async def send_async(sock: socket.socket, *message: Any) -> None:
+    """Send one message on a non-blocking socket, on the running loop (no stream buffering:
+    the largest tensors go to the kernel as they are)."""
+    loop = asyncio.get_running_loop()
+    for part in frames(*message):
+        await loop.sock_sendall(sock, part)
+
+
+async def receive_async(sock: socket.socket) -> tuple[Any, ...] | None:
+    """One message on a non-blocking socket, each buffer read straight into its own memory;
+    None once the other end has gone."""
+    loop = asyncio.get_running_loop()
+
+    async def exactly(size: int) -> bytearray:
+        buf = bytearray(size)
+        view, got = memoryview(buf), 0
+        while got < size:
+            n = await loop.sock_recv_into(sock, view[got:])
+            if not n:
+                raise EOFError("the control channel closed")
+            got += n
+        return buf
+
+    try:
+        size, count = _HEAD.unpack(await exactly(_HEAD.size))
+        sizes = struct.unpack(f"<{count}Q", await exactly(count * _SIZE.size)) if count else ()
+        data = await exactly(size)
+        buffers = [await exactly(n) for n in sizes]
+    except (EOFError, ConnectionError):
+        return None
+    message: tuple[Any, ...] = pickle.loads(data, buffers=buffers)
+    return message
+
+
 def _exactly(sock: socket.socket, size: int) -> bytearray:
     buf = bytearray(size)
     view, got = memoryview(buf), 0
@@ -68,7 +102,7 @@ class Channel:
     @classmethod
     async def open(cls, sock: socket.socket) -> Channel:
         sock.setblocking(False)
-        reader, writer = await asyncio.open_unix_connection(sock=sock, limit=1 << 20)
+        reader, writer = await asyncio.open_unix_connection(sock=sock)
         return cls(reader, writer)
 
     def send(self, *message: Any) -> None:

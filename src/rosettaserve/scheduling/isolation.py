@@ -22,9 +22,10 @@ from rosettaserve.core.errors import ModelError
 from rosettaserve.core.executor import run_loading
 from rosettaserve.core.model import Arrays, Model
 from rosettaserve.scheduling.channel import (
-    Channel,
     child_process,
+    receive_async,
     receive_blocking,
+    send_async,
     send_blocking,
 )
 
@@ -37,7 +38,6 @@ RESPAWN_DELAY_S = 1.0  # between attempts to replace a worker whose model failed
 class WorkerProcess:
     proc: subprocess.Popen[bytes]
     sock: socket.socket  # this end of its control channel
-    channel: Channel | None = None  # the same, opened on the event loop at its first call
 
 
 class ProcessInstances:
@@ -103,6 +103,7 @@ class ProcessInstances:
         if reply[0] != "loaded":
             _stop(worker, 0.0)
             raise ModelError(str(reply[1]))
+        worker.sock.setblocking(False)  # from now on, the event loop talks to it
         return reply
 
     def _replace_blocking(self, old: WorkerProcess) -> WorkerProcess | None:
@@ -124,10 +125,8 @@ class ProcessInstances:
     async def predict(self, inputs: Arrays, parameters: dict[str, Any]) -> Any:
         worker = await self._idle.get()
         try:
-            if worker.channel is None:
-                worker.channel = await Channel.open(worker.sock)
-            worker.channel.send("predict", inputs, parameters)
-            reply = await worker.channel.receive()
+            await send_async(worker.sock, "predict", inputs, parameters)
+            reply = await receive_async(worker.sock)
         except BaseException:  # cancelled (a timeout, a client gone): the work must stop
             self._retire(worker, "its call was cancelled")
             raise
@@ -143,8 +142,6 @@ class ProcessInstances:
     def _retire(self, worker: WorkerProcess, why: str) -> None:
         """Kill ``worker`` now and start another in its place."""
         worker.proc.kill()
-        if worker.channel is not None:
-            worker.channel.close()
         self.workers.discard(worker)
         log.warning("%s: killed worker process %d (%s)", self.label, worker.proc.pid, why)
         if not self.closed:
@@ -167,8 +164,6 @@ class ProcessInstances:
 
 
 def _stop(worker: WorkerProcess, wait_s: float) -> None:
-    if worker.channel is not None:
-        worker.channel.close()
     worker.sock.close()  # the worker reads the end of its channel: it unloads and exits
     try:
         worker.proc.wait(timeout=wait_s)
