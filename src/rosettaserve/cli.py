@@ -11,7 +11,11 @@ from rosettaserve import __version__
 from rosettaserve.security.keys import ENV_VAR, KeySourceError, gather_keys
 from rosettaserve.security.tls import TlsError, TlsFiles
 from rosettaserve.settings import (
+    DEFAULT_BODY_TIMEOUT,
     DEFAULT_GRPC_MAX_MESSAGE_SIZE,
+    DEFAULT_HEADER_TIMEOUT,
+    DEFAULT_MAX_HEADER_SIZE,
+    DEFAULT_MAX_REQUEST_LINE,
     DEFAULT_MAX_REQUEST_SIZE,
     ROLES,
     PdOptions,
@@ -89,6 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="the model a grps request runs when it names none (in its payload or ?model=)",
     )
     add_scaling_options(serve)
+    add_http_limits(serve)
     serve.add_argument(
         "--log-level",
         default="info",
@@ -264,6 +269,39 @@ def add_scheduler_command(commands: argparse._SubParsersAction[argparse.Argument
     add_security_options(sched)
 
 
+def add_http_limits(serve: argparse.ArgumentParser) -> None:
+    """What an HTTP/1.1 client may hold of the server: bytes of a request head, and time."""
+    limits = serve.add_argument_group("HTTP/1.1 limits (see the README's Security and limits)")
+    limits.add_argument(
+        "--header-timeout",
+        type=_positive_float,
+        default=DEFAULT_HEADER_TIMEOUT,
+        metavar="SECONDS",
+        help="a request head not whole this long after its first byte: 408 and the close",
+    )
+    limits.add_argument(
+        "--body-timeout",
+        type=_positive_float,
+        default=DEFAULT_BODY_TIMEOUT,
+        metavar="SECONDS",
+        help="a request body with no byte for this long: 408 and the close",
+    )
+    limits.add_argument(
+        "--max-request-line",
+        type=_positive,
+        default=DEFAULT_MAX_REQUEST_LINE,
+        metavar="BYTES",
+        help="longest request target (URL); longer: 414 and the close",
+    )
+    limits.add_argument(
+        "--max-header-size",
+        type=_positive,
+        default=DEFAULT_MAX_HEADER_SIZE,
+        metavar="BYTES",
+        help="largest header fields of a request, together; larger: 431 and the close",
+    )
+
+
 def add_scaling_options(serve: argparse.ArgumentParser) -> None:
     serve.add_argument(
         "--workers",
@@ -355,6 +393,10 @@ def main(argv: list[str] | None = None) -> int:
         workers=args.workers,
         max_queue_size=args.max_queue_size,
         request_timeout_us=max(0, round(args.request_timeout * 1e6)),
+        header_timeout=args.header_timeout,
+        body_timeout=args.body_timeout,
+        max_request_line=args.max_request_line,
+        max_header_size=args.max_header_size,
         drain_grace_s=max(0.0, args.drain_grace),
         metrics_port=args.metrics_port,
         role=args.role,

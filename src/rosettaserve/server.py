@@ -31,6 +31,7 @@ from rosettaserve.security import setup as security
 from rosettaserve.settings import Settings
 from rosettaserve.transport.grpc import CallTracker, GrpcServer, ServiceTable
 from rosettaserve.transport.h1 import HttpServer
+from rosettaserve.transport.h1_head import http_limits
 from rosettaserve.transport.http import HttpApp
 from rosettaserve.transport.sockets import bind
 
@@ -100,7 +101,7 @@ class Server:
         tls = self.tls
         self.http_url = security.http_address(s.host, sock.getsockname()[1], tls)
         self.pd.bound(s.host, sock.getsockname()[1])
-        http = HttpServer(self.app, s.max_request_size)
+        http = HttpServer(self.app, s.max_request_size, limits=http_limits(s))
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._stopping.set)

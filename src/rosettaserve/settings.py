@@ -9,6 +9,10 @@ from rosettaserve.security.tls import TlsFiles
 
 DEFAULT_MAX_REQUEST_SIZE = 256 * 1024 * 1024
 DEFAULT_GRPC_MAX_MESSAGE_SIZE = 512 * 1024 * 1024  # a 256 MiB tensor and then some
+DEFAULT_HEADER_TIMEOUT = 10.0  # seconds for a request head to arrive whole (HTTP/1.1)
+DEFAULT_BODY_TIMEOUT = 30.0  # seconds a request body may go without a byte (HTTP/1.1)
+DEFAULT_MAX_REQUEST_LINE = 16 * 1024  # bytes of request target (URL) (HTTP/1.1)
+DEFAULT_MAX_HEADER_SIZE = 64 * 1024  # bytes of header fields together (HTTP/1.1)
 
 
 ROLES = ("mixed", "prefill", "decode")
@@ -58,6 +62,10 @@ class Settings:
     workers: int = 1  # processes serving the same ports (SO_REUSEPORT), each with its own models
     max_queue_size: int = 0  # requests waiting per model version beyond which 429; 0: no limit
     request_timeout_us: int = 0  # default timeout covering queue and execution; 0: none
+    header_timeout: float = DEFAULT_HEADER_TIMEOUT  # HTTP/1.1: a head slower than this: 408
+    body_timeout: float = DEFAULT_BODY_TIMEOUT  # HTTP/1.1: a body silent this long: 408
+    max_request_line: int = DEFAULT_MAX_REQUEST_LINE  # HTTP/1.1: a longer target: 414
+    max_header_size: int = DEFAULT_MAX_HEADER_SIZE  # HTTP/1.1: larger header fields: 431
     drain_grace_s: float = 60.0  # on SIGTERM: the longest requests in flight are waited for
     metrics_port: int | None = None  # None: /metrics on the HTTP port
     reuse_port: bool = False  # set by the supervisor for its workers

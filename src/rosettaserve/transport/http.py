@@ -49,7 +49,8 @@ class HttpApp:
         if self.guard is not None and not self.guard.admits_http(method, route.pattern, headers):
             return route.on_error(self.guard.refusal())  # API keys: rosettaserve.security
         try:
-            request = HttpRequest(method, path, query, headers, body, params=dict(params))
+            # HEAD runs the GET route as GET (the transport sends the head alone)
+            request = HttpRequest(route.method, path, query, headers, body, params=dict(params))
             return await route.handler(request)
         except ServingError as exc:
             return route.on_error(exc)
@@ -59,6 +60,7 @@ class HttpApp:
 
     def _route(self, method: str, raw_url: bytes) -> Routed:
         """Split and match a URL, and remember the answer (routes never change while serving)."""
+        self.router.check_method(method)
         path, query = split_url(raw_url)
         route, params = self.router.match(method, path)
         routed = (path, query, route, params)

@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from rosettaserve.core.errors import MethodNotAllowed, NotFound, ServingError
+from rosettaserve.core.errors import MethodNotAllowed, NotFound, ServingError, Unsupported
 
 # Built for every request: both define their __init__ (why: scripts/compile_native.py).
 
@@ -128,8 +128,18 @@ class Router:
                 p for p, t in zip(self._patterns, tails, strict=True) if t in (None, last)
             ]
         self._unsegmented = [p for p, t in zip(self._patterns, tails, strict=True) if t is None]
+        self._methods = {route.method for route in routes}
+        if "GET" in self._methods:
+            self._methods.add("HEAD")
+
+    def check_method(self, method: str) -> None:
+        """A method no route has is not implemented (501, RFC 9110 §9.1), whatever the path."""
+        if method not in self._methods:
+            raise Unsupported(f"Not Implemented: method {method} is not served here")
 
     def match(self, method: str, path: str) -> tuple[Route, dict[str, str]]:
+        """The route for ``method`` on ``path`` (a method ``check_method`` passed): HEAD is
+        served by the GET route (RFC 9110 §9.3.2)."""
         methods = self._exact.get(path)
         params: dict[str, str] = {}
         if methods is None:
@@ -143,8 +153,10 @@ class Router:
         if methods is None:
             raise NotFound(f"Not Found: no route for {method} {path}")
         route = methods.get(method)
+        if route is None and method == "HEAD":
+            route = methods.get("GET")
         if route is None:
-            allowed = ", ".join(sorted(methods))
+            allowed = ", ".join(sorted({*methods, "HEAD"} if "GET" in methods else methods))
             raise MethodNotAllowed(
                 f"Method Not Allowed: {method} {path} (allowed: {allowed})",
                 headers={"allow": allowed},

@@ -223,6 +223,9 @@ class RecordingTransport:
     def get_extra_info(self, name: str) -> None:
         return None
 
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        pass
+
     def close(self) -> None:
         self.closed = True
 
