@@ -7,6 +7,7 @@ scheduler prints only its ``http:`` line, and is ready once a prefill and a deco
 from __future__ import annotations
 
 import shutil
+import ssl
 import sys
 import time
 from collections.abc import Callable
@@ -33,14 +34,19 @@ def start_instance(repo: Path, role: str, *args: str) -> ServerProcess:
 
 
 def start_scheduler(
-    prefill: list[ServerProcess], decode: list[ServerProcess], *args: str, wait_ready: bool = True
+    prefill: list[ServerProcess],
+    decode: list[ServerProcess],
+    *args: str,
+    wait_ready: bool = True,
+    context: ssl.SSLContext | None = None,
 ) -> ServerProcess:
+    """``context``: how to reach a scheduler started with TLS while waiting for it."""
     cmd = [sys.executable, "-m", "rosettaserve", "scheduler", "--http-port", "0"]
     cmd += ["--prefill", *(p.http_url for p in prefill), "--decode", *(d.http_url for d in decode)]
     proc, lines, addresses = launch([*cmd, *args], ("http",))
     server = ServerProcess(proc, addresses["http"], lines)
     if wait_ready:
-        wait_until_ready(server)
+        wait_until_ready(server, context)
     return server
 
 
