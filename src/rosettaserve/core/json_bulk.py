@@ -98,7 +98,7 @@ def read_array(text: bytes | bytearray | memoryview) -> np.ndarray | None:
                 return None
             as_buffer: Any = doc.as_buffer  # an ArrayBuffer, whatever simdjson's stubs say
             return np.frombuffer(as_buffer(of_type=code), dtype=dtype)
-        except (ValueError, TypeError):
+        except (ValueError, TypeError, RuntimeError):  # RuntimeError: an integer beyond 64 bits
             continue
     return None
 
