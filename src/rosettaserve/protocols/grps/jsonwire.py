@@ -114,22 +114,42 @@ def _check_doc(doc: dict[str, Any]) -> None:
             raise InvalidInput(f"gmap s_b['{key}'] is not base64 (s_b values travel as base64)")
 
 
+def _as_number(item: Any, label: str) -> int | float | None:
+    """A JSON number, or the finite number in a string that protobuf's reader takes for a float
+    field (it reads them with ``float()``); None for anything else, NaN and infinities included."""
+    if type(item) in (int, float):
+        return item  # type: ignore[no-any-return]
+    if type(item) is not str:
+        return None
+    try:
+        number = float(item)
+    except ValueError:
+        return None
+    if math.isnan(number) or item.strip().lstrip("+-").lower() in ("inf", "infinity"):
+        return None
+    if math.isinf(number):
+        raise InvalidInput(f"tensor '{label}' holds {item[:40]!r}, beyond any float")
+    return number
+
+
 def _narrow_floats(holder: dict[str, Any], key: str, dtype: dtypes.DType, label: str) -> None:
     """The JSON numbers at ``holder[key]`` (one, or in a list) checked against the float type
     they fill, as every protocol checks them (core.codec.narrow: a 400 naming the tensor), and
     replaced by the values they round to: protobuf's reader refuses FP32's largest value as
     clients print it (``3.4028235e+38``, a hair above it), and as protobuf itself writes it.
-    Anything else (strings such as "NaN", nulls, booleans) is left to protobuf's reader."""
+    Numbers in strings count too (protobuf reads "1e39" as a float, unchecked). Anything else
+    ("NaN", "Infinity", nulls, booleans) is left to protobuf's reader."""
     value = holder.get(key)
-    single = type(value) in (int, float)
+    single = _as_number(value, label) is not None
     items = [value] if single else value
     if not isinstance(items, list):
         return
-    at = [i for i, item in enumerate(items) if type(item) in (int, float)]
+    numbers = [_as_number(item, label) for item in items]
+    at = [i for i, number in enumerate(numbers) if number is not None]
     if not at:
         return
     try:
-        wide = np.array([items[i] for i in at], dtype=np.float64)
+        wide = np.array([numbers[i] for i in at], dtype=np.float64)
     except OverflowError:
         raise InvalidInput(
             f"tensor '{label}' holds a number outside the {dtype.name} range"
