@@ -2,10 +2,13 @@
 protobuf's JSON mapping, or ``ndarray``), then as the payload a model gets.
 
 Properties: only the project's errors (4xx) escape reading a body; a message read writes back
-(``jsonwire.encode``, the replies' writer) to JSON that reads back to the same message.
+(``jsonwire.encode``, the replies' writer) to JSON that reads back to the same message; a float
+tensor holds an infinity only where the body spells one (no finite number narrowed to it).
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 from rosettaserve.protocols.grps import convert, jsonwire
 from tests.fuzz.targets.refusals import assert_a_refusal
@@ -25,3 +28,6 @@ def check(data: bytes) -> None:
         assert_a_refusal(exc)
         return
     assert isinstance(payload, convert.Payload)
+    for tensor in payload.tensors:
+        if tensor.data.dtype.kind == "f" and np.isinf(tensor.data).any():
+            assert b"inf" in data.lower(), f"an infinity no one sent: {tensor.name}"

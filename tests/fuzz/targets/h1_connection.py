@@ -40,6 +40,8 @@ class RequestCounter:
             parser.feed_data(data)
         except (httptools.HttpParserError, httptools.HttpParserUpgrade):
             self.failed = True
+            if len(self.methods) < self.begun:  # it stopped before the URL's end
+                self.methods.append(parser.get_method())  # (DELETE if not even the method)
 
     def on_message_begin(self) -> None:
         self.begun += 1
