@@ -137,6 +137,13 @@ def test_process_isolation_kills_the_worker_of_a_timed_out_call(tmp_path: Path) 
         assert second not in (first, server.proc.pid)
         assert httpx.get(f"{server.http_url}/v2/models/isolated/ready").status_code == 200
 
+        # a worker that dies in a call: a 500 saying so, and another worker in its place
+        died = infer(server, "isolated", exit=3)
+        assert died.status_code == 500
+        assert "worker process exited during the call" in died.json()["error"]
+        third = pid_of(_first_success(lambda: infer(server, "isolated")))
+        assert third not in (first, second)
+
         # instances: 2 -- two calls inside the model at once (each waits to see the other)
         threads, results = in_threads([lambda: _peak(server)] * 2)
         for thread in threads:
@@ -145,7 +152,7 @@ def test_process_isolation_kills_the_worker_of_a_timed_out_call(tmp_path: Path) 
     finally:
         code = server.stop()
     assert code == 0, "\n".join(server.lines)
-    assert gone(second)  # its workers stop with the server
+    assert gone(third)  # its workers stop with the server
 
 
 def _first_success(call: Any, attempts: int = 30) -> httpx.Response:

@@ -127,8 +127,10 @@ class ProcessInstances:
         try:
             await send_async(worker.sock, "predict", inputs, parameters)
             reply = await receive_async(worker.sock)
+        except ConnectionError:  # it died while idle
+            reply = None
         except BaseException:  # cancelled (a timeout, a client gone): the work must stop
-            self._retire(worker, "its call was cancelled")
+            self._retire(worker, "its call was cancelled: its request timed out or went away")
             raise
         if reply is None:
             code = worker.proc.poll()

@@ -1,5 +1,6 @@
 """Blocks on an event that never fires for as many seconds as a request's parameter "block" says
-(at most BLOCK_S, so that a test run always ends); every answer carries the process id it ran in."""
+(at most BLOCK_S, so that a test run always ends), or exits its process mid-call when "exit" (a
+status) is given; every answer carries the process id it ran in."""
 
 import os
 import threading
@@ -19,6 +20,8 @@ class Stuck(Model):
     def predict(
         self, inputs: dict[str, np.ndarray], parameters: dict[str, Any]
     ) -> dict[str, np.ndarray]:
+        if "exit" in parameters:  # the process dies in the middle of the call
+            os._exit(int(parameters["exit"]))
         block = min(float(parameters.get("block", 0)), BLOCK_S)
         if block > 0:
             self.never.wait(block)
