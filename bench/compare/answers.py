@@ -5,11 +5,11 @@ ceilings).
 
 from __future__ import annotations
 
-import http.client
 import json
 from typing import Any
 
 import numpy as np
+import tls_cert
 from bodies import Body
 from processes import HOST, Server
 from spec import ServerSpec
@@ -33,9 +33,9 @@ def rest_output(spec: ServerSpec, headers: dict[str, str], body: bytes) -> np.nd
 
 
 def post(
-    port: int, path: str, body: bytes, headers: dict[str, str]
+    server: Server, path: str, body: bytes, headers: dict[str, str]
 ) -> tuple[int, dict[str, str], bytes]:
-    conn = http.client.HTTPConnection(HOST, port, timeout=120)
+    conn = server.http_connection(timeout=120)
     try:
         conn.request("POST", path, body, headers)
         resp = conn.getresponse()
@@ -48,9 +48,7 @@ def post(
 def check_rest(server: Server, body: Body) -> str:
     """'' if the answer is right, else what is wrong."""
     spec = server.spec
-    status, headers, data = post(
-        server.http_port, f"/v2/models/{spec.model}/infer", body.data, body.headers
-    )
+    status, headers, data = post(server, f"/v2/models/{spec.model}/infer", body.data, body.headers)
     if status != 200:
         return f"HTTP {status}: {data[:300]!r}"
     if spec.ceiling:
@@ -72,7 +70,13 @@ def check_grpc(server: Server, body: Body) -> tuple[str, int]:
 
     limit = 64 * 1024 * 1024
     options = [("grpc.max_receive_message_length", limit), ("grpc.max_send_message_length", limit)]
-    with grpc.insecure_channel(f"{HOST}:{server.grpc_port}", options=options) as channel:
+    target = f"{HOST}:{server.grpc_port}"
+    if server.spec.tls:
+        credentials = grpc.ssl_channel_credentials(tls_cert.certificate()[0].read_bytes())
+        channel = grpc.secure_channel(target, credentials, options=options)
+    else:
+        channel = grpc.insecure_channel(target, options=options)
+    with channel:
         call = channel.unary_unary(
             GRPC_INFER,
             request_serializer=lambda b: b,

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from spec import GRPC_RAW_1MIB, GRPC_SMALL, REST_BINARY_1MIB, REST_SMALL, ServerSpec
+from spec import GRPC_CASES, GRPC_RAW_1MIB, REST_BINARY_1MIB, SMALL_CASES, ServerSpec
 
 SMALL_SHAPE, LARGE_SHAPE = (1, 4), (1, 262144)
 
@@ -29,7 +29,7 @@ class Body:
 
 
 def tensor_for(case: str) -> np.ndarray[Any, np.dtype[np.float32]]:
-    shape = SMALL_SHAPE if case in (REST_SMALL, GRPC_SMALL) else LARGE_SHAPE
+    shape = SMALL_SHAPE if case in SMALL_CASES else LARGE_SHAPE
     seed = 20260801 if shape == SMALL_SHAPE else 20260802
     return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
 
@@ -74,7 +74,7 @@ def grpc_message(
 def make_body(spec: ServerSpec, case: str, workdir: Path) -> Body:
     tensor = tensor_for(case)
     path = workdir / f"body-{spec.key}-{case}.bin"
-    if case in (GRPC_SMALL, GRPC_RAW_1MIB):
+    if case in GRPC_CASES:
         message = grpc_message(spec, tensor, raw=case == GRPC_RAW_1MIB)
         frame = b"\x00" + struct.pack(">I", len(message)) + message
         path.write_bytes(frame)

@@ -22,17 +22,21 @@ from measurements import Measurement, Results, ServerRun
 from processes import HOST, Server, server_version, settle, start, stop, tree_memory, wait_ready
 from spec import (
     CASES,
+    GRPC_CASES,
     GRPC_RAW_1MIB,
     GRPC_SMALL,
+    GRPC_SMALL_TLS,
     REST_BINARY_1MIB,
     REST_JSON_1MIB,
     REST_SMALL,
+    REST_SMALL_TLS,
+    TLS_CASES,
     ServerSpec,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
 BATCHING, STARTUP = "batching", "startup"
-ALL_CASES = (*CASES, BATCHING, STARTUP)
+ALL_CASES = (*CASES, *TLS_CASES, BATCHING, STARTUP)
 # (case, connections) in the order they run
 RUNS = (
     (REST_SMALL, 1),
@@ -42,6 +46,10 @@ RUNS = (
     (REST_JSON_1MIB, 4),
     (REST_BINARY_1MIB, 4),
     (GRPC_RAW_1MIB, 4),
+    (REST_SMALL_TLS, 1),
+    (REST_SMALL_TLS, 16),
+    (GRPC_SMALL_TLS, 1),
+    (GRPC_SMALL_TLS, 16),
 )
 BATCHING_CONNECTIONS = 32
 
@@ -125,10 +133,10 @@ def run_case(
     server: Server, body: Body, case: str, *, conns: int, load: Load, tag: str
 ) -> Measurement:
     """Check one answer, then a warm-up run and a measured run, each after the server settled."""
-    grpc = case in (GRPC_SMALL, GRPC_RAW_1MIB)
+    grpc = case in GRPC_CASES
     if grpc:
         wrong, answer_size = check_grpc(server, body)
-        url = f"http://{HOST}:{server.grpc_port}{GRPC_INFER}"
+        url = f"{server.scheme}://{HOST}:{server.grpc_port}{GRPC_INFER}"
     else:
         wrong, answer_size = check_rest(server, body), 0
         url = server.rest_url(f"/v2/models/{server.spec.model}/infer")
@@ -221,7 +229,7 @@ def measure_startup(
 
 def all_specs(workdir: Path) -> tuple[list[ServerSpec], str]:
     """rosettaserve's spec and the peers' (bench/compare/peers.py), and a note on the peers."""
-    specs = [rosetta.rosetta_spec(workdir)]
+    specs = [rosetta.rosetta_spec(workdir), rosetta.rosetta_tls_spec(workdir)]
     try:
         peers = importlib.import_module("peers")
     except ImportError as exc:

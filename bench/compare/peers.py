@@ -8,7 +8,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from spec import GRPC_RAW_1MIB, GRPC_SMALL, REST_JSON_1MIB, REST_SMALL, ServerSpec
+import tls_cert
+from spec import (
+    GRPC_RAW_1MIB,
+    GRPC_SMALL,
+    GRPC_SMALL_TLS,
+    REST_JSON_1MIB,
+    REST_SMALL,
+    REST_SMALL_TLS,
+    ServerSpec,
+)
 
 
 def venv_bin(root: Path, venv: str, program: str = "python") -> str:
@@ -90,4 +99,24 @@ def peer_specs(root: Path) -> list[ServerSpec]:
         ceiling=True,
         notes="grpcio 1.85.1 aio, generic handler on bytes: no protobuf work per call.",
     )
-    return [mlserver, kserve, uvicorn_const, grpcio_const]
+    cert, key = tls_cert.certificate()
+    uvicorn_const_tls = ServerSpec(
+        name="uvicorn + bare ASGI over TLS, constant answer",
+        key="uvicorn_const_tls",
+        argv=(*uvicorn_const.argv, f"--ssl-certfile={cert}", f"--ssl-keyfile={key}"),
+        cases=frozenset({REST_SMALL_TLS}),
+        ceiling=True,
+        tls=True,
+        notes="the same uvicorn ceiling with --ssl-certfile/--ssl-keyfile (the same certificate).",
+    )
+    grpcio_const_tls = ServerSpec(
+        name="grpc.aio over TLS, constant answer",
+        key="grpcio_const_tls",
+        argv=(*grpcio_const.argv, str(cert), str(key)),
+        ready_path=None,
+        cases=frozenset({GRPC_SMALL_TLS}),
+        ceiling=True,
+        tls=True,
+        notes="the same grpc.aio ceiling on a secure port (ssl_server_credentials, same cert).",
+    )
+    return [mlserver, kserve, uvicorn_const, grpcio_const, uvicorn_const_tls, grpcio_const_tls]

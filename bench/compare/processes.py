@@ -12,6 +12,7 @@ import os
 import re
 import signal
 import socket
+import ssl
 import subprocess
 import time
 from dataclasses import dataclass
@@ -110,8 +111,19 @@ class Server:
     log: Path
     started: float
 
+    @property
+    def scheme(self) -> str:
+        return "https" if self.spec.tls else "http"
+
     def rest_url(self, path: str) -> str:
-        return f"http://{HOST}:{self.http_port}{path}"
+        return f"{self.scheme}://{HOST}:{self.http_port}{path}"
+
+    def http_connection(self, timeout: float) -> http.client.HTTPConnection:
+        """To the HTTP port; over TLS without verification (the ready and version checks)."""
+        if not self.spec.tls:
+            return http.client.HTTPConnection(HOST, self.http_port, timeout=timeout)
+        context = ssl._create_unverified_context()
+        return http.client.HTTPSConnection(HOST, self.http_port, timeout=timeout, context=context)
 
     def log_tail(self, lines: int = 15) -> str:
         try:
@@ -150,7 +162,7 @@ def is_ready(server: Server) -> bool:
         with contextlib.suppress(OSError), socket.create_connection((HOST, server.grpc_port), 1):
             return True
         return False
-    conn = http.client.HTTPConnection(HOST, server.http_port, timeout=2)
+    conn = server.http_connection(timeout=2)
     try:
         conn.request("GET", server.spec.ready_path)
         return conn.getresponse().status == 200
@@ -198,7 +210,7 @@ def server_version(server: Server) -> str:
     """name and version from OIP server metadata (GET /v2), where the server answers it."""
     if server.spec.ready_path is None:
         return ""
-    conn = http.client.HTTPConnection(HOST, server.http_port, timeout=5)
+    conn = server.http_connection(timeout=5)
     try:
         conn.request("GET", "/v2")
         resp = conn.getresponse()

@@ -21,7 +21,16 @@ import rosetta
 from cases import BATCHING, BATCHING_CONNECTIONS
 from measurements import Measurement, Results, median
 from processes import SETTLE_BUSY, SETTLE_WINDOW
-from spec import GRPC_RAW_1MIB, GRPC_SMALL, REST_BINARY_1MIB, REST_JSON_1MIB, REST_SMALL, ServerSpec
+from spec import (
+    GRPC_RAW_1MIB,
+    GRPC_SMALL,
+    GRPC_SMALL_TLS,
+    REST_BINARY_1MIB,
+    REST_JSON_1MIB,
+    REST_SMALL,
+    REST_SMALL_TLS,
+    ServerSpec,
+)
 
 BEGIN, END = "<!-- compare:begin -->", "<!-- compare:end -->"
 # rows of the report for the servers rosetta.py starts besides the identity one
@@ -60,6 +69,15 @@ def median_known(values: Sequence[float]) -> float:
     return median(known) if known else math.nan
 
 
+TLS_TITLES = {
+    REST_SMALL_TLS: (
+        "REST small over TLS",
+        "(a) over HTTPS, one self-signed ECDSA P-256 certificate",
+    ),
+    GRPC_SMALL_TLS: ("gRPC small over TLS", "(b) over TLS (ALPN h2), the same certificate"),
+}
+
+
 def label(spec: ServerSpec) -> str:
     return f"{spec.name} (ceiling)" if spec.ceiling else spec.name
 
@@ -84,8 +102,9 @@ def case_cells(results: Results, spec: ServerSpec, case: str, conns: int) -> lis
 
 
 def shown(specs: Sequence[ServerSpec], case: str) -> list[ServerSpec]:
-    """The servers of a case's table: those serving it, and every non-ceiling (as "not served")."""
-    return [s for s in specs if case in s.cases or not s.ceiling]
+    """The servers of a case's table: those serving it, and every non-ceiling (as "not served")
+    but the TLS servers, which serve the TLS cases only."""
+    return [s for s in specs if case in s.cases or not (s.ceiling or s.tls)]
 
 
 def row(cells: Sequence[str]) -> str:
@@ -240,9 +259,11 @@ def targets(
     me = "rosettaserve"
     out: list[Target] = []
 
-    def versus(what: str, case: str, conns: int, keys: list[str], goal: float) -> Target:
+    def versus(
+        what: str, case: str, conns: int, keys: list[str], goal: float, *, who: str = me
+    ) -> Target:
         _, other = best_of(results, keys, case, conns)
-        value = ratio(rps(results, me, case, conns), other)
+        value = ratio(rps(results, who, case, conns), other)
         missing = "not measured" if other is None else "rosettaserve not measured"
         return Target(what, value, goal, "x", missing=missing)
 
@@ -255,6 +276,11 @@ def targets(
     out.append(
         versus("gRPC small, 16 conns: >= 80% of bare grpcio", GRPC_SMALL, 16, grpc_ceiling, 0.8)
     )
+    ceilings = {REST_SMALL_TLS: "uvicorn with --ssl-*", GRPC_SMALL_TLS: "grpc.aio with TLS"}
+    for case, ceiling_name in ceilings.items():
+        keys = [s.key for s in specs if s.ceiling and case in s.cases]
+        what = f"{TLS_TITLES[case][0]}, 16 conns: >= 80% of {ceiling_name}"
+        out.append(versus(what, case, 16, keys, 0.8, who=f"{me}_tls"))
     out.append(versus(f"REST JSON 1 MiB: >= 3x {mls}", REST_JSON_1MIB, 4, mlservers, 3))
     binary = rps(results, me, REST_BINARY_1MIB, 4)
     size = body_sizes.get(f"{me}/{REST_BINARY_1MIB}")
@@ -416,6 +442,10 @@ def report(
     if GRPC_SMALL in args.cases:
         lines += ["", "### (b) FP32 [1,4], OIP gRPC ModelInfer (fp32_contents)", ""]
         lines += small_table(results, specs, GRPC_SMALL)
+    for case, (title, what) in TLS_TITLES.items():
+        if case in args.cases:
+            lines += ["", f"### {title}: {what}", ""]
+            lines += small_table(results, [s for s in specs if case in s.cases], case)
     large = [c for c in (REST_JSON_1MIB, REST_BINARY_1MIB, GRPC_RAW_1MIB) if c in args.cases]
     if large:
         lines += [

@@ -12,8 +12,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import tls_cert
 import yaml
-from spec import CASES, ServerSpec
+from spec import CASES, TLS_CASES, ServerSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = ROOT / "bench" / ".venvs" / "rosettaserve" / "bin"  # `make serve`'s install (see run)
@@ -69,6 +70,19 @@ def rosetta_spec(root: Path) -> ServerSpec:
         argv=serve_argv(identity_repo(root)),
         cases=frozenset(CASES),
         notes="rosettaserve: one process, python runtime `identity` model, --log-level warning.",
+    )
+
+
+def rosetta_tls_spec(root: Path) -> ServerSpec:
+    """The same server with TLS on both ports: the small cases over HTTPS and gRPC over TLS."""
+    cert, key = tls_cert.certificate()
+    return ServerSpec(
+        name="rosettaserve, TLS",
+        key="rosettaserve_tls",
+        argv=(*serve_argv(identity_repo(root)), "--tls-cert", str(cert), "--tls-key", str(key)),
+        cases=frozenset(TLS_CASES),
+        tls=True,
+        notes="rosettaserve with --tls-cert/--tls-key (ECDSA P-256, self-signed), no API key.",
     )
 
 

@@ -17,6 +17,12 @@ REST_JSON_1MIB = "rest_json_1mib"  # FP32 [1,262144], OIP REST JSON
 REST_BINARY_1MIB = "rest_binary_1mib"  # FP32 [1,262144], OIP REST binary tensor data extension
 GRPC_RAW_1MIB = "grpc_raw_1mib"  # FP32 [1,262144], OIP gRPC raw_input_contents
 CASES = (REST_SMALL, GRPC_SMALL, REST_JSON_1MIB, REST_BINARY_1MIB, GRPC_RAW_1MIB)
+# The same small requests over TLS (served by the servers started with TLS: ``tls=True``)
+REST_SMALL_TLS = "rest_small_tls"  # rest_small over HTTPS
+GRPC_SMALL_TLS = "grpc_small_tls"  # grpc_small over TLS (ALPN h2)
+TLS_CASES = (REST_SMALL_TLS, GRPC_SMALL_TLS)
+GRPC_CASES = (GRPC_SMALL, GRPC_RAW_1MIB, GRPC_SMALL_TLS)
+SMALL_CASES = (REST_SMALL, GRPC_SMALL, *TLS_CASES)
 
 
 @dataclass(frozen=True)
@@ -33,4 +39,5 @@ class ServerSpec:
     ready_path: str | None = "/v2/health/ready"
     cases: frozenset[str] = frozenset(CASES)
     ceiling: bool = False  # a constant-answer app: a ceiling, not a server under comparison
+    tls: bool = False  # both ports speak TLS (certificate: tls_cert.py), clients do not verify
     notes: str = ""  # shown under the table (config used, what a missing case means)

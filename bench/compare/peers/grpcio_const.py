@@ -1,6 +1,6 @@
 """Ceiling for gRPC: a bare grpc.aio server answering ModelInfer with one constant response.
 
-Run: python grpcio_const.py PORT
+Run: python grpcio_const.py PORT [CERT KEY]   (with CERT and KEY: a TLS port)
 
 No generated code and no protobuf work per call: the handler takes the request as bytes and
 returns a ModelInferResponse serialized once at start, the identity response for
@@ -48,16 +48,21 @@ async def model_infer(request: bytes, context: grpc.aio.ServicerContext) -> byte
     return RESPONSE
 
 
-async def serve(port: int) -> None:
+async def serve(port: int, tls: tuple[str, str] | None = None) -> None:
     server = grpc.aio.server()
     handler = grpc.unary_unary_rpc_method_handler(model_infer)
     server.add_generic_rpc_handlers(
         (grpc.method_handlers_generic_handler(SERVICE, {"ModelInfer": handler}),)
     )
-    server.add_insecure_port(f"127.0.0.1:{port}")
+    if tls is None:
+        server.add_insecure_port(f"127.0.0.1:{port}")
+    else:
+        with open(tls[0], "rb") as cert, open(tls[1], "rb") as key:
+            pair = (key.read(), cert.read())
+        server.add_secure_port(f"127.0.0.1:{port}", grpc.ssl_server_credentials([pair]))
     await server.start()
     await server.wait_for_termination()
 
 
 if __name__ == "__main__":
-    asyncio.run(serve(int(sys.argv[1])))
+    asyncio.run(serve(int(sys.argv[1]), (sys.argv[2], sys.argv[3]) if len(sys.argv) > 3 else None))
