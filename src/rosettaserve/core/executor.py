@@ -110,8 +110,8 @@ class ThreadInstances:
                 result: Any = None
                 error: BaseException | None = None
                 if call is not None:
-                    self.running[id(call)] = call
                     call.ran = perf_counter_ns()
+                    self.running[id(call)] = call
                 try:
                     result = ctx.run(fn, *args, **kwargs)
                 except Exception as exc:  # handed to the awaiting task
