@@ -90,7 +90,7 @@ build() {
   say "building $IMAGE:$flavour from $base"
   local args=(--build-arg "BASE_IMAGE=$base" --build-arg "FLAVOUR=$flavour")
   # a local torch CPU wheel: no need of PyTorch's own index (it may be out of reach)
-  ls deploy/context-extra/wheels/torch-*.whl >/dev/null 2>&1 && args+=(--build-arg TORCH_INDEX=)
+  ls deploy/context-extra/wheels/torch-2.13.0+cpu-*.whl >/dev/null 2>&1 && args+=(--build-arg TORCH_INDEX=)
   podman build "${RUN_OPTS[@]}" --network host --format docker -f deploy/Dockerfile \
     "${args[@]}" -t "$IMAGE:$flavour" .
 }
