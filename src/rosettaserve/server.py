@@ -97,7 +97,7 @@ class Server:
     async def run(self) -> None:
         s = self.settings
         preloaded = await self._join_workers()
-        sock = bind(s.host, s.http_port, s.reuse_port)
+        sock = bind(s.host, s.http_port, s.reuse_port, "--http-port")
         tls = self.tls
         self.http_url = security.http_address(s.host, sock.getsockname()[1], tls)
         self.pd.bound(s.host, sock.getsockname()[1])
@@ -108,7 +108,7 @@ class Server:
         security.reload_on_hangup(tls)
         await http.start(sock, None if tls is None else tls.http.context)
         grpc_server = self._grpc_server()
-        grpc_sock = bind(s.host, s.grpc_port, s.reuse_port)
+        grpc_sock = bind(s.host, s.grpc_port, s.reuse_port, "--grpc-port")
         self.grpc_address = security.grpc_address(s.host, grpc_sock.getsockname()[1], tls)
         await grpc_server.start(grpc_sock, None if tls is None else tls.grpc.context)
         metrics = await self._start_metrics()
@@ -166,7 +166,7 @@ class Server:
         port = self.settings.metrics_port
         if port is None or self.link is not None:
             return None
-        sock = bind(self.settings.host, port)
+        sock = bind(self.settings.host, port, option="--metrics-port")
         server = HttpServer(HttpApp([metrics_route(self.metrics_text)]), 1 << 20)
         await server.start(sock, None if self.tls is None else self.tls.http.context)
         address = security.http_address(self.settings.host, sock.getsockname()[1], self.tls)

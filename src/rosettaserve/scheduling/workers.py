@@ -27,7 +27,7 @@ from rosettaserve.security.tls import ServerTls
 from rosettaserve.settings import Settings
 from rosettaserve.transport.h1 import HttpServer
 from rosettaserve.transport.http import HttpApp
-from rosettaserve.transport.sockets import bind, reserve
+from rosettaserve.transport.sockets import CannotListen, bind, reserve
 
 log = logging.getLogger("rosettaserve.workers")
 RESTART_DELAY_S = 1.0
@@ -55,14 +55,17 @@ def supervise(settings: Settings) -> int:
         )
         return 2
     try:
-        http = reserve(settings.host, settings.http_port)
-        grpc = reserve(settings.host, settings.grpc_port)
+        http = reserve(settings.host, settings.http_port, "--http-port")
+        grpc = reserve(settings.host, settings.grpc_port, "--grpc-port")
     except OSError as exc:
         print(f"rosettaserve: cannot start: {exc}", file=sys.stderr)
         return 1
     ports = {"http_port": http.getsockname()[1], "grpc_port": grpc.getsockname()[1]}
     try:
         return uvloop.run(Supervisor(replace(settings, reuse_port=True, **ports)).run())
+    except CannotListen as exc:  # --metrics-port
+        print(f"rosettaserve: cannot start: {exc}", file=sys.stderr)
+        return 1
     finally:
         http.close()
         grpc.close()
@@ -189,7 +192,7 @@ class Supervisor:
         port = self.settings.metrics_port
         if port is None:
             return None
-        sock = bind(self.settings.host, port)
+        sock = bind(self.settings.host, port, option="--metrics-port")
         server = HttpServer(HttpApp([metrics_route(self.collect)]), METRICS_BODY_LIMIT)
         await server.start(sock, None if self.tls is None else self.tls.http.context)
         address = security.http_address(self.settings.host, sock.getsockname()[1], self.tls)

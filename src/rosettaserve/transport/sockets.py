@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import socket
 import ssl
 from collections.abc import Callable, Iterable
@@ -13,30 +14,53 @@ from rosettaserve.transport.idle import Idling, sweep
 HANDSHAKE_TIMEOUT_S = 10.0  # a TLS client that connects and never finishes its handshake
 
 
-def bind(host: str, port: int, reuse_port: bool = False) -> socket.socket:
-    """A listening socket; ``reuse_port``: one of several processes' on the same port."""
+class CannotListen(OSError):
+    """A port that cannot be had, said in one line naming it and the option that chose it."""
+
+
+def cannot_listen(exc: OSError, host: str, port: int, option: str) -> OSError:
+    where = f"{url_host(host)}:{port}" + (f" ({option})" if option else "")
+    if exc.errno == errno.EADDRINUSE:
+        hint = f"; stop it or choose another port with {option}" if option else ""
+        return CannotListen(f"{where} is already in use by another process{hint}")
+    if exc.errno == errno.EACCES:
+        return CannotListen(f"{where}: permission denied (ports below 1024 need privileges)")
+    return CannotListen(f"cannot listen on {where}: {exc.strerror or exc}")
+
+
+def _bind(sock: socket.socket, host: str, port: int, option: str) -> None:
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise cannot_listen(exc, host, port, option) from None
+
+
+def bind(host: str, port: int, reuse_port: bool = False, option: str = "") -> socket.socket:
+    """A listening socket; ``reuse_port``: one of several processes' on the same port.
+    ``option``: the command-line option that chose the port, named if it cannot be had."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     if reuse_port:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-    sock.bind((host, port))
+    _bind(sock, host, port, option)
     sock.listen(2048)
     sock.setblocking(False)
     return sock
 
 
-def reserve(host: str, port: int) -> socket.socket:
+def reserve(host: str, port: int, option: str = "") -> socket.socket:
     """Hold ``port`` for worker processes: bound with SO_REUSEPORT but never listening, so it
     takes no connections itself. A port someone already listens on is refused, even one shared
     with SO_REUSEPORT."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     if port:
         with socket.socket(family, socket.SOCK_STREAM) as probe:
-            probe.bind((host, port))
+            _bind(probe, host, port, option)
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-    sock.bind((host, port))
+    _bind(sock, host, port, option)
     return sock
 
 
