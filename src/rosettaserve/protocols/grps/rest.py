@@ -12,9 +12,11 @@ from urllib.parse import parse_qs
 
 from rosettaserve.core.errors import InvalidInput, MethodNotAllowed, NotFound, ServingError
 from rosettaserve.core.types import InferenceResponse
+from rosettaserve.observability import status_page
+from rosettaserve.observability.trend import NAMES, Trend
 from rosettaserve.protocols.grps import convert, jsonwire
 from rosettaserve.protocols.grps.api import GrpsApi, failure_for
-from rosettaserve.transport.routing import Handler, HttpRequest, HttpResponse, Route
+from rosettaserve.transport.routing import Handler, HttpRequest, HttpResponse, Route, json_response
 
 PREFIX = "/grps/v1/"
 PROTOCOL = "grps_rest"  # the metrics label
@@ -88,6 +90,29 @@ def routes(api: GrpsApi) -> list[Route]:
         Route(method, PREFIX + path, handler, render_error)
         for path, handler, methods in table
         for method in methods
+    ]
+
+
+def monitor_routes(trend: Trend) -> list[Route]:
+    """grps's monitor: its web page at ``/grps/v1/monitor/metrics`` (the server's status page,
+    also at ``/``) and ``/grps/v1/monitor/series?name=<metric>`` in grps's series shape."""
+
+    async def page(req: HttpRequest) -> HttpResponse:
+        trend.start()
+        return status_page.page_response()
+
+    async def series(req: HttpRequest) -> HttpResponse:
+        trend.start()
+        name = _query(req).get("name", "")
+        doc = trend.series(name)
+        if doc is None:
+            known = ", ".join(NAMES)
+            raise NotFound(f"key not found: {name!r} (the metrics are {known})")
+        return json_response(doc)
+
+    return [
+        Route("GET", PREFIX + "monitor/metrics", page, render_error),
+        Route("GET", PREFIX + "monitor/series", series, render_error),
     ]
 
 
