@@ -51,6 +51,7 @@ MODULES = [
     "rosettaserve/transport/grpc.py",
     "rosettaserve/transport/h1.py",
     "rosettaserve/transport/h2.py",
+    "rosettaserve/transport/h2_fields.py",
     "rosettaserve/transport/hpack.py",
     "rosettaserve/transport/idle.py",
     "rosettaserve/transport/http.py",

@@ -24,7 +24,7 @@ import ssl
 import time
 import zlib
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, NoReturn
 from urllib.parse import quote
 
@@ -345,18 +345,14 @@ class Call:
             waits_for = context.run(coroutine.send, None)
         except StopIteration:
             return
-        loop = asyncio.get_running_loop()
         adopted: Adopted[None] = Adopted(coroutine, waits_for)
-        self.task = loop.create_task(self._adopted(adopted), context=context)
+        self.task = adopted.task(context)  # cancelled before it ran, it still ends the work
         deadline = self.context.deadline
         if deadline is not None and not self.done:
             # a little after the deadline: work bounded by it (the data plane's request
             # timeout) ends first, with its own, more telling, message
             delay = max(0.0, deadline - time.monotonic()) + DEADLINE_GRACE_S
-            self.timer = loop.call_later(delay, self._expire)
-
-    async def _adopted(self, adopted: Awaitable[None]) -> None:
-        await adopted
+            self.timer = asyncio.get_running_loop().call_later(delay, self._expire)
 
     def _expire(self) -> None:
         self.timer = None
@@ -398,6 +394,11 @@ class Call:
         except BaseException as exc:
             self._failed(exc)
             return
+        finally:
+            # a call ended or cancelled between two replies leaves the servicer's generator
+            # suspended at a ``yield``: closed now, its ``with`` blocks (the count of busy
+            # calls) end now, not whenever the garbage collector finds it
+            await _close(replies)
         self.finish(OK, "")
 
     def _failed(self, exc: BaseException) -> None:
@@ -537,6 +538,12 @@ class GrpcServer:
         self.h2.stop_accepting()
         await self.tracker.wait_idle(grace)
         self.h2.close_all()
+
+
+async def _close(replies: AsyncIterator[Any]) -> None:
+    aclose = getattr(replies, "aclose", None)
+    if aclose is not None:
+        await aclose()
 
 
 def _refuse(conn: h2.Connection, stream: h2.Stream, block: bytes) -> h2.Receiver:

@@ -3,7 +3,13 @@
 The gRPC transport (``transport/grpc.py``) sits on top: it opens a ``Receiver`` for each stream
 a client starts and answers through ``send_headers`` / ``send_data`` / ``send_trailers``. Only
 what a server needs is here: no push, no priorities (read and ignored), no h2c upgrade (gRPC
-clients open with the connection preface; an HTTP/1.1 request gets a plain-text 400).
+clients open with the connection preface; an HTTP/1.1 request gets a plain-text 400). The server's
+preface (its SETTINGS) waits for the client's (RFC 9113 3.4 allows it): an HTTP/1.1 client is
+answered in HTTP/1.1 from the first byte.
+
+A malformed request (``h2_fields``; the characters of its fields: ``hpack``) is reset with
+PROTOCOL_ERROR, and the connection goes on; the errors RFC 9113 names for a frame are those
+answered, connection errors with a GOAWAY carrying the RFC's code, then a close.
 
 Limits are checked on the frame header, before a frame's payload is buffered: a frame above the
 advertised SETTINGS_MAX_FRAME_SIZE, a header block above the header-list limit, more streams than
@@ -23,6 +29,7 @@ from collections import deque
 from typing import Any, Protocol
 
 from rosettaserve.transport.coalesce import WriteRound
+from rosettaserve.transport.h2_fields import NO_LENGTH, request_fault, trailer_fault
 from rosettaserve.transport.hpack import Decoder, HpackError
 from rosettaserve.transport.sockets import listen, no_delay
 
@@ -51,7 +58,8 @@ FRAME_LIMIT = 1 << 20
 HEADER_LIST_LIMIT = 64 * 1024
 CONCURRENT_STREAMS = 1024
 RESET_LIMIT = 1000  # beyond this many client resets, when they are most of its streams: GOAWAY
-RESET_MEMORY = 1024  # how many reset streams' late DATA is dropped without a reply
+RESET_MEMORY = 512  # reset streams remembered, twice this many at most (their late frames)
+SKIP_MEMORY = 64  # ranges of stream ids a client skipped (never opened), remembered
 PENDING_LIMIT = 4 << 20  # a stream's queued reply bytes beyond which its writer waits
 WRITE_BUFFER_HIGH = 8 << 20  # written but not yet taken by the client: beyond it, reads pause
 IDLE_TIMEOUT_S = 300.0  # a connection with no stream and nothing received this long is closed
@@ -59,6 +67,9 @@ IDLE_TIMEOUT_S = 300.0  # a connection with no stream and nothing received this 
 _FRAME_HEAD = struct.Struct(">BHBBL")  # length as a byte and a short, type, flags, stream id
 _U32 = struct.Struct(">L")
 _SETTING = struct.Struct(">HL")
+# how a stream that is no longer open ended, as remembered for the frames that may follow
+_RESET_HERE, _RESET_BY_CLIENT = 1, 2
+_HTTP1_METHODS = (b"GET ", b"POST", b"PUT ", b"HEAD", b"DELE", b"OPTI", b"PATC", b"CONN", b"TRAC")
 
 
 class ConnectionFailure(Exception):
@@ -82,6 +93,25 @@ def frame(kind: int, flags: int, stream_id: int, length: int) -> bytes:
     return _FRAME_HEAD.pack(length >> 16, length & 0xFFFF, kind, flags, stream_id)
 
 
+def _server_preface() -> bytes:
+    """SETTINGS with what this server advertises, and the connection's window opened."""
+    settings = b"".join(
+        _SETTING.pack(key, value)
+        for key, value in (
+            (MAX_CONCURRENT_STREAMS, CONCURRENT_STREAMS),
+            (INITIAL_WINDOW_SIZE, STREAM_WINDOW),
+            (MAX_FRAME_SIZE, FRAME_LIMIT),
+            (MAX_HEADER_LIST_SIZE, HEADER_LIST_LIMIT),
+        )
+    )
+    increment = _U32.pack(CONNECTION_WINDOW - DEFAULT_WINDOW)
+    window = frame(WINDOW_UPDATE, 0, 0, 4) + increment
+    return frame(SETTINGS, 0, 0, len(settings)) + settings + window
+
+
+_SERVER_PREFACE = _server_preface()
+
+
 class Receiver(Protocol):
     """The application's side of one stream."""
 
@@ -102,6 +132,7 @@ class Stream:
         "drained",
         "held",
         "id",
+        "length",
         "local_closed",
         "pending",
         "pending_bytes",
@@ -126,6 +157,7 @@ class Stream:
         self.pending_bytes = 0
         self.trailers: bytes | None = None  # sent once ``pending`` is out
         self.drained: asyncio.Future[None] | None = None
+        self.length = NO_LENGTH  # what the request's content-length says is still to come
 
 
 class Connection(asyncio.Protocol):
@@ -139,7 +171,7 @@ class Connection(asyncio.Protocol):
         self.preface = True  # the client's preface is still to come
         self.chunks: list[bytes] = []  # what arrived and is not parsed yet
         self.have = 0
-        self.need = len(PREFACE)
+        self.need = 1  # the first bytes tell HTTP/2 (its preface) from HTTP/1.1
         self.send_window = DEFAULT_WINDOW
         self.peer_window = DEFAULT_WINDOW  # the client's SETTINGS_INITIAL_WINDOW_SIZE
         self.peer_frame = DEFAULT_FRAME
@@ -150,39 +182,27 @@ class Connection(asyncio.Protocol):
         self.header_fragments: list[bytes] = []
         self.header_size = 0
         self.header_end_stream = False
+        self.header_fault = ""  # the HEADERS frame is a stream error, once its block is decoded
         self.going_away = False
         self.last_active = time.monotonic()  # the idle sweep closes connections quiet too long
         self.opened = 0  # streams the client started
         self.client_resets = 0  # of them, those it reset while they were open
-        self.reset_ids: set[int] = set()  # streams this side reset: their late frames are dropped
+        # streams reset (by either side) lately: id -> _RESET_HERE or _RESET_BY_CLIENT, in two
+        # generations of up to RESET_MEMORY each
+        self.resets: dict[int, int] = {}
+        self.resets_before: dict[int, int] = {}
+        self.skipped: list[tuple[int, int]] = []  # (first, last) ids the client never opened
         self.writable = True
         self.write_waiters: list[asyncio.Future[None]] = []
 
     # -- asyncio.Protocol ----------------------------------------------------------------------
 
     def connection_made(self, transport: Any) -> None:
+        """Nothing is written yet: the server's preface answers the client's (``_parse``)."""
         self.transport = transport
         no_delay(transport)
         self.server.connections.add(self)
         transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH)
-        settings = b"".join(
-            _SETTING.pack(key, value)
-            for key, value in (
-                (MAX_CONCURRENT_STREAMS, CONCURRENT_STREAMS),
-                (INITIAL_WINDOW_SIZE, STREAM_WINDOW),
-                (MAX_FRAME_SIZE, FRAME_LIMIT),
-                (MAX_HEADER_LIST_SIZE, HEADER_LIST_LIMIT),
-            )
-        )
-        increment = _U32.pack(CONNECTION_WINDOW - DEFAULT_WINDOW)
-        transport.writelines(
-            [
-                frame(SETTINGS, 0, 0, len(settings)),
-                settings,
-                frame(WINDOW_UPDATE, 0, 0, 4),
-                increment,
-            ]
-        )
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.server.connections.discard(self)
@@ -235,13 +255,17 @@ class Connection(asyncio.Protocol):
         """Handle the whole frames in ``data``; what is left of it (and set ``need``)."""
         pos = 0
         if self.preface:
-            if len(data) < len(PREFACE):
-                self.need = len(PREFACE)
-                return data
-            if data[: len(PREFACE)] != PREFACE:
+            if not data.startswith(PREFACE):
+                if PREFACE.startswith(data):  # the preface, still arriving
+                    self.need = len(PREFACE)
+                    return data
+                if len(data) < 4:  # too little to tell an HTTP/1.1 request
+                    self.need = 4
+                    return data
                 self._not_http2(data)
                 return b""
             self.preface = False
+            self._emit([_SERVER_PREFACE])
             pos = len(PREFACE)
         size = len(data)
         while size - pos >= 9:
@@ -280,16 +304,21 @@ class Connection(asyncio.Protocol):
         elif kind == WINDOW_UPDATE:
             self._window_update(stream_id, payload)
         elif kind == PING:
-            if stream_id != 0 or len(payload) != 8:
+            if stream_id != 0:
+                raise ConnectionFailure(PROTOCOL_ERROR, "PING on a stream")
+            if len(payload) != 8:
                 raise ConnectionFailure(FRAME_SIZE_ERROR, "a PING frame must carry 8 bytes")
             if not flags & ACK:
                 self._emit([frame(PING, ACK, 0, 8), payload])
         elif kind == RST_STREAM:
             self._rst_stream(stream_id, payload)
         elif kind == PRIORITY:
-            if stream_id == 0 or len(payload) != 5:
-                raise ConnectionFailure(PROTOCOL_ERROR, "a malformed PRIORITY frame")
+            _priority(stream_id, payload)
         elif kind == GOAWAY:
+            if stream_id != 0:
+                raise ConnectionFailure(PROTOCOL_ERROR, "GOAWAY on a stream")
+            if len(payload) < 8:
+                raise ConnectionFailure(FRAME_SIZE_ERROR, "a GOAWAY frame shorter than 8 bytes")
             self.going_away = True
         elif kind == PUSH_PROMISE:
             raise ConnectionFailure(PROTOCOL_ERROR, "a client may not push")
@@ -305,11 +334,8 @@ class Connection(asyncio.Protocol):
         self._consumed(size)  # buffered or dropped at once: the connection's window reopens
         stream = self.streams.get(stream_id)
         if stream is None:
-            if stream_id > self.last_stream_id or stream_id % 2 == 0:
-                raise ConnectionFailure(PROTOCOL_ERROR, f"DATA on idle stream {stream_id}")
-            if stream_id in self.reset_ids:  # what the client sent before it saw our reset
-                return
-            raise StreamError(stream_id, STREAM_CLOSED, "DATA on a closed stream")
+            self._not_open(DATA, stream_id)
+            return
         if stream.remote_closed:
             raise StreamError(stream_id, STREAM_CLOSED, "DATA after the end of the stream")
         stream.recv_window -= size
@@ -318,6 +344,8 @@ class Connection(asyncio.Protocol):
         if flags & PADDED:
             payload = _unpad(payload, stream_id)
         end_stream = bool(flags & END_STREAM)
+        if stream.length != NO_LENGTH:
+            _count_length(stream, len(payload), end_stream)
         if end_stream:
             stream.remote_closed = True
         else:
@@ -353,9 +381,12 @@ class Connection(asyncio.Protocol):
             raise ConnectionFailure(PROTOCOL_ERROR, "HEADERS on stream 0")
         if flags & PADDED:
             payload = _unpad(payload, stream_id)
+        self.header_fault = ""
         if flags & PRIORITY_FLAG:
             if len(payload) < 5:
                 raise ConnectionFailure(FRAME_SIZE_ERROR, "a HEADERS frame too short")
+            if _U32.unpack_from(payload)[0] & 0x7FFFFFFF == stream_id:
+                self.header_fault = "a stream cannot depend on itself"  # RFC 9113 5.3.1
             payload = payload[5:]
         self.header_end_stream = bool(flags & END_STREAM)
         if flags & END_HEADERS:
@@ -387,17 +418,17 @@ class Connection(asyncio.Protocol):
             raise ConnectionFailure(COMPRESSION_ERROR, f"header block: {exc}") from None
         end_stream = self.header_end_stream
         stream = self.streams.get(stream_id)
-        if stream is not None:  # trailers from the client
-            if not end_stream or stream.remote_closed:
-                raise StreamError(stream_id, PROTOCOL_ERROR, "HEADERS in the middle of a stream")
-            stream.remote_closed = True
-            if stream.receiver is not None:
-                stream.receiver.received(b"", True)
-            self._close_if_done(stream)
+        if stream is not None:
+            self._trailers(stream, headers, end_stream)
             return
         if stream_id % 2 == 0 or stream_id <= self.last_stream_id:
-            raise ConnectionFailure(STREAM_CLOSED, f"HEADERS on closed stream {stream_id}")
-        self.last_stream_id = stream_id
+            self._not_open(HEADERS, stream_id)
+            return
+        self._opened(stream_id)
+        fault, length = request_fault(headers)
+        fault = self.header_fault or self.decoder.malformed or fault
+        if fault or (end_stream and length > 0):
+            raise StreamError(stream_id, PROTOCOL_ERROR, fault or "content-length without DATA")
         if self.going_away or self.server.closing:
             raise StreamError(stream_id, REFUSED_STREAM, "the server is shutting down")
         if len(self.streams) >= CONCURRENT_STREAMS:
@@ -405,6 +436,7 @@ class Connection(asyncio.Protocol):
         self.opened += 1
         stream = Stream(stream_id, self.peer_window)
         stream.remote_closed = end_stream
+        stream.length = length
         self.streams[stream_id] = stream
         receiver = self.server.app.open(self, stream, headers)
         if stream.id in self.streams:  # not reset by ``open``
@@ -412,6 +444,47 @@ class Connection(asyncio.Protocol):
             if end_stream:
                 receiver.received(b"", True)
         self._close_if_done(stream)
+
+    def _trailers(self, stream: Stream, headers: list[tuple[str, str]], end_stream: bool) -> None:
+        """A second header block on an open stream: the request's trailers."""
+        stream_id = stream.id
+        if stream.remote_closed:
+            raise StreamError(stream_id, STREAM_CLOSED, "HEADERS after the end of the stream")
+        if not end_stream:  # RFC 9113 8.1: trailers end the stream
+            raise StreamError(stream_id, PROTOCOL_ERROR, "HEADERS in the middle of a stream")
+        fault = self.header_fault or self.decoder.malformed or trailer_fault(headers)
+        if fault:
+            raise StreamError(stream_id, PROTOCOL_ERROR, fault)
+        if stream.length > 0:
+            raise StreamError(stream_id, PROTOCOL_ERROR, "less DATA than its content-length")
+        stream.remote_closed = True
+        if stream.receiver is not None:
+            stream.receiver.received(b"", True)
+        self._close_if_done(stream)
+
+    def _opened(self, stream_id: int) -> None:
+        """A new stream id: those the client skipped are closed, never to be opened."""
+        first = self.last_stream_id + 2 if self.last_stream_id else 1
+        if stream_id > first:
+            if len(self.skipped) >= SKIP_MEMORY:
+                del self.skipped[0]
+            self.skipped.append((first, stream_id - 2))
+        self.last_stream_id = stream_id
+
+    def _not_open(self, kind: int, stream_id: int) -> None:
+        """DATA or HEADERS on a stream that is not open: the error its state calls for (RFC 9113
+        5.1), or nothing when the frame is only late."""
+        name = "DATA" if kind == DATA else "HEADERS"
+        if stream_id % 2 == 0 or stream_id > self.last_stream_id:
+            raise ConnectionFailure(PROTOCOL_ERROR, f"{name} on idle stream {stream_id}")
+        how = self.resets.get(stream_id, 0) or self.resets_before.get(stream_id, 0)
+        if how == _RESET_HERE:  # sent before the client saw our reset: ignored
+            return
+        if how == _RESET_BY_CLIENT:
+            raise StreamError(stream_id, STREAM_CLOSED, f"{name} on a stream the client reset")
+        if any(first <= stream_id <= last for first, last in self.skipped):
+            raise ConnectionFailure(PROTOCOL_ERROR, f"{name} on stream {stream_id}, never opened")
+        raise ConnectionFailure(STREAM_CLOSED, f"{name} on closed stream {stream_id}")
 
     def _settings(self, flags: int, stream_id: int, payload: bytes) -> None:
         if stream_id != 0:
@@ -430,6 +503,8 @@ class Connection(asyncio.Protocol):
                 delta, self.peer_window = value - self.peer_window, value
                 for stream in self.streams.values():
                     stream.send_window += delta
+                    if stream.send_window > MAX_WINDOW:
+                        raise ConnectionFailure(FLOW_CONTROL_ERROR, "a stream's window overflowed")
             elif key == MAX_FRAME_SIZE:
                 if not DEFAULT_FRAME <= value < 1 << 24:
                     raise ConnectionFailure(PROTOCOL_ERROR, "SETTINGS_MAX_FRAME_SIZE out of range")
@@ -458,6 +533,8 @@ class Connection(asyncio.Protocol):
             return
         stream = self.streams.get(stream_id)
         if stream is None:
+            if stream_id % 2 == 0 or stream_id > self.last_stream_id:
+                raise ConnectionFailure(PROTOCOL_ERROR, f"WINDOW_UPDATE on idle stream {stream_id}")
             return  # a closed stream's: allowed
         if increment == 0:
             raise StreamError(stream_id, PROTOCOL_ERROR, "a WINDOW_UPDATE of 0")
@@ -469,10 +546,11 @@ class Connection(asyncio.Protocol):
     def _rst_stream(self, stream_id: int, payload: bytes) -> None:
         if len(payload) != 4:
             raise ConnectionFailure(FRAME_SIZE_ERROR, "a RST_STREAM must carry 4 bytes")
-        if stream_id == 0 or stream_id > self.last_stream_id:
+        if stream_id == 0 or stream_id % 2 == 0 or stream_id > self.last_stream_id:
             raise ConnectionFailure(PROTOCOL_ERROR, f"RST_STREAM on idle stream {stream_id}")
         stream = self.streams.pop(stream_id, None)
         if stream is not None:
+            self._remember_reset(stream_id, _RESET_BY_CLIENT)
             self.blocked.pop(stream_id, None)
             self._cancel(stream)
             self.client_resets += 1
@@ -486,7 +564,7 @@ class Connection(asyncio.Protocol):
         transport = self.transport
         if transport is None:
             return
-        if data[:4] in (b"GET ", b"POST", b"PUT ", b"HEAD", b"DELE", b"OPTI", b"PATC"):
+        if data[:4] in _HTTP1_METHODS:
             text = b"this port speaks gRPC (HTTP/2 with prior knowledge), not HTTP/1.1\n"
             transport.writelines(
                 [
@@ -497,6 +575,7 @@ class Connection(asyncio.Protocol):
             )
             transport.close()
             return
+        self._emit([_SERVER_PREFACE])  # a GOAWAY is no server's first frame
         self.fail(PROTOCOL_ERROR, "the connection did not start with the HTTP/2 preface")
 
     # -- writing -------------------------------------------------------------------------------
@@ -602,13 +681,16 @@ class Connection(asyncio.Protocol):
     def reset(self, stream_id: int, code: int) -> None:
         """RST_STREAM: the stream ends here (its work, if any, is cancelled)."""
         self._emit([frame(RST_STREAM, 0, stream_id, 4), _U32.pack(code)])
-        if len(self.reset_ids) >= RESET_MEMORY:
-            self.reset_ids.clear()
-        self.reset_ids.add(stream_id)
+        self._remember_reset(stream_id, _RESET_HERE)
         stream = self.streams.pop(stream_id, None)
         if stream is not None:
             self.blocked.pop(stream_id, None)
             self._cancel(stream)
+
+    def _remember_reset(self, stream_id: int, how: int) -> None:
+        if len(self.resets) >= RESET_MEMORY:
+            self.resets_before, self.resets = self.resets, {}
+        self.resets[stream_id] = how
 
     def _cancel(self, stream: Stream) -> None:
         stream.local_closed = stream.remote_closed = True
@@ -656,6 +738,25 @@ class Connection(asyncio.Protocol):
     @property
     def busy(self) -> bool:
         return bool(self.streams)
+
+
+def _priority(stream_id: int, payload: bytes) -> None:
+    """A PRIORITY frame: checked, then ignored (this server does not prioritize)."""
+    if stream_id == 0:
+        raise ConnectionFailure(PROTOCOL_ERROR, "PRIORITY on stream 0")
+    if len(payload) != 5:
+        raise StreamError(stream_id, FRAME_SIZE_ERROR, "a PRIORITY frame must carry 5 bytes")
+    if _U32.unpack_from(payload)[0] & 0x7FFFFFFF == stream_id:
+        raise StreamError(stream_id, PROTOCOL_ERROR, "a stream cannot depend on itself")
+
+
+def _count_length(stream: Stream, size: int, end_stream: bool) -> None:
+    """DATA on a stream whose request declared its content-length: no more than that, and all
+    of it by the end of the stream (RFC 9113 8.1.1)."""
+    left = stream.length - size
+    if left < 0 or (end_stream and left):
+        raise StreamError(stream.id, PROTOCOL_ERROR, "DATA that does not add up to content-length")
+    stream.length = left
 
 
 def _unpad(payload: bytes, stream_id: int) -> bytes:

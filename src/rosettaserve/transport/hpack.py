@@ -14,6 +14,14 @@ fields; indexing them would save a few octets per response, not worth a table to
 
 Names and values are ``str`` decoded from latin-1: one octet, one character.
 
+A field HPACK can carry but HTTP/2 does not allow (RFC 9113 8.2.1: a name with an uppercase letter,
+a space, a colon past its first character or a non-ASCII octet; a value with NUL, CR or LF, or
+that starts or ends with a space or tab) makes the request malformed, a stream error, not a
+decoding error: the block is decoded all the same (the dynamic table must stay in step with the
+peer's) and ``Decoder.malformed`` says why. The check costs nothing on a warm connection: it is
+made on the literals the block carries; a field taken from the dynamic table was checked when it
+was inserted, and is checked again only while the table holds a field that failed.
+
 The module is compiled with mypyc (scripts/compile_native.py). The common block is a gRPC
 client's request on a warm connection: a handful of fields, nearly all indexed, whose fields
 come back as the very tuples the tables hold.
@@ -21,6 +29,7 @@ come back as the very tuples the tables hold.
 
 from __future__ import annotations
 
+import re
 from typing import Final, cast
 
 
@@ -298,6 +307,32 @@ def _string(block: bytes, pos: int, end: int, budget: int) -> tuple[str, int]:
     return text, pos + length
 
 
+# RFC 9113 8.2.1: what a field name (besides a colon after its first character) and a field
+# value must not contain
+_BAD_NAME_CHARS: Final = re.compile(r"[^\x21-\x40\x5b-\x7e]")
+_BAD_VALUE: Final = re.compile(r"[\x00\n\r]|\A[ \t]|[ \t]\Z")
+
+
+def name_fault(name: str) -> str:
+    """Why ``name`` cannot be a field name in HTTP/2 ('' if it can)."""
+    if not name:
+        return "an empty field name"
+    if _BAD_NAME_CHARS.search(name) is not None or name.find(":", 1) >= 0:
+        return f"field name {name[:64]!r} has a character HTTP/2 does not allow"
+    return ""
+
+
+def value_fault(name: str, value: str) -> str:
+    """Why ``value`` cannot be a field value in HTTP/2 ('' if it can)."""
+    if _BAD_VALUE.search(value) is not None:
+        return f"the value of {name} has NUL, CR, LF or surrounding white space"
+    return ""
+
+
+def _field_fault(field: _Field) -> str:
+    return name_fault(field[0]) or value_fault(field[0], field[1])
+
+
 def _entry_size(field: _Field) -> int:
     return len(field[0]) + len(field[1]) + _ENTRY_OVERHEAD
 
@@ -312,11 +347,14 @@ class Decoder:
         self._entries: list[_Field] = []  # oldest first: index 62 is the last one
         self._size = 0  # of the entries, in octets
         self._capacity = max_table_size  # the size the encoder last set, up to max_table_size
+        self._tainted = 0  # entries of the dynamic table that HTTP/2 does not allow as fields
+        self.malformed = ""  # why the last block decoded is not a valid HTTP/2 field section
 
     def decode(self, block: bytes) -> list[tuple[str, str]]:
         """The header list of one complete header block (HEADERS and its CONTINUATIONs)."""
         end = len(block)
         pos = 0
+        self.malformed = ""
         while pos < end and block[pos] & 0xE0 == 0x20:
             pos = self._resize(block, pos, end)
         headers: list[_Field] = []  # each a (name, value) pair
@@ -325,14 +363,16 @@ class Decoder:
             octet = block[pos]
             if octet & 0x80:  # indexed field
                 if octet != 0xFF:
-                    field = self._field(octet & 0x7F)
+                    index = octet & 0x7F
                     pos += 1
                 else:
                     index, pos = _integer(block, pos, end, 0x7F)
-                    field = self._field(index)
+                field = self._field(index)
+                if self._tainted and index > _STATIC_COUNT and not self.malformed:
+                    self.malformed = _field_fault(field)
             elif octet & 0x40:  # literal with incremental indexing
                 field, pos = self._literal(block, pos, end, 0x3F, budget)
-                self._insert(field)
+                self._insert(field, self.malformed)
             elif octet & 0x20:
                 raise HpackError("dynamic table size update after the first header field")
             else:  # literal without indexing (0000) or never indexed (0001)
@@ -359,15 +399,23 @@ class Decoder:
         budget -= _ENTRY_OVERHEAD
         if index:
             name = self._field(index)[0]
+            fault = name_fault(name) if self._tainted and index > _STATIC_COUNT else ""
         else:
             name, pos = _string(block, pos, end, budget)
+            fault = name_fault(name)
         value, pos = _string(block, pos, end, budget - len(name))
+        if not fault:
+            fault = value_fault(name, value)
+        if fault and not self.malformed:
+            self.malformed = fault
         return (name, value), pos
 
-    def _insert(self, field: _Field) -> None:
+    def _insert(self, field: _Field, fault: str) -> None:
         # an entry larger than the table evicts every entry, then itself (RFC 7541 section 4.4)
         self._size += _entry_size(field)
         self._entries.append(field)
+        if fault and _field_fault(field):
+            self._tainted += 1
         self._evict()
 
     def _resize(self, block: bytes, pos: int, end: int) -> int:
@@ -388,6 +436,8 @@ class Decoder:
             size -= _entry_size(entries[oldest])
             oldest += 1
         if oldest:
+            if self._tainted:
+                self._tainted -= sum(1 for entry in entries[:oldest] if _field_fault(entry))
             del entries[:oldest]
             self._size = size
 
