@@ -109,7 +109,7 @@ class ModelRepository:
             try:
                 await run_loading(_load_blocking, mv, path, entry.config)
             except Exception as exc:  # any failure keeps the server and other models serving
-                _fail(mv, f"{type(exc).__name__}: {exc}" if not _is_plain(exc) else str(exc))
+                _fail(mv, load_failure(exc))
         mv.load_seconds = time.perf_counter() - start
 
     # -- unloading -----------------------------------------------------------------------------
@@ -278,6 +278,9 @@ def _fail(mv: ModelVersion, reason: str) -> None:
     log.error("model %s version %s failed to load: %s", mv.name, mv.version, reason)
 
 
-def _is_plain(exc: Exception) -> bool:
-    """Errors whose message already says everything (no need to prefix the type)."""
-    return isinstance(exc, ConfigError | ValueError | FileNotFoundError)
+def load_failure(exc: Exception) -> str:
+    """Why a load failed, as the model's reason says it: the message alone when it already says
+    everything, else prefixed with the type of the error."""
+    if isinstance(exc, ConfigError | ValueError | FileNotFoundError | ModelError):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}"

@@ -25,6 +25,7 @@ from rosettaserve.core.errors import ModelError, served_as
 from rosettaserve.core.invoker import Invoker
 from rosettaserve.core.model import Model
 from rosettaserve.repository.config import parse_config
+from rosettaserve.repository.manager import load_failure
 from rosettaserve.runtimes import create_model
 from rosettaserve.scheduling.channel import receive_blocking, send_blocking
 
@@ -42,7 +43,7 @@ def main(argv: list[str]) -> int:
     except EOFError:
         return 0
     except Exception as exc:  # any failure is the load's: the server says why
-        send_blocking(sock, "failed", f"{type(exc).__name__}: {exc}")
+        send_blocking(sock, "failed", load_failure(exc))
         return 1
     send_blocking(sock, "loaded", model.inputs, model.outputs, model.platform, model.max_batch_size)
     _serve(sock, invoker)
@@ -66,7 +67,7 @@ def _serve(sock: socket.socket, invoker: Invoker) -> None:
     while True:
         try:
             _, inputs, parameters = receive_blocking(sock)
-        except EOFError:
+        except (EOFError, OSError):  # the server closed the channel (or died): stop
             return
         try:
             result = invoker.fn(inputs, **invoker.kwargs(parameters))
@@ -80,6 +81,8 @@ def _serve(sock: socket.socket, invoker: Invoker) -> None:
         except (pickle.PicklingError, TypeError, AttributeError, ValueError) as exc:
             error = ModelError(f"the model's answer cannot be sent back to the server: {exc}")
             send_blocking(sock, "error", error)
+        except OSError:  # the server has gone
+            return
 
 
 def _die_with(parent: int) -> None:
