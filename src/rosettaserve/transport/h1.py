@@ -553,7 +553,8 @@ class Connection(asyncio.BufferedProtocol):
         (the request is done with)."""
         if self.stopped:
             return False
-        method = self.method or (self.parser.get_method().decode() if self.url else "")
+        # the method as far as the parser read it (HEAD: an answer without its body)
+        method = self.method or (self.parser.get_method().decode() if self.phase == HEAD else "")
         self.stopped = True
         self.phase = IDLE
         self.bulk = None
