@@ -35,6 +35,7 @@ class RequestCounter:
         self.failed = False
         self._seen_url = False
         parser = httptools.HttpRequestParser(self)
+        parser.set_dangerous_leniencies(lenient_version=True)  # HTTP/1.x past 1.1 is served
         self._parser = parser
         try:
             parser.feed_data(data)
