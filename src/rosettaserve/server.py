@@ -164,9 +164,9 @@ class Server:
         return self.metrics.snapshot(self._all_versions())
 
     async def snapshots(self) -> list[Snapshot]:
-        """What the status page and grps's monitor read: this process's snapshot (with
-        --workers, the answering worker's own)."""
-        return [self.snapshot()]
+        """What /metrics, the status page and grps's monitor read: this process's snapshot, or
+        with --workers every worker's."""
+        return [self.snapshot()] if self.link is None else await self.link.snapshots()
 
     async def status(self) -> dict[str, Any]:
         s = self.settings

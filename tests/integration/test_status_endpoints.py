@@ -104,3 +104,26 @@ def test_grps_series_of_an_unknown_metric_is_a_grps_404(server: ServerProcess) -
     assert status["status"] == "FAILURE"
     assert "nope" in status["msg"]
     assert "*qps" in status["msg"]
+
+
+def test_head_of_the_page_has_its_length_and_no_body(server: ServerProcess) -> None:
+    get = httpx.get(server.http_url + "/")
+    head = httpx.head(server.http_url + "/")
+    assert head.status_code == 200
+    assert head.headers["content-length"] == str(len(get.content))
+    assert head.content == b""
+
+
+def test_with_workers_the_counts_are_summed_over_them(tmp_path: Path) -> None:
+    shutil.copytree(EXAMPLES / "half_plus_two", tmp_path / "half_plus_two")
+    server = start_server(tmp_path, "--workers", "2")
+    try:
+        for _ in range(40):  # a connection each: the workers share them
+            infer(server.http_url, 1)
+        doc = httpx.get(server.http_url + "/status.json").json()
+        (model,) = doc["models"]
+        assert doc["server"]["workers"] == doc["server"]["processes_reporting"] == 2
+        assert model["requests"]["success"] == 40
+        assert any("worker" in note for note in doc["not_measured"])
+    finally:
+        assert server.stop() == 0

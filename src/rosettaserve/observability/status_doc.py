@@ -35,6 +35,10 @@ NOT_MEASURED = (
     "to the metrics observer yet (their tokens and sequences come from the engine itself)",
     "Latency maximum: histograms keep bucket counts, not the largest value",
 )
+WORKERS_NOTE = (
+    "With several worker processes the counters are summed over them; LLM engine figures, load "
+    "times and failure reasons are those of the worker that answered"
+)
 
 
 @dataclass(frozen=True)
@@ -86,7 +90,7 @@ def document(
         "time": time.time(),
         "buckets_s": list(SECONDS_BUCKETS),
         "percentile_method": PERCENTILE_METHOD,
-        "not_measured": list(NOT_MEASURED),
+        "not_measured": [*NOT_MEASURED, *([WORKERS_NOTE] if facts.workers > 1 else [])],
         "models": [_model_doc(k, merged.get(k, _Model()), local.get(k)) for k in keys],
     }
 

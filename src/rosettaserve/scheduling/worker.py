@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from rosettaserve.observability.metrics import Snapshot
+from rosettaserve.observability.metrics import Snapshot, render
 from rosettaserve.scheduling.channel import Channel, receive_blocking
 
 COLLECT_TIMEOUT_S = 15.0
@@ -29,7 +29,7 @@ class WorkerLink:
         self._sock = sock
         self._channel: Channel | None = None
         self._ready: asyncio.Event | None = None
-        self._replies: dict[int, asyncio.Future[bytes]] = {}
+        self._replies: dict[int, asyncio.Future[list[Snapshot]]] = {}
         self._ids = itertools.count()
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -47,10 +47,14 @@ class WorkerLink:
         await self._ready.wait()
 
     async def collect(self) -> bytes:
-        """The metrics of every worker, summed (the supervisor asks each for a snapshot)."""
+        """The metrics of every worker, summed."""
+        return render(await self.snapshots())
+
+    async def snapshots(self) -> list[Snapshot]:
+        """Every worker's snapshot (the supervisor asks each for one)."""
         assert self._channel is not None
         rid = next(self._ids)
-        reply: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        reply: asyncio.Future[list[Snapshot]] = asyncio.get_running_loop().create_future()
         self._replies[rid] = reply
         self._channel.send("collect", rid)
         try:

@@ -171,10 +171,14 @@ class Supervisor:
                 worker.told_ready = True
 
     async def _answer_collect(self, worker: Worker, rid: int) -> None:
-        worker.channel.send("collected", rid, await self.collect())
+        worker.channel.send("collected", rid, await self.snapshots())
 
     async def collect(self) -> bytes:
         """Every live worker's metrics, summed into one exposition."""
+        return render(await self.snapshots())
+
+    async def snapshots(self) -> list[Snapshot]:
+        """A snapshot from every live worker (those that answer in time)."""
         loop = asyncio.get_running_loop()
         asked: dict[int, asyncio.Future[Snapshot]] = {}
         for worker in self.workers.values():
@@ -186,7 +190,7 @@ class Supervisor:
             await asyncio.wait(asked.values(), timeout=SNAPSHOT_TIMEOUT_S)
         for rid in asked:
             self._replies.pop(rid, None)
-        return render([f.result() for f in asked.values() if f.done() and not f.cancelled()])
+        return [f.result() for f in asked.values() if f.done() and not f.cancelled()]
 
     async def _serve_metrics(self) -> HttpServer | None:
         port = self.settings.metrics_port

@@ -64,7 +64,7 @@ function fact(k, v, id) {
 
 function renderFacts(doc) {
   const s = doc.server;
-  const workers = s.workers > 1 ? `${s.workers} (numbers of the answering one)` : "1";
+  const workers = s.workers > 1 ? `${s.workers} (${s.processes_reporting} reporting)` : "1";
   document.getElementById("version").textContent = `${s.version} · role ${s.role}`;
   document.getElementById("facts").replaceChildren(
     fact("HTTP", s.endpoints.http || "–", "fact-http"),
