@@ -1,10 +1,10 @@
 """API keys: loaded once at start, checked in one place for HTTP and gRPC.
 
 A request carries its key as ``Authorization: Bearer KEY`` or ``x-api-key: KEY`` (the gRPC
-metadata of the same names). The key given is hashed once and its digest compared, in constant
-time, with the digest of every key configured (all of them, match or not): the time taken tells
-nothing about the keys, their number aside, not even their length. Keys never appear in a log
-or in an error message.
+metadata of the same names). The key given is compared with every key configured (all of them,
+match or not) by ``hmac.compare_digest``, whose time depends on the length of what the client
+sent only: it tells nothing about the keys, their number aside, not even their length. Keys
+never appear in a log or in an error message.
 
 Open without a key, as orchestrators' probes carry none: the liveness and readiness probes of
 each protocol (``OPEN_HTTP``, ``OPEN_GRPC``). Everything else needs a key.
@@ -12,7 +12,6 @@ each protocol (``OPEN_HTTP``, ``OPEN_GRPC``). Everything else needs a key.
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import os
 from collections.abc import Iterable, Mapping, Sequence
@@ -51,9 +50,9 @@ class KeySourceError(ValueError):
     """A key source that cannot be used; the message names the file, never a key."""
 
 
-def _digest(key: str) -> bytes:
+def _raw(key: str) -> bytes:
     # utf-8 with surrogatepass: any str encodes, and a non-ASCII character never equals ASCII
-    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).digest()
+    return key.encode("utf-8", "surrogatepass")
 
 
 def _valid(key: str) -> bool:
@@ -99,17 +98,17 @@ def gather_keys(
 
 
 class Guard:
-    """The configured keys (as digests) and the check every request goes through."""
+    """The configured keys and the check every request goes through."""
 
-    __slots__ = ("_digests",)
+    __slots__ = ("_keys",)
 
     def __init__(self, keys: Iterable[str]) -> None:
-        self._digests = tuple(_digest(k) for k in keys)
-        if not self._digests:
+        self._keys = tuple(_raw(k) for k in keys)
+        if not self._keys:
             raise ValueError("a Guard needs at least one key")
 
     def __repr__(self) -> str:
-        return f"Guard({len(self._digests)} keys)"
+        return f"Guard({len(self._keys)} keys)"
 
     @staticmethod
     def refusal() -> Unauthenticated:
@@ -117,15 +116,17 @@ class Guard:
         return Unauthenticated(REFUSAL, headers={"www-authenticate": "Bearer"})
 
     def valid(self, key: str) -> bool:
-        given = _digest(key)
+        given = _raw(key)
         ok = False
-        for digest in self._digests:  # every key, whether one matched already or not
-            ok |= hmac.compare_digest(digest, given)
+        for known in self._keys:  # every key, whether one matched already or not
+            ok |= hmac.compare_digest(known, given)  # its time: len(given)'s only
         return ok
 
     def admits_http(self, method: str, pattern: str, headers: Mapping[str, str]) -> bool:
         """``headers``: lower-case names. Open routes pass without a key."""
-        key = presented(headers.get("authorization"), headers.get("x-api-key"))
+        key = presented(headers.get("authorization"), None)
+        if key is None:
+            key = presented(None, headers.get("x-api-key"))
         if key is not None and self.valid(key):
             return True
         return (method, pattern) in OPEN_HTTP
@@ -145,7 +146,9 @@ class Guard:
 
 def presented(authorization: str | None, api_key: str | None) -> str | None:
     """The key a request carries: ``Authorization: Bearer KEY`` first, then ``x-api-key``."""
-    if authorization is not None and authorization[:7].lower() == _BEARER:
+    if authorization is not None and (
+        authorization.startswith("Bearer ") or authorization[:7].lower() == _BEARER
+    ):
         return authorization[7:].strip()
     if api_key is not None:
         return api_key.strip()
