@@ -89,6 +89,32 @@ def test_tritonclient_http_over_tls(server: ServerProcess, pki: Pki) -> None:
         client.close()
 
 
+def test_large_bodies_over_tls_both_ports(server: ServerProcess, pki: Pki) -> None:
+    """1 MiB each way: the HTTP server reads a large body straight into a buffer of its own,
+    which the TLS transport fills as the clear-text one does."""
+    values = np.arange(262_144, dtype=np.float32)
+    client = triton_http.InferenceServerClient(
+        server.http_hostport, ssl=True, ssl_options={"ca_certs": str(pki.ca_pem)},
+        ssl_context_factory=gevent.ssl.create_default_context,
+    )  # fmt: skip
+    try:
+        x = triton_http.InferInput("x", [values.size], "FP32")
+        x.set_data_from_numpy(values, binary_data=True)
+        result = client.infer("half_plus_two", [x])
+        assert np.array_equal(result.as_numpy("y"), values * 0.5 + 2)
+    finally:
+        client.close()
+    request = oip_pb.ModelInferRequest(model_name="half_plus_two")
+    request.inputs.add(name="x", datatype="FP32", shape=[values.size])
+    request.raw_input_contents.append(values.tobytes())
+    with secure_channel(server, pki) as channel:
+        infer = unary(channel, "/inference.GRPCInferenceService/ModelInfer",
+                      oip_pb.ModelInferResponse.FromString)  # fmt: skip
+        reply = infer(request, timeout=TIMEOUT_S)
+        out = np.frombuffer(reply.raw_output_contents[0], np.float32)
+        assert np.array_equal(out, values * 0.5 + 2)
+
+
 def test_grpcio_secure_channel_oip_and_grps(
     server: ServerProcess, pki: Pki, tmp_path: Path
 ) -> None:
