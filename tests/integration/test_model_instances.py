@@ -61,8 +61,8 @@ def test_a_stuck_model_holds_only_its_own_instances_and_sigterm_still_exits(
     shutil.copytree(TEST_MODELS / "slow_python", tmp_path / "fast")
     server = start_server(tmp_path, "--request-timeout", "1", "--drain-grace", str(DRAIN_GRACE_S))
     try:
-        # six calls that block 4 s (past the 1 s timeout) on the stuck model's one instance ...
-        threads, results = in_threads([lambda: infer(server, "stuck", block=4)] * 6)
+        # six calls that block 8 s (past the 1 s timeout) on the stuck model's one instance ...
+        threads, results = in_threads([lambda: infer(server, "stuck", block=8)] * 6)
         for _ in range(5):  # ... while the other model keeps answering
             assert infer(server, "fast").status_code == 200
         for thread in threads:
