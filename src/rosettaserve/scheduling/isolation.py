@@ -31,7 +31,8 @@ from rosettaserve.scheduling.channel import (
 
 log = logging.getLogger("rosettaserve.isolation")
 STOP_WAIT_S = 5.0  # a worker told to stop gets this long to unload, then it is killed
-RESPAWN_DELAY_S = 1.0  # between attempts to replace a worker whose model failed to load
+RESPAWN_DELAY_S = 1.0  # first wait before another attempt to replace a worker that failed to
+RESPAWN_DELAY_MAX_S = 60.0  # load its model, doubled after each failure up to this
 
 
 @dataclass(eq=False)
@@ -113,13 +114,15 @@ class ProcessInstances:
     def _replace_blocking(self, old: WorkerProcess) -> WorkerProcess | None:
         old.proc.wait()  # (killed already: reaped here, so that its PID is gone)
         old.sock.close()
+        delay = RESPAWN_DELAY_S
         while not self.closed:
             worker = self._spawn_blocking()
             try:
                 self._loaded_blocking(worker)
             except Exception as exc:
                 log.error("%s: a new worker process failed to load the model: %s", self.label, exc)
-                time.sleep(RESPAWN_DELAY_S)
+                time.sleep(delay)
+                delay = min(2 * delay, RESPAWN_DELAY_MAX_S)
                 continue
             return worker
         return None
