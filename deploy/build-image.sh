@@ -137,4 +137,5 @@ for flavour in $FLAVOURS; do
   build "$flavour" "$base"
   [ -n "${NO_SMOKE:-}" ] || smoke "$flavour"
 done
+rm -rf deploy/context-extra/wheels deploy/context-extra/ca
 podman images --filter "reference=$IMAGE" --format '{{.Repository}}:{{.Tag}} {{.Size}}'
