@@ -27,7 +27,7 @@ def json_length(header: str | None, body_size: int) -> int:
     if header is None:
         return body_size
     value = header.strip()
-    if not value.isdigit() or int(value) > body_size:
+    if not (value.isascii() and value.isdigit()) or int(value) > body_size:  # not "³": int() fails
         raise InvalidInput(
             f"Inference-Header-Content-Length must be an integer in [0, {body_size}] "
             f"(the body size), got {header!r}"
