@@ -565,6 +565,6 @@ def _refusal(method: str, content_type: str) -> tuple[str, int, str] | None:
 
 def _timeout_seconds(value: str) -> float | None:
     digits, unit = value[:-1], value[-1:]
-    if not digits.isdigit() or len(digits) > 8 or unit not in _TIMEOUT_UNITS:
+    if not (digits.isascii() and digits.isdigit()) or len(digits) > 8 or unit not in _TIMEOUT_UNITS:
         return None
     return int(digits) * _TIMEOUT_UNITS[unit]
