@@ -91,7 +91,7 @@ def _d_target(target: str, d_port: str) -> tuple[str, int]:
     port = parts[1] if len(parts) == 2 else d_port
     if not port:
         raise InvalidInput("header 'd-target' names no port ('<ip>;<port>') and 'd-port' is absent")
-    if not port.isdigit() or not 0 < int(port) < 65536:
+    if not (port.isascii() and port.isdigit()) or not 0 < int(port) < 65536:
         raise InvalidInput(f"the decode instance's port must be in [1, 65535], got {port!r}")
     return host, int(port)
 
