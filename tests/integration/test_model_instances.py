@@ -121,6 +121,12 @@ def test_process_isolation_kills_the_worker_of_a_timed_out_call(tmp_path: Path) 
     shutil.copytree(TEST_MODELS / "stuck_python", tmp_path / "isolated")
     with (tmp_path / "isolated" / "model.yaml").open("a") as yaml:
         yaml.write("isolation: process\ndefault_timeout_microseconds: 1000000\n")
+    shutil.copytree(TEST_MODELS / "stuck_python", tmp_path / "batched")
+    with (tmp_path / "batched" / "model.yaml").open("a") as yaml:
+        yaml.write(
+            "isolation: process\ndefault_timeout_microseconds: 1000000\n"
+            "max_batch_size: 4\ndynamic_batching: {}\n"
+        )
     shutil.copytree(TEST_MODELS / "concurrency_python", tmp_path / "concurrency")
     server = start_server(tmp_path)
     try:
@@ -143,6 +149,14 @@ def test_process_isolation_kills_the_worker_of_a_timed_out_call(tmp_path: Path) 
         assert "worker process exited during the call" in died.json()["error"]
         third = pid_of(_first_success(lambda: infer(server, "isolated")))
         assert third not in (first, second)
+
+        # batched, nothing cancels the batch's call: it is stopped once past its deadline
+        batched = pid_of(infer(server, "batched"))
+        assert infer(server, "batched", block=30).status_code == 504
+        wait_for(lambda: gone(batched), f"batched worker process {batched} is gone")
+        stopped = f"killed worker process {batched} (its call outlived its request timeout)"
+        assert any(stopped in ln for ln in server.lines), server.lines
+        assert pid_of(_first_success(lambda: infer(server, "batched"))) != batched
 
         # instances: 2 -- two calls inside the model at once (each waits to see the other)
         threads, results = in_threads([lambda: _peak(server)] * 2)

@@ -44,7 +44,8 @@ class ExecutionPool(Protocol):
 
     def overdue(self, now: float) -> list[Call]:
         """Calls still running past their deadline (event loop time ``now``): their requests
-        were answered with a timeout, but they hold an instance."""
+        were answered with a timeout, but they hold an instance. (Instances that can stop such
+        a call -- worker processes -- stop it here, and list none.)"""
         ...
 
     def close(self) -> None:

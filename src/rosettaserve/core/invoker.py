@@ -53,7 +53,7 @@ class Invoker:
 
     def __init__(self, model: Model, instances: ThreadInstances | None = None) -> None:
         fn = model.predict
-        self.fn = fn
+        self.fn: Callable[..., Any] = fn
         self.instances = instances or ThreadInstances(model.name or "model", 1)
         self.is_async = inspect.iscoroutinefunction(fn)
         self.is_async_gen = inspect.isasyncgenfunction(fn)
@@ -63,6 +63,8 @@ class Invoker:
             p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()
         )
         self.mean_ns = float(2 * INLINE_NS)  # unknown until measured: start on the pool
+        # an async predict that watches deadlines itself (isolation: process) gets the call
+        self.takes_call = bool(getattr(model, "takes_call", False))
 
     @property
     def inline(self) -> bool:
@@ -92,6 +94,8 @@ class Invoker:
             if self.is_async:
                 call.ran = perf_counter_ns()
                 try:
+                    if self.takes_call:
+                        return await self.fn(inputs, call=call, **kwargs)
                     return await self.fn(inputs, **kwargs)
                 finally:
                     call.done = perf_counter_ns()

@@ -51,6 +51,7 @@ class ProcessInstances:
         self._idle: asyncio.Queue[WorkerProcess] = asyncio.Queue()
         self.workers: set[WorkerProcess] = set()
         self._tasks: set[asyncio.Task[None]] = set()
+        self.running: dict[WorkerProcess, Call] = {}  # a worker in a call that has a deadline
         self.closed = False
 
     @property
@@ -58,7 +59,12 @@ class ProcessInstances:
         return self._count
 
     def overdue(self, now: float) -> list[Call]:
-        return []  # a call past its deadline has been cancelled, and its worker killed
+        """A call past its deadline is stopped: usually its request's timeout has cancelled it
+        already; a batch's call (which nothing cancels) is stopped here."""
+        for worker, call in list(self.running.items()):
+            if call.deadline is not None and call.deadline < now and worker in self.workers:
+                self._retire(worker, "its call outlived its request timeout")
+        return []
 
     def close(self) -> None:
         self.closed = True  # (the model's unload stops the workers)
@@ -129,17 +135,24 @@ class ProcessInstances:
 
     # -- on the event loop ---------------------------------------------------------------------
 
-    async def predict(self, inputs: Arrays, parameters: dict[str, Any]) -> Any:
+    async def predict(self, inputs: Arrays, parameters: dict[str, Any], call: Call | None) -> Any:
         worker = await self._idle.get()
+        if call is not None and call.deadline is not None:
+            self.running[worker] = call
         try:
             await send_async(worker.sock, "predict", inputs, parameters)
             reply = await receive_async(worker.sock)
         except ConnectionError:  # it died while idle
             reply = None
         except BaseException:  # cancelled (a timeout, a client gone): the work must stop
-            self._retire(worker, "its call was cancelled: its request timed out or went away")
+            if worker in self.workers:
+                self._retire(worker, "its call was cancelled: its request timed out or went away")
             raise
+        finally:
+            self.running.pop(worker, None)
         if reply is None:
+            if worker not in self.workers:  # stopped by ``overdue``
+                raise ModelError(f"{self.label}: the call outlived its timeout and was stopped")
             code = worker.proc.poll()
             self._retire(worker, f"it exited during a call (code {code})")
             raise ModelError(f"{self.label}: its worker process exited during the call")
@@ -201,5 +214,9 @@ class ProcessModel(Model):
     def unload(self) -> None:
         self.pool.stop_blocking()
 
-    async def predict(self, inputs: Arrays, parameters: dict[str, Any] | None = None) -> Any:
-        return await self.pool.predict(inputs, parameters or {})
+    takes_call = True  # the invoker hands it the call: its deadline
+
+    async def predict(
+        self, inputs: Arrays, parameters: dict[str, Any] | None = None, call: Call | None = None
+    ) -> Any:
+        return await self.pool.predict(inputs, parameters or {}, call)
