@@ -11,7 +11,8 @@ written on the event loop, and a unary call to a fast model runs without a task
 (``eager``). What is served: unary, server-streaming and bidirectional calls;
 ``grpc-timeout`` (the call is cancelled and ends with DEADLINE_EXCEEDED); request messages
 compressed with gzip or deflate (replies are not compressed); message size limits checked on
-the 5-byte prefix, before the message is buffered. Not served: TLS, and h2c upgrade.
+the 5-byte prefix, before the message is buffered; TLS (ALPN h2) when the server is started
+with a certificate (rosettaserve.security). Not served: h2c upgrade.
 """
 
 from __future__ import annotations
