@@ -1,71 +1,45 @@
-"""A lean HTTP/1.1 server on httptools.
-
-Responses leave together (``coalesce``): those answered while the event loop handles one round
-of reads are written once that round is over, each connection's in one ``writelines`` (one
-writev: heads and bodies together). Pipelined requests are answered in order, one answer each,
-bodies are bounded before they are buffered, idle connections time out, and shutdown drains the
-requests in flight.
+"""A lean HTTP/1.1 server on httptools: the reading half of a connection, and the server.
 
 Reads land in one receive buffer per server (the parser copies what it keeps), except a large
 body with a Content-Length: the socket reads it straight into a buffer of its own size, which
-the handler receives as it is (a ``bytearray``) -- no chunk copies, no join.
+the handler receives as it is (a ``bytearray``) -- no chunk copies, no join. Answers are given
+in order, one per request, by ``h1_answers``.
 
 A client holds what the settings say and no more (``h1_head.H1Limits``): the request target and
 the header fields are counted while they arrive (414, 431); a head or body that is late gets
 408 (checked by the server's one sweep, not a timer per request); a client that does not read
-its answers is no longer read (the transport's high-water mark). A request the server refuses
-is answered after the answers before it, then the connection is closed: its output half at
-once, the rest once the client has had time to read the answer (what it still sends is
-discarded, unparsed).
+its answers is no longer read (the transport's high-water mark); idle connections are closed.
+The common path (plain HTTP/1.1, a Host seen before) only notes where the parser is and when
+the head began; the rest of RFC 9112's rules run for the heads that need them (``h1_head``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
-import logging
 import socket
 import ssl
 import time
-from collections import deque
-from collections.abc import Awaitable
 from typing import Any, Protocol
 
 import httptools
 
 from rosettaserve.transport import h1_head as rules
 from rosettaserve.transport.coalesce import WriteRound
-from rosettaserve.transport.eager import Adopted
-from rosettaserve.transport.h1_framing import (
-    CHUNKED,
-    CONTINUE,
-    LENGTH,
-    UNTIL_CLOSE,
-    close_stream,
-    head,
-    too_large,
-)
+from rosettaserve.transport.h1_answers import HELD_WRITES, Answering, Pending
+from rosettaserve.transport.h1_framing import CONTINUE, too_large
 from rosettaserve.transport.h1_head import H1Limits
 from rosettaserve.transport.routing import HttpResponse, error_body
 from rosettaserve.transport.sockets import listen, no_delay
 
-log = logging.getLogger("rosettaserve.http")
+__all__ = ["BULK_MIN_BYTES", "App", "Connection", "HttpServer"]
 
 IDLE_TIMEOUT_S = 30.0
-MAX_PIPELINE = 32  # requests queued behind one being answered before reading stops
-MAX_DISCARD_BYTES = 64 * 1024 * 1024  # what a refused client may go on sending before the close
-LINGER_S = 5.0  # how long a refused client has to read its answer before the close
 WRITE_HIGH_WATER = 64 * 1024  # unsent answer bytes past which the client is no longer read
-# answers held for the end of the round at most: the loop may read a socket many times in one
-# round (libuv reads up to 32 times while data is there), and a client pipelining without
-# reading must meet the high-water mark before all of that is answered
-MAX_OUT_PARTS = 256
 KNOWN_HOSTS = 64  # Host values seen valid, not checked again
 MAX_BLANK_BYTES = 1024  # empty lines before a request (RFC 9112 §2.2 asks for one at least)
 RECV_BYTES = 256 * 1024  # the shared receive buffer
 BULK_MIN_BYTES = 256 * 1024  # a declared body this large is read into its own buffer
-HELD_PIPELINE, HELD_WRITES = 1, 2  # why reading is paused
 IDLE, HEAD, BODY = 0, 1, 2  # where the parser is in a request
 
 
@@ -81,44 +55,11 @@ class Refused(Exception):
     """Raised in a parser callback to stop the parser: the request was refused."""
 
 
-class Pending:
-    __slots__ = ("body", "error", "headers", "keep_alive", "legacy", "method", "url")
-
-    def __init__(
-        self,
-        method: str,
-        url: bytes,
-        headers: dict[str, str],
-        body: bytes | bytearray,
-        *,
-        keep_alive: bool,
-        legacy: bool,
-        error: HttpResponse | None = None,
-    ) -> None:
-        self.method, self.url, self.headers, self.body = method, url, headers, body
-        self.keep_alive = keep_alive
-        self.legacy = legacy  # an HTTP/1.0 request
-        self.error = error  # set: the answer, a refusal
-
-
-class Connection(asyncio.BufferedProtocol):
+class Connection(Answering):
     def __init__(self, server: HttpServer) -> None:
-        self.server = server
+        super().__init__(server)
         self.parser = httptools.HttpRequestParser(self)
-        self.transport: asyncio.Transport | None = None
-        self.queue: deque[Pending] = deque()
-        self.task: asyncio.Task[None] | None = None
-        self.last_active = time.monotonic()  # the last read (or drain of the answers)
-        self.held = 0  # HELD_*: why reading is paused
-        self.writable = asyncio.Event()
-        self.writable.set()
-        self.out: list[Any] = []  # responses waiting for the end of the loop's round of reads
-        self.close_after = False  # the last of them closes the connection
         self.phase = IDLE
-        self.head_since = 0.0  # when the head being read began
-        self.stopped = False  # a request was refused: nothing more is parsed
-        self.eof_sent = False
-        self.discarded = 0
         self.lenient = False  # the client sent HTTP/1.x past 1.1: served as 1.1
         self._reset()
 
@@ -144,36 +85,6 @@ class Connection(asyncio.BufferedProtocol):
         with contextlib.suppress(NotImplementedError):  # a transport without flow control
             transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
         self.server.connections.add(self)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.server.connections.discard(self)
-        self.transport = None
-        if self.task is not None:
-            self.task.cancel()  # the client went away: stop its work
-
-    def pause_writing(self) -> None:
-        self.writable.clear()
-        self._hold(HELD_WRITES)
-
-    def resume_writing(self) -> None:
-        self.writable.set()
-        self.last_active = time.monotonic()
-        self._release(HELD_WRITES)
-
-    def _hold(self, reason: int) -> None:
-        transport = self.transport
-        if not self.held and transport is not None and not transport.is_closing():
-            transport.pause_reading()
-        self.held |= reason
-
-    def _release(self, reason: int) -> None:
-        if not self.held & reason:
-            return
-        self.held &= ~reason
-        transport = self.transport
-        if not self.held and transport is not None and not transport.is_closing():
-            transport.resume_reading()
-            self.head_since = self.last_active = time.monotonic()  # not late while not read
 
     def get_buffer(self, sizehint: int) -> memoryview:
         if self.bulk is not None:
@@ -402,7 +313,7 @@ class Connection(asyncio.BufferedProtocol):
     # -- answering -----------------------------------------------------------------------------
 
     def _complete(self, body: bytes | bytearray) -> None:
-        """A whole request is in: answer it now, or queue it behind those before it."""
+        """A whole request is in: to be answered."""
         self.phase = IDLE
         self.bulk = None
         pending = Pending(
@@ -413,139 +324,7 @@ class Connection(asyncio.BufferedProtocol):
             keep_alive=self.keep_alive,
             legacy=self.legacy,
         )
-        if self.task is None and not self.queue:
-            self._answer_eagerly(pending)
-            return
-        self.queue.append(pending)
-        if len(self.queue) > MAX_PIPELINE:
-            self._hold(HELD_PIPELINE)
-        if self.task is None:
-            self.task = asyncio.get_running_loop().create_task(self._serve_queue())
-
-    def _answer_eagerly(self, pending: Pending) -> None:
-        """Run the handler at once, up to its first wait. Most requests (a fast model) need none:
-        the response is written here, without a task. Otherwise a task takes the handler over
-        where it stopped, and answers the requests pipelined behind it after it."""
-        app = self.server.app
-        handler = app.respond(pending.method, pending.url, pending.headers, pending.body)
-        context = contextvars.copy_context()  # the task that may take over runs in it too
-        try:
-            waits_for = context.run(handler.send, None)
-        except StopIteration as finished:
-            response: HttpResponse = finished.value
-            if response.stream is None:
-                self._write(response, pending)
-                return
-            first: Awaitable[HttpResponse] = _ready(response)
-        else:
-            first = Adopted(handler, waits_for)
-        self.task = asyncio.get_running_loop().create_task(
-            self._serve_queue((first, pending)), context=context
-        )
-
-    async def _serve_queue(
-        self, first: tuple[Awaitable[HttpResponse], Pending] | None = None
-    ) -> None:
-        """Answer the queued requests in order (after ``first``: a response on its way)."""
-        try:
-            if first is not None and not await self._answer(await first[0], first[1]):
-                return
-            app = self.server.app
-            while self.queue:
-                pending = self.queue.popleft()
-                if self.held & HELD_PIPELINE and len(self.queue) < MAX_PIPELINE // 2:
-                    self._release(HELD_PIPELINE)
-                if pending.error is not None:
-                    response = pending.error
-                else:
-                    response = await app.respond(
-                        pending.method, pending.url, pending.headers, pending.body
-                    )
-                if not await self._answer(response, pending):
-                    return
-            self.last_active = time.monotonic()
-        finally:
-            self.task = None
-
-    async def _answer(self, response: HttpResponse, pending: Pending) -> bool:
-        """Send it; False when the connection is done with (closed, or not kept alive)."""
-        if self.transport is None or self.close_after:  # an answer before it said "close"
-            return False
-        if response.stream is None:
-            return self._write(response, pending)
-        keep_alive = pending.keep_alive and not self.server.closing
-        keep_alive = await self._write_stream(response, pending, keep_alive)
-        if not keep_alive:
-            self.close_after = True
-            self.flush()
-        return keep_alive and self.transport is not None
-
-    def _write(self, response: HttpResponse, pending: Pending) -> bool:
-        """Head and body to ``out``, written with the loop's next flush; False when the
-        connection is closed after it. The answer to HEAD is the head alone."""
-        if self.transport is None or self.close_after:
-            return False
-        keep_alive = pending.keep_alive and not self.server.closing
-        if not self.out:
-            self.server.round.add(self)
-        if pending.method == "HEAD":
-            self.out.append(head(response, keep_alive, LENGTH, pending.legacy))
-        else:
-            self.out += [head(response, keep_alive, LENGTH, pending.legacy), response.body]
-            self.out += response.tail
-        if not keep_alive:
-            self.close_after = True
-        elif len(self.out) > MAX_OUT_PARTS:  # a burst of pipelined requests: write them now,
-            self.flush()  # so that a client reading nothing stops being read (pause_writing)
-        return keep_alive
-
-    def flush(self) -> None:
-        """Write the responses in ``out`` (and close, if the last one said so): before anything
-        written at once, which must not overtake them."""
-        out, self.out = self.out, []
-        transport = self.transport
-        if transport is None or transport.is_closing():  # the client left, or aborted: drop
-            return
-        if out:
-            transport.writelines(out)
-        if self.close_after:
-            if self.stopped:
-                self._linger(transport)
-            else:
-                transport.close()
-
-    async def _write_stream(
-        self, response: HttpResponse, pending: Pending, keep_alive: bool
-    ) -> bool:
-        """One write per item, waiting while the client is slow: chunked transfer encoding, or
-        for an HTTP/1.0 client the bytes as they are, ended by the close."""
-        stream = response.stream
-        assert stream is not None
-        assert self.transport is not None
-        self.flush()
-        legacy = pending.legacy
-        framing = UNTIL_CLOSE if legacy else CHUNKED
-        keep_alive = keep_alive and not legacy
-        self.transport.write(head(response, keep_alive, framing, legacy))
-        if pending.method == "HEAD":
-            await close_stream(stream)
-            return keep_alive
-        try:
-            async for chunk in stream:
-                if self.transport is None:
-                    return False
-                if chunk:
-                    if legacy:
-                        self.transport.write(chunk)
-                    else:
-                        self.transport.writelines([b"%x\r\n" % len(chunk), chunk, b"\r\n"])
-                    await self.writable.wait()
-        except Exception:
-            log.exception("a streaming response failed midway; closing the connection")
-            return False
-        if self.transport is not None and not legacy:
-            self.transport.write(b"0\r\n\r\n")
-        return keep_alive
+        self._take(pending)
 
     def _refuse(self, response: HttpResponse | None) -> bool:
         """Answer the request being read with ``response`` (None: it has its answer), after the
@@ -559,49 +338,15 @@ class Connection(asyncio.BufferedProtocol):
         self.phase = IDLE
         self.bulk = None
         if response is None:  # the close follows the answers already given or on their way
-            if self.task is None and not self.queue:
-                self.close_after = True
-                if not self.out:
-                    self.flush()
-            return False
-        pending = Pending(
-            method, self.url, {}, b"", keep_alive=False, legacy=self.legacy, error=response
-        )
-        if self.task is None and not self.queue:
-            self._write(response, pending)
+            self._last(None)
         else:
-            self.queue.append(pending)
+            keep = self.legacy
+            self._last(
+                Pending(method, self.url, {}, b"", keep_alive=False, legacy=keep, error=response)
+            )
         return False
 
-    def _linger(self, transport: asyncio.Transport) -> None:
-        """Close the output half now and the connection a little later: closed outright while
-        the client still sends, it could be reset before the client reads its answer."""
-        if self.eof_sent:
-            return
-        self.eof_sent = True
-        if not transport.can_write_eof():
-            transport.close()
-            return
-        transport.write_eof()
-        self.held = 0
-        transport.resume_reading()  # what the client still sends is read, and discarded
-        asyncio.get_running_loop().call_later(LINGER_S, self.close)
-
-    def _discard(self, nbytes: int) -> None:
-        self.discarded += nbytes
-        if self.discarded > MAX_DISCARD_BYTES:
-            self.close()
-
-    # -- closing -------------------------------------------------------------------------------
-
-    def close(self) -> None:
-        self.flush()
-        if self.transport is not None:
-            self.transport.close()
-
-    def abort(self) -> None:
-        if self.transport is not None:
-            self.transport.abort()
+    # -- the sweep -----------------------------------------------------------------------------
 
     def close_if_idle(self, since: float) -> None:
         """The sweep's call (every quarter of the shortest timeout): close the connection when
@@ -627,14 +372,6 @@ class Connection(asyncio.BufferedProtocol):
         elif quiet > server.limits.body_timeout:
             what = "the request body stalled: no byte of it arrived"
             self._refuse(rules.timed_out(what, server.limits.body_timeout, "--body-timeout"))
-
-    @property
-    def busy(self) -> bool:
-        return self.task is not None
-
-
-async def _ready(response: HttpResponse) -> HttpResponse:
-    return response
 
 
 class HttpServer:

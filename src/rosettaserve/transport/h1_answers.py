@@ -1,0 +1,300 @@
+"""The answering half of an HTTP/1.1 connection: requests answered in order, one answer each,
+written with the loop's round of reads (``coalesce``), reading paused while the client does not
+take its answers, and the close after a refusal.
+
+Responses leave together: those answered while the event loop handles one round of reads are
+written once that round is over, each connection's in one ``writelines`` (one writev: heads and
+bodies together). A request the server refuses is answered after the answers before it; then
+the connection's output half is closed at once and the connection a little later, once the
+client has had time to read its answer (what it still sends is discarded, unparsed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+import time
+from collections import deque
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any
+
+from rosettaserve.transport.eager import Adopted
+from rosettaserve.transport.h1_framing import CHUNKED, LENGTH, UNTIL_CLOSE, close_stream, head
+from rosettaserve.transport.routing import HttpResponse
+
+if TYPE_CHECKING:
+    from rosettaserve.transport.h1 import HttpServer
+
+log = logging.getLogger("rosettaserve.http")
+
+MAX_PIPELINE = 32  # requests queued behind one being answered before reading stops
+MAX_DISCARD_BYTES = 64 * 1024 * 1024  # what a refused client may go on sending before the close
+LINGER_S = 5.0  # how long a refused client has to read its answer before the close
+# answers held for the end of the round at most: the loop may read a socket many times in one
+# round (libuv reads up to 32 times while data is there), and a client pipelining without
+# reading must meet the high-water mark before all of that is answered
+MAX_OUT_PARTS = 256
+HELD_PIPELINE, HELD_WRITES = 1, 2  # why reading is paused
+
+
+class Pending:
+    __slots__ = ("body", "error", "headers", "keep_alive", "legacy", "method", "url")
+
+    def __init__(
+        self,
+        method: str,
+        url: bytes,
+        headers: dict[str, str],
+        body: bytes | bytearray,
+        *,
+        keep_alive: bool,
+        legacy: bool,
+        error: HttpResponse | None = None,
+    ) -> None:
+        self.method, self.url, self.headers, self.body = method, url, headers, body
+        self.keep_alive = keep_alive
+        self.legacy = legacy  # an HTTP/1.0 request
+        self.error = error  # set: the answer, a refusal
+
+
+class Answering(asyncio.BufferedProtocol):
+    """What a connection owes its client: answers, in order (``h1.Connection`` reads)."""
+
+    def __init__(self, server: HttpServer) -> None:
+        self.server = server
+        self.transport: asyncio.Transport | None = None
+        self.queue: deque[Pending] = deque()
+        self.task: asyncio.Task[None] | None = None
+        self.last_active = time.monotonic()  # the last read (or drain of the answers)
+        self.head_since = 0.0  # when the head being read began
+        self.held = 0  # HELD_*: why reading is paused
+        self.writable = asyncio.Event()
+        self.writable.set()
+        self.out: list[Any] = []  # responses waiting for the end of the loop's round of reads
+        self.close_after = False  # the last of them closes the connection
+        self.stopped = False  # a request was refused: nothing more is parsed
+        self.eof_sent = False
+        self.discarded = 0
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.server.connections.discard(self)
+        self.transport = None
+        if self.task is not None:
+            self.task.cancel()  # the client went away: stop its work
+
+    def pause_writing(self) -> None:
+        self.writable.clear()
+        self._hold(HELD_WRITES)
+
+    def resume_writing(self) -> None:
+        self.writable.set()
+        self.last_active = time.monotonic()
+        self._release(HELD_WRITES)
+
+    def _hold(self, reason: int) -> None:
+        transport = self.transport
+        if not self.held and transport is not None and not transport.is_closing():
+            transport.pause_reading()
+        self.held |= reason
+
+    def _release(self, reason: int) -> None:
+        if not self.held & reason:
+            return
+        self.held &= ~reason
+        transport = self.transport
+        if not self.held and transport is not None and not transport.is_closing():
+            transport.resume_reading()
+            self.head_since = self.last_active = time.monotonic()  # not late while not read
+
+    # -- answering -----------------------------------------------------------------------------
+
+    def _take(self, pending: Pending) -> None:
+        """A whole request is in: answer it now, or queue it behind those before it."""
+        if self.task is None and not self.queue:
+            self._answer_eagerly(pending)
+            return
+        self.queue.append(pending)
+        if len(self.queue) > MAX_PIPELINE:
+            self._hold(HELD_PIPELINE)
+        if self.task is None:
+            self.task = asyncio.get_running_loop().create_task(self._serve_queue())
+
+    def _answer_eagerly(self, pending: Pending) -> None:
+        """Run the handler at once, up to its first wait. Most requests (a fast model) need none:
+        the response is written here, without a task. Otherwise a task takes the handler over
+        where it stopped, and answers the requests pipelined behind it after it."""
+        app = self.server.app
+        handler = app.respond(pending.method, pending.url, pending.headers, pending.body)
+        context = contextvars.copy_context()  # the task that may take over runs in it too
+        try:
+            waits_for = context.run(handler.send, None)
+        except StopIteration as finished:
+            response: HttpResponse = finished.value
+            if response.stream is None:
+                self._write(response, pending)
+                return
+            first: Awaitable[HttpResponse] = _ready(response)
+        else:
+            first = Adopted(handler, waits_for)
+        self.task = asyncio.get_running_loop().create_task(
+            self._serve_queue((first, pending)), context=context
+        )
+
+    async def _serve_queue(
+        self, first: tuple[Awaitable[HttpResponse], Pending] | None = None
+    ) -> None:
+        """Answer the queued requests in order (after ``first``: a response on its way)."""
+        try:
+            if first is not None and not await self._answer(await first[0], first[1]):
+                return
+            app = self.server.app
+            while self.queue:
+                pending = self.queue.popleft()
+                if self.held & HELD_PIPELINE and len(self.queue) < MAX_PIPELINE // 2:
+                    self._release(HELD_PIPELINE)
+                if pending.error is not None:
+                    response = pending.error
+                else:
+                    response = await app.respond(
+                        pending.method, pending.url, pending.headers, pending.body
+                    )
+                if not await self._answer(response, pending):
+                    return
+            if self.stopped:  # the last answer is given
+                self.close_after = True
+                self.flush()
+            self.last_active = time.monotonic()
+        finally:
+            self.task = None
+
+    async def _answer(self, response: HttpResponse, pending: Pending) -> bool:
+        """Send it; False when the connection is done with (closed, or not kept alive)."""
+        if self.transport is None or self.close_after:  # an answer before it said "close"
+            return False
+        if response.stream is None:
+            return self._write(response, pending)
+        keep_alive = pending.keep_alive and not self.server.closing
+        keep_alive = await self._write_stream(response, pending, keep_alive)
+        if not keep_alive:
+            self.close_after = True
+            self.flush()
+        return keep_alive and self.transport is not None
+
+    def _write(self, response: HttpResponse, pending: Pending) -> bool:
+        """Head and body to ``out``, written with the loop's next flush; False when the
+        connection is closed after it. The answer to HEAD is the head alone."""
+        if self.transport is None or self.close_after:
+            return False
+        keep_alive = pending.keep_alive and not self.server.closing
+        if not self.out:
+            self.server.round.add(self)
+        if pending.method == "HEAD":
+            self.out.append(head(response, keep_alive, LENGTH, pending.legacy))
+        else:
+            self.out += [head(response, keep_alive, LENGTH, pending.legacy), response.body]
+            self.out += response.tail
+        if not keep_alive:
+            self.close_after = True
+        elif len(self.out) > MAX_OUT_PARTS:  # a burst of pipelined requests: write them now,
+            self.flush()  # so that a client reading nothing stops being read (pause_writing)
+        return keep_alive
+
+    def flush(self) -> None:
+        """Write the responses in ``out`` (and close, if the last one said so): before anything
+        written at once, which must not overtake them."""
+        out, self.out = self.out, []
+        transport = self.transport
+        if transport is None or transport.is_closing():  # the client left, or aborted: drop
+            return
+        if out:
+            transport.writelines(out)
+        if self.close_after:
+            if self.stopped:
+                self._linger(transport)
+            else:
+                transport.close()
+
+    async def _write_stream(
+        self, response: HttpResponse, pending: Pending, keep_alive: bool
+    ) -> bool:
+        """One write per item, waiting while the client is slow: chunked transfer encoding, or
+        for an HTTP/1.0 client the bytes as they are, ended by the close."""
+        stream = response.stream
+        assert stream is not None
+        assert self.transport is not None
+        self.flush()
+        legacy = pending.legacy
+        framing = UNTIL_CLOSE if legacy else CHUNKED
+        keep_alive = keep_alive and not legacy
+        self.transport.write(head(response, keep_alive, framing, legacy))
+        if pending.method == "HEAD":
+            await close_stream(stream)
+            return keep_alive
+        try:
+            async for chunk in stream:
+                if self.transport is None:
+                    return False
+                if chunk:
+                    if legacy:
+                        self.transport.write(chunk)
+                    else:
+                        self.transport.writelines([b"%x\r\n" % len(chunk), chunk, b"\r\n"])
+                    await self.writable.wait()
+        except Exception:
+            log.exception("a streaming response failed midway; closing the connection")
+            return False
+        if self.transport is not None and not legacy:
+            self.transport.write(b"0\r\n\r\n")
+        return keep_alive
+
+    def _last(self, pending: Pending | None) -> None:
+        """The last answer, a refusal (None: the answers given or on their way are the last):
+        the connection closes after it."""
+        if pending is None:
+            if self.task is None and not self.queue:
+                self.close_after = True
+                if not self.out:
+                    self.flush()
+        elif self.task is not None or self.queue:
+            self.queue.append(pending)
+        elif pending.error is not None:
+            self._write(pending.error, pending)
+
+    def _linger(self, transport: asyncio.Transport) -> None:
+        """Close the output half now and the connection a little later: closed outright while
+        the client still sends, it could be reset before the client reads its answer."""
+        if self.eof_sent:
+            return
+        self.eof_sent = True
+        if not transport.can_write_eof():
+            transport.close()
+            return
+        transport.write_eof()
+        self.held = 0
+        transport.resume_reading()  # what the client still sends is read, and discarded
+        asyncio.get_running_loop().call_later(LINGER_S, self.close)
+
+    def _discard(self, nbytes: int) -> None:
+        self.discarded += nbytes
+        if self.discarded > MAX_DISCARD_BYTES:
+            self.close()
+
+    # -- closing -------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        self.flush()
+        if self.transport is not None:
+            self.transport.close()
+
+    def abort(self) -> None:
+        if self.transport is not None:
+            self.transport.abort()
+
+    @property
+    def busy(self) -> bool:
+        return self.task is not None
+
+
+async def _ready(response: HttpResponse) -> HttpResponse:
+    return response
