@@ -69,27 +69,24 @@ def routes(source: StatusSource) -> list[Route]:
     ]
 
 
-def protocols(grpc: bool = True) -> list[dict[str, str]]:
-    """The protocol families this server speaks, and where (endpoint key, path or service)."""
-    rows = [
-        ("KServe V2 / OIP (REST)", "http", "/v2/..."),
-        ("TensorFlow Serving (REST)", "http", "/v1/models/..."),
-        ("grps (REST)", "http", "/grps/v1/..."),
-        ("OpenAI", "http", "/v1/chat/completions, /v1/completions"),
-        ("TGI and vLLM", "http", "/generate, /generate_stream"),
-        ("Triton generate", "http", "/v2/models/{model}/generate"),
-        ("MindIE", "http", "/infer, /infer_token"),
-        ("Prometheus metrics", "metrics", "/metrics"),
-    ]
-    if grpc:
-        rows += [
-            ("KServe V2 / OIP (gRPC)", "grpc", "inference.GRPCInferenceService"),
-            ("grps (gRPC)", "grpc", "grps.protos.v1.GrpsService"),
-            ("gRPC health", "grpc", "grpc.health.v1.Health"),
-        ]
-    return [{"name": n, "endpoint": e, "path": p} for n, e, p in rows]
+PROTOCOLS = (  # name, endpoint ("http", "grpc", "metrics"), paths or service
+    ("KServe V2 / OIP (REST)", "http", "/v2/..."),
+    ("TensorFlow Serving (REST)", "http", "/v1/models/..."),
+    ("grps (REST)", "http", "/grps/v1/..."),
+    ("OpenAI", "http", "/v1/chat/completions, /v1/completions, /v1/models"),
+    ("TGI and vLLM", "http", "/generate, /generate_stream"),
+    ("Triton generate", "http", "/v2/models/{model}/generate"),
+    ("MindIE", "http", "/infer, /infer_token"),
+    ("Prefill/decode instance status", "http", "/v1/status"),
+    ("Status page", "http", "/, /status.json; grps: /grps/v1/monitor/metrics, .../series"),
+    ("Prometheus metrics", "metrics", "/metrics"),
+    ("KServe V2 / OIP (gRPC)", "grpc", "inference.GRPCInferenceService"),
+    ("grps (gRPC)", "grpc", "grps.protos.v1.GrpsService"),
+    ("gRPC health", "grpc", "grpc.health.v1.Health"),
+)
 
 
 def server_facts(version: str, role: str, workers: int, endpoints: dict[str, str]) -> ServerFacts:
     """``endpoints``: "http", "grpc" and "metrics", each where it answers."""
-    return ServerFacts("rosettaserve", version, role, workers, endpoints, protocols())
+    rows = [{"name": n, "endpoint": e, "path": p} for n, e, p in PROTOCOLS]
+    return ServerFacts("rosettaserve", version, role, workers, endpoints, rows)
