@@ -131,7 +131,7 @@ def add_security_options(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="FILE",
-        help="API keys, one a line, # comments (repeatable)",
+        help="API keys, one a line, # comments (repeatable; read again on SIGHUP)",
     )
     peers = parser.add_argument_group("prefill/decode peers over TLS")
     peers.add_argument(
@@ -160,9 +160,12 @@ def security_options(args: argparse.Namespace) -> SecurityOptions:
     tls = None
     if args.tls_cert is not None:
         tls = TlsFiles(args.tls_cert, args.tls_key, args.tls_client_ca)
+    static = gather_keys(args.api_key, [])
     return SecurityOptions(
         tls=tls,
-        api_keys=gather_keys(args.api_key, args.api_key_file),
+        api_keys=gather_keys(static, args.api_key_file, {}),
+        api_key_files=tuple(args.api_key_file),
+        static_keys=static,
         peer_ca=args.peer_ca,
         peer_cert=args.peer_cert,
         peer_key=args.peer_key,

@@ -110,7 +110,7 @@ class Server:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._stopping.set)
-        security.reload_on_hangup(tls)
+        security.reload_on_hangup(s.security, tls, self.app.guard)
         await http.start(sock, None if tls is None else tls.http.context)
         grpc_server = self._grpc_server()
         grpc_sock = bind(s.host, s.grpc_port, s.reuse_port, "--grpc-port")

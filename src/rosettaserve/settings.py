@@ -35,6 +35,8 @@ class SecurityOptions:
 
     tls: TlsFiles | None = None  # None: clear text
     api_keys: tuple[str, ...] = field(default=(), repr=False)  # empty: no key asked
+    api_key_files: tuple[Path, ...] = ()  # read again on SIGHUP
+    static_keys: tuple[str, ...] = field(default=(), repr=False)  # --api-key and the environment
     peer_ca: Path | None = None  # verify peers' certificates with this CA (else the system's)
     peer_cert: Path | None = None  # presented to peers that require mutual TLS
     peer_key: Path | None = None

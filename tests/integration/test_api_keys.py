@@ -5,6 +5,7 @@ family's own error shape; the probes stay open; keys never reach the log."""
 from __future__ import annotations
 
 import shutil
+import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -24,11 +25,13 @@ from rosettaserve.protocols.oip.pb import grpc_service_pb2 as oip_pb
 from tests.conftest import EXAMPLES
 from tests.integration.grps_support import generate_stubs
 from tests.integration.tls_support import Pki, make_pki, start_tls_server
+from tests.pdproc import eventually
 from tests.serverproc import ServerProcess, served
 
 TIMEOUT_S = 60.0
 FLAG_KEY, FILE_KEY, ENV_KEY = "flag-key-1a2b", "file-key-3c4d", "env-key-5e6f"
 WRONG = "wrong-key-7a8b"
+ROTATED = "rotated-key-9c0d"
 OIP = "/inference.GRPCInferenceService/"
 
 
@@ -38,12 +41,19 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[ServerProcess]:
+def key_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("keys") / "keys.txt"
+    path.write_text(f"# the team's key\n\n{FILE_KEY}\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def server(
+    tmp_path_factory: pytest.TempPathFactory, pki: Pki, key_file: Path
+) -> Iterator[ServerProcess]:
     repo = tmp_path_factory.mktemp("keys_repo")
     for model in ("half_plus_two", "greeter_python", "tiny_llama"):
         shutil.copytree(EXAMPLES / model, repo / model)
-    key_file = tmp_path_factory.mktemp("keys") / "keys.txt"
-    key_file.write_text(f"# the team's key\n\n{FILE_KEY}\n")
     args = ["--api-key", FLAG_KEY, "--api-key-file", str(key_file)]
     args += ["--grps-default-model", "greeter_python"]
     with pytest.MonkeyPatch.context() as patch:
@@ -231,9 +241,32 @@ def test_grpcio_grps_stub_with_the_key(channel: grpc.Channel, tmp_path: Path) ->
     assert reply.status.status == grps_pb2.Status.SUCCESS
 
 
+def test_sighup_reads_the_key_file_again(
+    server: ServerProcess, http: httpx.Client, channel: grpc.Channel, key_file: Path
+) -> None:
+    """A rotation: the file's old key stops working, its new one works; --api-key's and the
+    environment's stay. A file left without a key keeps the keys in use."""
+    url = "/v2/models/half_plus_two"
+    key_file.write_text(f"{ROTATED}\n")
+    server.proc.send_signal(signal.SIGHUP)
+    eventually(lambda: http.get(url, headers=bearer(ROTATED)).status_code == 200)
+    assert http.get(url, headers=bearer(FILE_KEY)).status_code == 401
+    for key in (FLAG_KEY, ENV_KEY):
+        assert http.get(url, headers=bearer(key)).status_code == 200
+    request = oip_pb.ModelMetadataRequest(name="half_plus_two")
+    call(channel, OIP + "ModelMetadata", request, oip_pb.ModelMetadataResponse.FromString, ROTATED)
+    key_file.write_text("# emptied by mistake\n")
+    server.proc.send_signal(signal.SIGHUP)
+    eventually(lambda: any("API key reload failed" in line for line in server.lines))
+    assert http.get(url, headers=bearer(ROTATED)).status_code == 200
+    key_file.write_text(f"{FILE_KEY}\n")  # as the other tests of this module expect it
+    server.proc.send_signal(signal.SIGHUP)
+    eventually(lambda: http.get(url, headers=bearer(FILE_KEY)).status_code == 200)
+
+
 def test_no_key_ever_reaches_the_log(server: ServerProcess, http: httpx.Client) -> None:
     """Last: after every request above, the log holds none of the keys, right or wrong."""
     http.get("/v2/models/nope", headers=bearer(WRONG))
     log = "\n".join(server.lines)
-    for key in (FLAG_KEY, FILE_KEY, ENV_KEY, WRONG):
+    for key in (FLAG_KEY, FILE_KEY, ENV_KEY, WRONG, ROTATED):
         assert key not in log

@@ -389,7 +389,7 @@ async def serve(options: SchedulerOptions) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stopping.set)
-    setup.reload_on_hangup(tls)
+    setup.reload_on_hangup(options.security, tls, app.guard)
     await http.start(sock, None if tls is None else tls.http.context)
     scheduler.pool.start()
     say(f"rosettaserve scheduler: prefill {', '.join(options.prefill)}")

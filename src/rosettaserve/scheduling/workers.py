@@ -90,7 +90,7 @@ class Supervisor:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stopping.set)
         self.tls = security.server_tls(s.security)  # the metrics port's; each worker has its own
-        security.reload_on_hangup(self.tls, self._hangup)
+        security.reload_on_hangup(s.security, self.tls, None, self._hangup)  # keys: each worker
         say(f"rosettaserve {__version__}: loading repository {s.repository} in {s.workers} workers")
         metrics = await self._serve_metrics()
         keepers = [asyncio.create_task(self._keep(i)) for i in range(s.workers)]

@@ -110,6 +110,12 @@ class Guard:
     def __repr__(self) -> str:
         return f"Guard({len(self._keys)} keys)"
 
+    def replace(self, keys: Iterable[str]) -> None:
+        """The keys from now on (SIGHUP: the key files read again); none: the old ones stay."""
+        fresh = tuple(_raw(k) for k in keys)
+        if fresh:
+            self._keys = fresh
+
     @staticmethod
     def refusal() -> Unauthenticated:
         """The error a request without a valid key gets (in its protocol's own shape)."""

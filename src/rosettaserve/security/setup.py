@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import signal
 from collections.abc import Callable
 
 from rosettaserve.pd import http_client
-from rosettaserve.security.keys import Guard
+from rosettaserve.security.keys import Guard, KeySourceError, gather_keys
 from rosettaserve.security.tls import ServerTls, client_context
 from rosettaserve.settings import SecurityOptions
+
+log = logging.getLogger("rosettaserve.security")
 
 
 def check(options: SecurityOptions) -> None:
@@ -37,18 +40,39 @@ def configure_peers(options: SecurityOptions) -> None:
     http_client.configure(context, options.peers_secure, options.peer_api_key)
 
 
-def reload_on_hangup(tls: ServerTls | None, also: Callable[[], None] | None = None) -> None:
-    """SIGHUP loads the certificate, key and client CA again (``also``: passed it on, to the
-    workers). Without TLS, SIGHUP keeps its usual meaning."""
-    if tls is None:
+def reload_on_hangup(
+    options: SecurityOptions,
+    tls: ServerTls | None,
+    guard: Guard | None,
+    also: Callable[[], None] | None = None,
+) -> None:
+    """SIGHUP loads the certificate, key and client CA again, and reads the API key files again
+    (``also``: passes it on, to the workers). Without TLS or key files, SIGHUP keeps its usual
+    meaning."""
+    if tls is None and not options.api_key_files:
         return
 
     def hangup() -> None:
-        tls.reload()
+        if tls is not None:
+            tls.reload()
+        if guard is not None and options.api_key_files:
+            reload_keys(options, guard)
         if also is not None:
             also()
 
     asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, hangup)
+
+
+def reload_keys(options: SecurityOptions, guard: Guard) -> None:
+    """The key files read again (with --api-key's and the environment's keys as at start); a
+    file that cannot be used keeps the keys in use, and the log says why."""
+    try:
+        keys = gather_keys(options.static_keys, options.api_key_files, {})
+    except KeySourceError as exc:
+        log.error("API key reload failed, the keys in use stay: %s", exc)
+        return
+    guard.replace(keys)
+    log.info("API keys reloaded: %d keys", len(keys))
 
 
 def http_address(host: str, port: int, tls: object | None) -> str:
