@@ -8,7 +8,7 @@ import signal
 import time
 from typing import TYPE_CHECKING, Any
 
-from rosettaserve import __version__, gc_tuning
+from rosettaserve import __version__, exit_backstop, gc_tuning
 from rosettaserve.core.dataplane import DataPlane, Limits, ServerInfo
 from rosettaserve.core.registry import ModelVersion
 from rosettaserve.observability import status_doc, status_page
@@ -110,6 +110,7 @@ class Server:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._stopping.set)
+        exit_backstop.arm((signal.SIGTERM, signal.SIGINT), s.drain_grace_s)  # a blocked loop
         security.reload_on_hangup(s.security, tls, self.app.guard)
         await http.start(sock, None if tls is None else tls.http.context)
         grpc_server = self._grpc_server()

@@ -12,8 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 import tritonclient.grpc as grpcclient
 
+from rosettaserve import exit_backstop
 from tests.conftest import TEST_MODELS
 from tests.integration.gated import in_threads, wait_for
 from tests.serverproc import ServerProcess, start_server
@@ -183,3 +185,34 @@ def _peak(server: ServerProcess) -> int:
     reply = httpx.post(url, json=body(expect=2), timeout=CLIENT_TIMEOUT_S)
     assert reply.status_code == 200, reply.text
     return int(reply.json()["outputs"][0]["data"][0])
+
+
+def test_sigterm_exits_even_when_a_call_blocks_the_event_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A call known to be fast runs on the event loop's thread; if one then hangs, the loop
+    never sees SIGTERM: the process still exits, once the drain grace and a margin are over."""
+    monkeypatch.setenv("ROSETTASERVE_INLINE_US", "100000")  # calls under 100 ms run inline
+    shutil.copytree(TEST_MODELS / "stuck_python", tmp_path / "stuck")
+    server = start_server(tmp_path, "--drain-grace", str(DRAIN_GRACE_S))
+    try:
+        for _ in range(20):  # fast calls: the next ones run on the event loop's thread
+            assert infer(server, "stuck").status_code == 200
+        hung, _ = in_threads([lambda: _swallow(lambda: infer(server, "stuck", block=60))])
+        wait_for(lambda: not _answers(server), "the event loop is blocked")
+        server.proc.send_signal(signal.SIGTERM)
+        limit = DRAIN_GRACE_S + exit_backstop.MARGIN_S + EXIT_MARGIN_S
+        assert server.proc.wait(timeout=limit) == 0, server.lines
+        assert any("did not stop within the drain grace" in ln for ln in server.lines)
+        hung[0].join(CLIENT_TIMEOUT_S)
+    finally:
+        if server.proc.poll() is None:
+            server.proc.kill()
+            server.proc.wait()
+
+
+def _answers(server: ServerProcess) -> bool:
+    try:
+        return httpx.get(server.http_url + "/v2/health/live", timeout=0.5).is_success
+    except httpx.TimeoutException:
+        return False
