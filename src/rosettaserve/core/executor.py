@@ -106,26 +106,30 @@ class ThreadInstances:
 
     def _work(self) -> None:
         while (work := self._queue.get()) is not None:
-            loop, future, ctx, call, fn, args, kwargs = work
-            if not future.cancelled():  # (a call that expired while queued never runs)
-                result: Any = None
-                error: BaseException | None = None
-                if call is not None:
-                    call.ran = perf_counter_ns()
-                    self.running[id(call)] = call
-                try:
-                    result = ctx.run(fn, *args, **kwargs)
-                except Exception as exc:  # handed to the awaiting task
-                    error = exc
-                except BaseException as exc:  # SystemExit... would stop the server's loop
-                    error = RuntimeError(f"the model raised {type(exc).__name__}: {exc}")
-                if call is not None:
-                    call.done = perf_counter_ns()
-                    self.running.pop(id(call), None)
-                with contextlib.suppress(RuntimeError):  # a closed loop: nobody awaits it
-                    loop.call_soon_threadsafe(_settle, future, result, error)
-                del work, result, error  # (not kept alive while the thread waits for more)
+            self._run(work)
+            del work  # (nothing of a request is kept alive while the thread waits for more)
             self._idle.release()
+
+    def _run(self, work: _Work) -> None:
+        loop, future, ctx, call, fn, args, kwargs = work
+        if future.cancelled():  # a call that expired while queued never runs
+            return
+        result: Any = None
+        error: BaseException | None = None
+        if call is not None:
+            call.ran = perf_counter_ns()
+            self.running[id(call)] = call
+        try:
+            result = ctx.run(fn, *args, **kwargs)
+        except Exception as exc:  # handed to the awaiting task
+            error = exc
+        except BaseException as exc:  # SystemExit... would stop the server's loop
+            error = RuntimeError(f"the model raised {type(exc).__name__}: {exc}")
+        if call is not None:
+            call.done = perf_counter_ns()
+            self.running.pop(id(call), None)
+        with contextlib.suppress(RuntimeError):  # a closed loop: nobody awaits it
+            loop.call_soon_threadsafe(_settle, future, result, error)
 
 
 def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
