@@ -17,6 +17,9 @@ from rosettaserve.core.dtypes import DTYPES, DType
 from rosettaserve.core.errors import InvalidInput
 
 MAX_DIMS = 64
+# beyond any tensor: numpy refuses such a shape even with a 0 in it (without one, no data can
+# match the shape's count)
+MAX_ELEMENTS = 1 << 56
 _LEN = struct.Struct("<I")
 Buffer = bytes | bytearray | memoryview
 
@@ -34,6 +37,8 @@ def check_shape(shape: Any, name: str) -> tuple[int, ...]:
             raise InvalidInput(
                 f"'shape' of tensor '{name}' has a negative dimension: {list(shape)}"
             )
+    if 0 in shape and element_count(tuple(dim for dim in shape if dim)) > MAX_ELEMENTS:
+        raise InvalidInput(f"'shape' of tensor '{name}' is beyond any tensor: {list(shape)}")
     return tuple(shape)
 
 
