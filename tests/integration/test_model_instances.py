@@ -135,9 +135,15 @@ def test_process_isolation_kills_the_worker_of_a_timed_out_call(tmp_path: Path) 
         first = pid_of(infer(server, "isolated"))
         assert first != server.proc.pid  # it ran in a worker process
 
-        timed_out = infer(server, "isolated", block=30)
-        assert timed_out.status_code == 504
-        assert "request timeout of 1000 ms" in timed_out.json()["error"]
+        # two calls for its one worker: one times out in it, the other waiting for it
+        threads, results = in_threads([lambda: infer(server, "isolated", block=30)] * 2)
+        for thread in threads:
+            thread.join(CLIENT_TIMEOUT_S)
+        assert [r.status_code for r in results] == [504, 504]
+        errors = sorted(r.json()["error"] for r in results)
+        assert all("request timeout of 1000 ms" in e for e in errors)
+        assert errors[0].endswith("while it ran (its result is discarded)")
+        assert errors[1].endswith("while queued")
         wait_for(lambda: gone(first), f"worker process {first} is gone")
         assert any(f"killed worker process {first}" in ln for ln in server.lines)
 

@@ -92,10 +92,10 @@ class Invoker:
         call = call or Call(0)
         try:  # (not ``with MODEL_ERRORS``: a try costs nothing until something is raised)
             if self.is_async:
-                call.ran = perf_counter_ns()
                 try:
-                    if self.takes_call:
+                    if self.takes_call:  # (it sets ``ran`` once an instance is free)
                         return await self.fn(inputs, call=call, **kwargs)
+                    call.ran = perf_counter_ns()
                     return await self.fn(inputs, **kwargs)
                 finally:
                     call.done = perf_counter_ns()

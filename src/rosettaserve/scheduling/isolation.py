@@ -15,6 +15,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from time import perf_counter_ns
 from typing import Any
 
 from rosettaserve.core.call import Call
@@ -137,8 +138,10 @@ class ProcessInstances:
 
     async def predict(self, inputs: Arrays, parameters: dict[str, Any], call: Call | None) -> Any:
         worker = await self._idle.get()
-        if call is not None and call.deadline is not None:
-            self.running[worker] = call
+        if call is not None:
+            call.ran = perf_counter_ns()  # (before: it waited for a free worker)
+            if call.deadline is not None:
+                self.running[worker] = call
         try:
             await send_async(worker.sock, "predict", inputs, parameters)
             reply = await receive_async(worker.sock)
