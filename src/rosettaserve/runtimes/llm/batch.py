@@ -52,6 +52,10 @@ class Runner:
             else {}
         )
 
+    def keep_logits(self, keep: int) -> dict[str, int]:
+        """The forward argument that computes logits of the last ``keep`` positions only."""
+        return dict.fromkeys(self._last_only, keep)
+
     def prefill(self, prompt_ids: list[int]) -> tuple[torch.Tensor, KV]:
         """Last-position logits ``[V]`` and the prompt's KV cache."""
         logits, kv = self.prefill_many(prompt_ids, 1)
@@ -62,13 +66,12 @@ class Runner:
         """Logits ``[keep, V]`` of the last ``keep`` positions, and the prompt's KV cache."""
         ids = torch.tensor([prompt_ids], dtype=torch.long, device=self.device)
         positions = torch.arange(len(prompt_ids), device=self.device).unsqueeze(0)
-        last = dict.fromkeys(self._last_only, keep)
         out = self.model(
             input_ids=ids,
             position_ids=positions,
             past_key_values=make_cache([]),
             use_cache=True,
-            **last,
+            **self.keep_logits(keep),
         )
         return out.logits[0, -keep:].float().cpu(), cache_kv(out.past_key_values)
 

@@ -2,10 +2,13 @@
 
 Each iteration of the engine thread:
   1. drops sequences whose client went away (their KV cache goes with them);
-  2. admits waiting requests (up to ``max_num_seqs`` running sequences) and prefills each
-     prompt alone, choosing its first token;
-  3. decodes one token for every running sequence in one batched forward pass;
-  4. hands the deltas to each request's event loop in one call per loop.
+  2. admits waiting requests (up to ``max_num_seqs`` sequences prefilling or running), taking
+     what the prefix cache holds of their prompts (prefix_cache.py);
+  3. runs one prefill pass of at most ``prefill_chunk_tokens`` tokens over the prompts being
+     prefilled: prompts admitted together share it, a longer one is prefilled a chunk per
+     iteration (prefill.py); a prompt whose last chunk ran chooses its first token and joins;
+  4. decodes one token for every running sequence in one batched forward pass;
+  5. hands the deltas to each request's event loop in one call per loop.
 Requests join and leave the batch between steps. ``generate`` refuses a request (Overloaded)
 when ``max_num_seqs + max_waiting`` sequences are already in the engine, so latency cannot grow
 without bound. ``submit`` with a ``Resume`` starts a sequence from elsewhere than its prompt and
@@ -22,8 +25,6 @@ import secrets
 import threading
 import time
 from collections import defaultdict, deque
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -41,6 +42,8 @@ from rosettaserve.core.generate import (
 )
 from rosettaserve.runtimes.llm.batch import KV, DecodeBatch, Runner
 from rosettaserve.runtimes.llm.detok import IncrementalDetokenizer, StopText, decoder, eos_ids
+from rosettaserve.runtimes.llm.prefill import PrefillJob, plan, run
+from rosettaserve.runtimes.llm.prefix_cache import PrefixCache
 from rosettaserve.runtimes.llm.resume import (
     Preempted,
     Resume,
@@ -50,70 +53,11 @@ from rosettaserve.runtimes.llm.resume import (
     victims,
 )
 from rosettaserve.runtimes.llm.sampling import Logprobs, TokenState, choose, logprobs
+from rosettaserve.runtimes.llm.state import EngineConfig, EngineStats, Group, Sequence
 from rosettaserve.runtimes.llm.stream import GenerationStream, Item
 
 log = logging.getLogger("rosettaserve.llm")
-
-
-@dataclass(frozen=True)
-class EngineConfig:
-    model_id: str
-    max_model_len: int
-    max_num_seqs: int = 32
-    max_waiting: int = 64
-    max_n: int = 8
-    max_stop_sequences: int = 8
-    max_prefill_tokens: int = 4096  # prompt tokens prefilled per iteration (at least one prompt)
-    kv_budget_tokens: int = 0  # KV cache tokens of the running sequences (0: no limit)
-    options: Mapping[str, Any] = field(default_factory=dict)  # model.yaml parameters
-
-
-@dataclass
-class EngineStats:
-    """Counters of the engine thread (read anywhere; written only by that thread)."""
-
-    prefills: int = 0
-    decode_steps: int = 0
-    peak_batch: int = 0  # most sequences decoded in one step
-    tokens: int = 0  # tokens generated
-    cancelled: int = 0  # sequences dropped because their client went away
-    preempted: int = 0  # sequences dropped because the KV budget ran out
-    kv_tokens: int = 0  # KV cache tokens of the running sequences, after the last step
-    running: int = 0  # sequences in the decode batch, after the last step
-    waiting: int = 0  # requests waiting to be admitted, at the last admission
-
-
-@dataclass(eq=False)
-class Sequence:
-    stream: GenerationStream
-    index: int
-    prompt_ids: list[int]
-    params: SamplingParams
-    max_new_tokens: int
-    seed: int
-    tokens: TokenState
-    detok: IncrementalDetokenizer
-    text: StopText
-    output_ids: list[int] = field(default_factory=list)
-    last_token: int = -1
-    finished: bool = False
-    retired: bool = False  # no longer counted in the engine's load
-    preemptible: bool = False
-
-
-@dataclass(eq=False)
-class Group:
-    """The ``n`` sequences of one request, sharing one prompt and one prefill."""
-
-    stream: GenerationStream
-    prompt_ids: list[int]
-    seqs: list[Sequence]
-    resume: Resume | None = None
-
-    @property
-    def kv_need(self) -> int:
-        prior = len(self.resume.prior) if self.resume else 0
-        return len(self.seqs) * kv_usage(len(self.prompt_ids), prior + 1)
+__all__ = ["Engine", "EngineConfig", "EngineStats"]
 
 
 class Engine:
@@ -145,6 +89,8 @@ class Engine:
         self._cond = threading.Condition()
         self._waiting: deque[Group] = deque()
         self._running: list[Sequence] = []  # in batch row order
+        self._prefilling: list[PrefillJob] = []  # admitted, in admission order
+        self.prefix_cache = PrefixCache(config.prefix_cache_tokens, config.prefix_block_tokens)
         self._active = 0  # sequences submitted and not yet finished or dropped
         self._stopping = False
         self._outbox: dict[asyncio.AbstractEventLoop, list[tuple[GenerationStream, Item]]] = (
@@ -267,7 +213,7 @@ class Engine:
     def _run(self) -> None:
         while True:
             with self._cond:
-                while not self._stopping and not self._waiting and not self._running:
+                while not (self._stopping or self._waiting or self._running or self._prefilling):
                     self._cond.wait()
                 if self._stopping:
                     break
@@ -281,6 +227,7 @@ class Engine:
         with self._cond:
             waiting, self._waiting = list(self._waiting), deque()
         self._fail_all(waiting, ModelError("the model was unloaded"))
+        self.prefix_cache.clear()
         self._flush()
 
     def _admit(self) -> list[Group]:
@@ -290,19 +237,18 @@ class Engine:
             self._waiting = deque(g for g in self._waiting if not g.stream.cancelled)
             self._retire([s for g in gone for s in g.seqs])  # the lock is reentrant
         admitted: list[Group] = []
-        room = self.config.max_num_seqs - len(self._running)
-        budget = self.config.max_prefill_tokens
+        prefilling = [job.owner for job in self._prefilling]
+        room = self.config.max_num_seqs - len(self._running) - sum(len(g.seqs) for g in prefilling)
         kv_room = (self.config.kv_budget_tokens or 2**62) - self._kv_tokens()
+        kv_room -= sum(g.kv_need for g in prefilling)
         while self._waiting:
             group = self._waiting[0]
-            fits = len(group.seqs) <= room and (len(group.prompt_ids) <= budget or not admitted)
-            alone = not admitted and not self._running
-            if not fits or (group.kv_need > kv_room and not alone):
+            alone = not admitted and not self._running and not prefilling
+            if len(group.seqs) > room or (group.kv_need > kv_room and not alone):
                 break
             self._waiting.popleft()
             admitted.append(group)
             room -= len(group.seqs)
-            budget -= len(group.prompt_ids)
             kv_room -= group.kv_need
         self.stats.waiting = len(self._waiting)
         return admitted
@@ -314,17 +260,20 @@ class Engine:
         self._drop_cancelled()
         joining: list[tuple[Sequence, KV]] = []
         for group in admitted:
-            joining += self._prefill(group)
-            self._flush()  # each first token leaves as soon as it is chosen
+            joining += self._start(group)
+        joining += self._prefill_step()
+        self._flush()  # the first tokens leave as soon as they are chosen
         self.batch.join([kv for _, kv in joining])
         self._running += [seq for seq, _ in joining]
         self._preempt()
         if self._running:
             self._decode()
-        self.stats.kv_tokens, self.stats.running = self._kv_tokens(), len(self._running)
+        held = sum(job.done * len(job.owner.seqs) for job in self._prefilling)
+        self.stats.kv_tokens = self._kv_tokens() + held
+        self.stats.running = len(self._running) + sum(len(j.owner.seqs) for j in self._prefilling)
 
-    def _prefill(self, group: Group) -> list[tuple[Sequence, KV]]:
-        """Run the prompt once, choose each sequence's first token; the live ones and the KV."""
+    def _start(self, group: Group) -> list[tuple[Sequence, KV]]:
+        """An admitted group joins now (its cache came along) or starts prefilling."""
         if group.stream.cancelled:
             self._retire(group.seqs)
             return []
@@ -334,10 +283,48 @@ class Engine:
                 self._replay(seq, r.prior, None, emit=False)
             return [(s, r.kv) for s in group.seqs]
         keep = len(r.prior) + 1 if r.emit_prior and group.seqs[0].params.logprobs else 1
-        logits, kv = self.runner.prefill_many(group.prompt_ids + r.prior, keep)
+        self._prefilling.append(PrefillJob(group, group.prompt_ids + r.prior, keep))
+        return []
+
+    def _prefill_step(self) -> list[tuple[Sequence, KV]]:
+        """One prefill pass; the sequences whose prompt it finished, with their caches."""
+        gone = [job for job in self._prefilling if job.owner.stream.cancelled]
+        for job in gone:
+            self._retire(job.owner.seqs)
+        self._prefilling = [job for job in self._prefilling if job not in gone]
+        if not self._prefilling:
+            return []
+        cache = self.prefix_cache
+        for job in self._prefilling:
+            if not job.started and not job.done:  # what earlier prompts left in the cache
+                if job.digests is None:
+                    job.digests = cache.digests(job.tokens, len(job.tokens) - job.keep)
+                job.done, job.kv = cache.lookup(job.digests)
+        chunks = plan(self._prefilling, self.config.prefill_chunk_tokens)
+        for job, _ in chunks:
+            if not job.started:
+                job.started = True
+                self.stats.prefix_hit_tokens += job.done
+        results = run(self.runner, chunks)
+        self.stats.prefill_steps += 1
+        self.stats.prefill_tokens += sum(take for _, take in chunks)
+        joining: list[tuple[Sequence, KV]] = []
+        for (job, _), logits in zip(chunks, results, strict=True):
+            if logits is not None:
+                self._prefilling.remove(job)
+                joining += self._prefilled(job, logits)
+        return joining
+
+    def _prefilled(self, job: PrefillJob, logits: torch.Tensor) -> list[tuple[Sequence, KV]]:
+        """A whole prompt is in the cache: choose each sequence's first token; the live ones."""
+        group: Group = job.owner
+        kv = job.kv
+        assert kv is not None  # a finished job holds its whole prompt's cache
+        r = group.resume or Resume()
         self.stats.prefills += 1
+        self.prefix_cache.insert(job.tokens, kv, len(job.tokens))
         for seq in group.seqs:
-            self._replay(seq, r.prior, logits[:-1] if keep > 1 else None, r.emit_prior)
+            self._replay(seq, r.prior, logits[:-1] if job.keep > 1 else None, r.emit_prior)
         self._advance(group.seqs, logits[-1].unsqueeze(0).expand(len(group.seqs), -1))
         if r.handoff is not None:  # a prefill instance: the cache leaves instead of decoding on
             seq = group.seqs[0]
@@ -477,6 +464,8 @@ class Engine:
     def _fail_all(self, groups: list[Group], exc: Exception) -> None:
         """Every running sequence and every sequence of ``groups`` ends with ``exc``."""
         error = exc if isinstance(exc, ServingError) else ModelError(f"{type(exc).__name__}: {exc}")
+        groups = groups + [job.owner for job in self._prefilling]
+        self._prefilling = []
         seqs = list(dict.fromkeys(self._running + [s for g in groups for s in g.seqs]))
         seqs = [s for s in seqs if not s.retired]
         for stream in {s.stream for s in seqs}:
