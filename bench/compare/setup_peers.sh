@@ -3,6 +3,8 @@
 #   mlserver  MLServer 1.7.1 + uvloop, httptools, orjson
 #   kserve    KServe 0.21.0 (no torch) + uvloop, httptools, orjson
 #   ceilings  uvicorn[standard] + grpcio, protobuf
+#   pytriton  nvidia-pytriton 0.7.0 (bundles tritonserver 2.51 and its Python backend)
+#   litserve  LitServe 0.2.19 + uvloop, httptools
 # Top-level pins are in bench/compare/peers/requirements/NAME.in; the full resolution in NAME.txt
 # is used as constraints, so every package is pinned. Idempotent: a venv whose .in/.txt have not
 # changed since it was installed is left alone. RELOCK=1 resolves NAME.in afresh and rewrites
@@ -42,13 +44,14 @@ setup() {
 }
 
 mkdir -p "$VENVS"
-for name in mlserver kserve ceilings; do
+PEERS=(mlserver kserve ceilings pytriton litserve)
+for name in "${PEERS[@]}"; do
     setup "$name"
 done
 
 echo
 echo "resolved versions:"
-for name in mlserver kserve ceilings; do
+for name in "${PEERS[@]}"; do
     packages="$(sed -n 's/^\([A-Za-z0-9_.-]*\)\(\[[^]]*\]\)\?==.*/\1/p' "$REQS/$name.in" | tr '\n' ' ')"
     # shellcheck disable=SC2086
     printf '  %-9s %s\n' "$name" "$("$VENVS/$name/bin/python" -m pip list --format=freeze 2>/dev/null |
