@@ -22,6 +22,10 @@ from rosettaserve.settings import (
     SecurityOptions,
     Settings,
 )
+from rosettaserve.suggest import one_of, parse_args
+
+LOG_LEVELS = ("debug", "info", "warning", "error")
+POLICIES = ("load", "round-robin")  # how the scheduler picks an instance
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -97,7 +101,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--log-level",
         default="info",
-        choices=["debug", "info", "warning", "error"],
+        type=one_of(LOG_LEVELS),
+        choices=LOG_LEVELS,
         help="log verbosity (logs go to stderr)",
     )
     add_pd_options(serve)
@@ -190,6 +195,7 @@ def add_pd_options(serve: argparse.ArgumentParser) -> None:
     pd = serve.add_argument_group("prefill/decode disaggregation")
     pd.add_argument(
         "--role",
+        type=one_of(ROLES),
         choices=ROLES,
         default="mixed",
         help="mixed: serve requests whole; prefill, decode: serve one half of the requests a "
@@ -246,7 +252,8 @@ def add_scheduler_command(commands: argparse._SubParsersAction[argparse.Argument
     sched.add_argument("--http-port", type=int, default=8000, help="HTTP port (0 = any free)")
     sched.add_argument(
         "--policy",
-        choices=["load", "round-robin"],
+        type=one_of(POLICIES),
+        choices=POLICIES,
         default="load",
         help="how instances are chosen: the least loaded, or each in turn",
     )
@@ -268,7 +275,7 @@ def add_scheduler_command(commands: argparse._SubParsersAction[argparse.Argument
         help="look instance URLs whose host is a DNS name up again this often (instances "
         "come and go with its addresses)",
     )
-    sched.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    sched.add_argument("--log-level", default="info", type=one_of(LOG_LEVELS), choices=LOG_LEVELS)
     add_security_options(sched)
 
 
@@ -369,7 +376,7 @@ def _non_negative(text: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse_args(build_parser(), argv)  # a mistyped option or value: the closest named
     if args.command == "scheduler":
         return run_scheduler(args)
     if args.role != "mixed" and args.workers > 1:

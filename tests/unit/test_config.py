@@ -48,18 +48,30 @@ def test_version_policy_selects(policy: VersionPolicy, expected: list[int]) -> N
 @pytest.mark.parametrize(
     ("raw", "message"),
     [
-        ({}, "'runtime' is required"),
-        ({"runtime": "onnx", "max_batch_size": -1}, "'max_batch_size' must be"),
-        ({"runtime": "onnx", "inputs": [{"name": "x", "datatype": "FP33"}]}, "unknown datatype"),
-        ({"runtime": "onnx", "inputs": [{"datatype": "FP32"}]}, "needs a 'name'"),
+        ({}, "runtime is required"),
+        (
+            {"runtime": "onnx", "max_batch_size": -1},
+            "max_batch_size: expected an integer >= 0, got -1",
+        ),
+        ({"runtime": "onnx", "inputs": [{"name": "x", "datatype": "FP33"}]}, "did you mean FP32"),
+        ({"runtime": "onnx", "inputs": [{"datatype": "FP32"}]}, r"inputs\[0\]\.name is required"),
         (
             {"runtime": "onnx", "inputs": [{"name": "x", "datatype": "FP32", "shape": [-2]}]},
             "shape",
         ),
-        ({"runtime": "onnx", "version_policy": {"latest": 0}}, "'version_policy' must be"),
-        ({"runtime": "onnx", "version_policy": {"newest": 1}}, "'version_policy' must be"),
-        ({"runtime": "onnx", "labels": {"stable": "one"}}, "'labels' must map"),
-        ({"runtime": "onnx", "parameters": [1]}, "'parameters' must be a mapping"),
+        (
+            {"runtime": "onnx", "version_policy": {"latest": 0}},
+            "version_policy.latest: expected an integer >= 1",
+        ),
+        ({"runtime": "onnx", "version_policy": {"newest": 1}}, "unknown key version_policy.newest"),
+        (
+            {"runtime": "onnx", "labels": {"stable": "one"}},
+            r"labels\.stable: expected an integer >= 0, got 'one' \(text\)",
+        ),
+        (
+            {"runtime": "onnx", "parameters": [1]},
+            r"parameters: expected a mapping, got \[1\] \(a list\)",
+        ),
     ],
 )
 def test_bad_config_says_what_is_wrong(raw: dict[str, object], message: str) -> None:

@@ -52,13 +52,13 @@ def test_declared_instances_and_process_isolation_parse() -> None:
 @pytest.mark.parametrize(
     ("raw", "message"),
     [
-        ({"instances": 0}, "'instances' must be an integer of at least 1"),
-        ({"instances": -2}, "'instances' must be an integer of at least 1"),
-        ({"instances": "2"}, "'instances' must be an integer of at least 1"),
-        ({"instances": 1.5}, "'instances' must be an integer of at least 1"),
-        ({"instances": True}, "'instances' must be an integer of at least 1"),
-        ({"isolation": "fork"}, "'isolation' must be one of ['thread', 'process']"),
-        ({"isolation": True}, "'isolation' must be one of"),
+        ({"instances": 0}, "instances: expected an integer >= 1, got 0"),
+        ({"instances": -2}, "instances: expected an integer >= 1, got -2"),
+        ({"instances": "2"}, "instances: expected an integer >= 1, got '2' (text)"),
+        ({"instances": 1.5}, "instances: expected an integer >= 1, got 1.5"),
+        ({"instances": True}, "instances: expected an integer >= 1, got True"),
+        ({"isolation": "fork"}, "isolation: 'fork' is not one of thread, process"),
+        ({"isolation": True}, "isolation: expected one of thread, process"),
         ({"runtime": "onnx", "isolation": "process"}, "offered for python models only"),
     ],
 )

@@ -51,12 +51,21 @@ def test_every_key_parses() -> None:
     [
         ({"max_batch_size": 0, "dynamic_batching": {}}, "needs 'max_batch_size' > 0"),
         ({"dynamic_batching": {"preferred_batch_size": [9]}}, r"from 1 to max_batch_size \(8\)"),
-        ({"dynamic_batching": {"preferred_batch_size": 4}}, "must be a list of sizes"),
-        ({"dynamic_batching": {"max_queue_delay_microseconds": -1}}, "non-negative integer"),
-        ({"dynamic_batching": {"priority_levels": 2}}, "keys among"),
-        ({"dynamic_batching": [4]}, "must be a mapping"),
-        ({"max_queue_size": -3}, "'max_queue_size' must be a non-negative integer"),
-        ({"default_timeout_microseconds": 1.5}, "'default_timeout_microseconds' must be"),
+        (
+            {"dynamic_batching": {"preferred_batch_size": 4}},
+            "preferred_batch_size: expected a list of integers >= 1, got 4",
+        ),
+        ({"dynamic_batching": {"max_queue_delay_microseconds": -1}}, "expected an integer >= 0"),
+        (
+            {"dynamic_batching": {"priority_levels": 2}},
+            "unknown key dynamic_batching.priority_levels",
+        ),
+        ({"dynamic_batching": [4]}, "dynamic_batching: expected true or false or a mapping"),
+        ({"max_queue_size": -3}, "max_queue_size: expected an integer >= 0"),
+        (
+            {"default_timeout_microseconds": 1.5},
+            "default_timeout_microseconds: expected an integer",
+        ),
     ],
 )
 def test_bad_values_are_refused_with_the_key_named(keys: dict[str, Any], message: str) -> None:

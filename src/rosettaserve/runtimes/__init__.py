@@ -7,30 +7,35 @@ from pathlib import Path
 
 from rosettaserve.core.model import Model
 from rosettaserve.repository.config import ConfigError, ModelConfig
-
-# runtime name -> "module:factory"; imported only when a model asks for it
-RUNTIMES: dict[str, str] = {
-    "python": "rosettaserve.runtimes.python:create",
-    "onnx": "rosettaserve.runtimes.onnx:OnnxModel",
-    "sklearn": "rosettaserve.runtimes.sklearn:SklearnModel",
-    "llm": "rosettaserve.runtimes.llm:LlmModel",
-}
+from rosettaserve.repository.model_yaml import RUNTIMES, Runtime
 
 
 def create_model(name: str, version: str, path: Path, config: ModelConfig) -> Model:
     """Build (but do not load) the model a version folder holds."""
-    target = RUNTIMES.get(config.runtime)
-    if target is None:
-        raise ConfigError(
-            f"unknown runtime {config.runtime!r}; this server has {', '.join(sorted(RUNTIMES))}"
-        )
-    module_name, attr = target.split(":")
+    runtime = RUNTIMES[config.runtime]  # parse_config refused any other
+    require_packages(runtime)
+    module_name, attr = runtime.factory.split(":")
     factory = getattr(importlib.import_module(module_name), attr)
     model: Model = factory(name=name, version=version, path=path, config=config.raw)
     model.inputs = list(config.inputs)
     model.outputs = list(config.outputs)
     model.max_batch_size = config.max_batch_size
     return model
+
+
+def require_packages(runtime: Runtime) -> None:
+    """Import what ``runtime`` needs, or say which extra installs it: an install without the
+    runtime's extra serves every other model."""
+    for package in runtime.packages:
+        try:
+            importlib.import_module(package)
+        except ModuleNotFoundError as exc:
+            if exc.name is None or exc.name.partition(".")[0] != package:
+                raise  # the package is there, but something it imports is not
+            raise ConfigError(
+                f"runtime {runtime.name} needs the Python package {package!r}, which is not "
+                f"installed: pip install 'rosettaserve[{runtime.extra}]'"
+            ) from None
 
 
 def model_file(model: Model, default: str) -> Path:
