@@ -4,7 +4,7 @@ A prompt being prefilled is a ``PrefillJob``: its tokens, how many of them alrea
 KV cache (from the prefix cache or from earlier chunks), and that cache. Each engine step runs
 at most one prefill forward pass of at most ``budget`` tokens, padding included (``plan``), then
 a decode step: a long prompt is prefilled a chunk per step, interleaved with the decode steps of
-the running sequences, and short prompts that arrive together share one pass.
+the running sequences, and prompts that arrive together share passes.
 
 In that pass the rows are left-padded twice: their past (the cached part) to the longest past,
 their new tokens to the longest chunk. An additive 4-D mask lets each real token see its own
@@ -39,21 +39,26 @@ class PrefillJob:
 
 
 def plan(jobs: list[PrefillJob], budget: int) -> list[tuple[PrefillJob, int]]:
-    """The jobs (in order) and their chunk lengths for one pass of at most ``budget`` tokens,
-    padding included (rows x longest chunk). The first job always gets a chunk; a job that
-    needs logits of several positions (a replay with logprobs) is never cut."""
-    chosen: list[tuple[PrefillJob, int]] = []
-    width = 0
-    for job in jobs:
-        cap = budget // (len(chosen) + 1)  # the widest chunk that one more row allows
-        if chosen and (cap < width or cap < 1):
-            break
-        take = job.remaining if job.keep > 1 else min(job.remaining, max(cap, 1))
-        if chosen and take > cap:
-            break
-        chosen.append((job, take))
-        width = max(width, take)
-    return chosen
+    """The first jobs and their chunk lengths for one pass of at most ``budget`` tokens,
+    padding included (rows x longest chunk). With ``k`` rows each chunk is at most
+    ``budget // k`` tokens; the ``k`` chosen finishes the most prompts (their first tokens
+    leave after this pass), then computes the most tokens. A job that needs the logits of
+    several positions (a replay with logprobs) is never cut, so it may go alone past the budget.
+    """
+    best: list[tuple[PrefillJob, int]] = []
+    score = (-1, -1)
+    for k in range(1, min(len(jobs), budget) + 1):
+        width = budget // k
+        takes = [min(job.remaining, width) for job in jobs[:k]]
+        uncut = [job.keep == 1 or t == job.remaining for job, t in zip(jobs, takes, strict=False)]
+        if not all(uncut):
+            if k > 1:
+                break  # more rows only narrow the chunks further
+            takes = [jobs[0].remaining]
+        finished = sum(t == job.remaining for job, t in zip(jobs, takes, strict=False))
+        if (finished, sum(takes)) > score:
+            score, best = (finished, sum(takes)), list(zip(jobs, takes, strict=False))
+    return best
 
 
 @torch.inference_mode()

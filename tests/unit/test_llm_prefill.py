@@ -1,0 +1,255 @@
+"""Batched prefill, chunked prefill and the prefix cache on the tiny example model: greedy
+output stays what transformers' own ``generate`` gives, prompts share passes, a long prompt is
+prefilled a chunk per engine step between decode steps, a shared prefix is computed once."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import random
+from typing import Any
+
+import pytest
+import torch
+
+from rosettaserve.core.generate import (
+    Completion,
+    GenerateDelta,
+    GenerateRequest,
+    SamplingParams,
+    collect,
+)
+from rosettaserve.runtimes.llm import LlmModel
+from rosettaserve.runtimes.llm import engine as engine_module
+from rosettaserve.runtimes.llm.engine import Engine
+from rosettaserve.runtimes.llm.prefill import PrefillJob, plan
+from rosettaserve.runtimes.llm.prefix_cache import PrefixCache
+from rosettaserve.runtimes.llm.resume import Handoff, Resume
+from tests.conftest import EXAMPLES
+from tests.llmmodel import held_engine
+from tests.unit.test_pd_engine import split_run, whole
+
+WORDS = (EXAMPLES.parent / "llm" / "corpus.txt").read_text(encoding="utf-8").split()
+SYSTEM = " ".join(WORDS[40:120])  # a shared preamble of well over four 16-token blocks
+
+
+def prompts(count: int, seed: int, lengths: tuple[int, ...]) -> list[str]:
+    """Prompts of various lengths (in words) from the bundled text; every third one starts
+    with the shared preamble."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(count):
+        n = rng.choice(lengths)
+        start = rng.randrange(0, len(WORDS) - n)
+        text = " ".join(WORDS[start : start + n])
+        out.append(f"{SYSTEM} {text}" if i % 3 == 0 else text)
+    return out
+
+
+def greedy(prompt: str, max_new: int = 16, **options: Any) -> GenerateRequest:
+    params = SamplingParams(max_new_tokens=max_new, temperature=0.0, **options)
+    return GenerateRequest(prompt=prompt, sampling=params)
+
+
+def reference(llm: LlmModel, prompt: str, max_new: int = 16) -> list[int]:
+    """What transformers' own greedy ``generate`` gives for the prompt alone."""
+    ids = llm.engine.tokenize(prompt)
+    with torch.inference_mode():
+        out = llm.engine.runner.model.generate(
+            input_ids=torch.tensor([ids]),
+            attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+            max_new_tokens=max_new,
+            do_sample=False,
+            pad_token_id=0,
+        )
+    return [int(t) for t in out[0, len(ids) :]]
+
+
+def all_at_once(llm: LlmModel, requests: list[GenerateRequest]) -> list[Completion]:
+    """Submit everything before the engine thread starts: its first admission takes it all."""
+
+    async def scenario() -> list[Completion]:
+        streams = [llm.engine.generate(r) for r in requests]
+        llm.engine.start()
+        done = await asyncio.gather(*(collect(s) for s in streams))
+        return [c for (c,) in done]
+
+    return asyncio.run(scenario())
+
+
+def passes(patch: pytest.MonkeyPatch, engine: Engine) -> list[tuple[list[int], int, int]]:
+    """Record each prefill pass: its chunk lengths, the rows decoding and the decode steps so
+    far (read in the engine thread, before the pass)."""
+    seen: list[tuple[list[int], int, int]] = []
+    real = engine_module.run
+
+    def record(runner: Any, chunks: list[tuple[PrefillJob, int]]) -> list[Any]:
+        seen.append(([take for _, take in chunks], engine.batch.size, engine.stats.decode_steps))
+        return real(runner, chunks)
+
+    patch.setattr(engine_module, "run", record)
+    return seen
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_prompts_admitted_together_share_passes_and_match_generate(seed: int) -> None:
+    texts = prompts(24, seed, (1, 2, 3, 5, 8, 13, 30))
+    with held_engine(prefix_cache_tokens=0) as llm:
+        done = all_at_once(llm, [greedy(t) for t in texts])
+        stats = llm.engine.stats
+        assert stats.prefills == len(texts)
+        assert stats.prefill_steps <= len(texts) // 2  # several prompts per pass
+        for text, completion in zip(texts, done, strict=True):
+            assert completion.token_ids == reference(llm, text), text
+
+
+def test_long_prompts_are_chunked_between_decode_steps_and_match_generate() -> None:
+    long_texts = [f"{SYSTEM} {' '.join(WORDS[i : i + 90])}" for i in (0, 150)]
+    with pytest.MonkeyPatch.context() as patch, held_engine(prefill_chunk_tokens=32) as llm:
+        engine = llm.engine
+        seen = passes(patch, engine)
+
+        async def scenario() -> tuple[Completion, list[Completion]]:
+            running = engine.generate(greedy("Once upon a time", 300, ignore_eos=True))
+            engine.start()
+            first = await running.__anext__()  # it decodes while the long prompts arrive
+            longs = [engine.generate(greedy(t)) for t in long_texts]
+            done = await asyncio.gather(*(collect(s) for s in longs))
+            (rest,) = await collect(running)
+            rest.token_ids.insert(0, first.token_ids[0])
+            return rest, [c for (c,) in done]
+
+        short, done = asyncio.run(scenario())
+        lengths = [len(engine.tokenize(t)) for t in long_texts]
+        assert all(n > 150 for n in lengths)
+        assert all(max(takes) * len(takes) <= 32 for takes, _, _ in seen)
+        long_passes = [(rows, steps) for takes, rows, steps in seen[1:]]
+        assert len(long_passes) >= sum(lengths) // 32
+        assert all(rows >= 1 for rows, _ in long_passes)  # the short one kept decoding
+        steps = [s for _, s in long_passes]
+        assert all(b == a + 1 for a, b in itertools.pairwise(steps))  # one step each
+        for text, completion in zip(long_texts, done, strict=True):
+            assert completion.token_ids == reference(llm, text)
+        alone = reference(llm, "Once upon a time", 300)  # it stops at its end-of-sequence token
+        assert short.token_ids[: len(alone)] == alone
+
+
+def test_a_shared_prefix_is_computed_once_and_outputs_match_generate() -> None:
+    texts = prompts(9, 3, (2, 7, 20))
+    with held_engine(prefill_chunk_tokens=64) as llm:
+        engine = llm.engine
+        engine.start()
+        outputs = [asyncio.run(whole(llm, greedy(t))).token_ids for t in texts]
+        blocks = (len(engine.tokenize(SYSTEM)) - 1) // 16
+        sharing = len([t for t in texts if t.startswith(SYSTEM)])
+        assert sharing >= 3
+        assert engine.stats.prefix_hit_tokens >= (sharing - 1) * blocks * 16
+        assert engine.prefix_cache.tokens <= 4096
+        for text, output in zip(texts, outputs, strict=True):
+            assert output == reference(llm, text), text
+        again = concurrently(llm, texts)  # every prompt now starts from the cache
+        assert [c.token_ids for c in again] == outputs
+
+
+def concurrently(llm: LlmModel, texts: list[str]) -> list[Completion]:
+    async def scenario() -> list[Completion]:
+        done = await asyncio.gather(*(collect(llm.engine.generate(greedy(t))) for t in texts))
+        return [c for (c,) in done]
+
+    return asyncio.run(scenario())
+
+
+def test_no_prefix_cache_when_it_is_sized_zero() -> None:
+    with held_engine(prefix_cache_tokens=0) as llm:
+        llm.engine.start()
+        for _ in range(2):
+            asyncio.run(whole(llm, greedy(SYSTEM, 4)))
+        assert llm.engine.stats.prefix_hit_tokens == 0
+        assert llm.engine.prefix_cache.tokens == 0
+
+
+@pytest.mark.parametrize("options", [{}, {"logprobs": True, "top_logprobs": 2}])
+def test_prefill_handover_with_chunks_and_prefix_hits_is_one_run(options: dict[str, Any]) -> None:
+    with held_engine(prefill_chunk_tokens=16) as llm:
+        llm.engine.start()
+        for text in prompts(4, 5, (20, 60)):
+            req = greedy(text, 12, **options)
+            split = asyncio.run(split_run(llm, req))
+            single = asyncio.run(whole(llm, req))
+            assert split.token_ids == single.token_ids == reference(llm, text, 12)
+            assert [lp.logprob for lp in split.logprobs] == pytest.approx(
+                [lp.logprob for lp in single.logprobs], abs=1e-4
+            )
+        assert llm.engine.stats.prefix_hit_tokens > 0
+
+
+def test_recompute_with_logprobs_from_a_prefix_hit_in_chunks() -> None:
+    text = f"{SYSTEM} and then the story went on"
+    req = greedy(text, 20, ignore_eos=True, logprobs=True, top_logprobs=2)
+    with held_engine(prefill_chunk_tokens=16) as llm:
+        engine = llm.engine
+        engine.start()
+        single = asyncio.run(whole(llm, req))  # its prompt's blocks are in the cache now
+        ids = engine.prompt_ids(req)
+
+        async def recompute(k: int) -> list[GenerateDelta]:
+            resume = Resume(single.token_ids[:k], handoff=Handoff(), emit_prior=True)
+            stream = engine.submit(req, ids, resume)
+            return [await stream.__anext__() for _ in range(k + 1)]
+
+        for k in (1, 7, 19):
+            hits = engine.stats.prefix_hit_tokens
+            deltas = asyncio.run(recompute(k))
+            assert engine.stats.prefix_hit_tokens > hits
+            assert [t for d in deltas for t in d.token_ids] == single.token_ids[: k + 1]
+            got = [d.logprobs[0].logprob for d in deltas if d.logprobs]
+            want = [lp.logprob for lp in single.logprobs[: k + 1]]
+            assert got == pytest.approx(want, abs=1e-4)
+
+
+# -- the pieces alone ---------------------------------------------------------------------------
+
+
+def job(remaining: int, keep: int = 1) -> PrefillJob:
+    return PrefillJob(None, [1] * remaining, keep)
+
+
+def test_a_pass_stays_within_its_budget_padding_included() -> None:
+    def takes(jobs: list[PrefillJob]) -> list[int]:
+        return [t for _, t in plan(jobs, 64)]
+
+    assert takes([job(500)]) == [64]  # the first is cut to a chunk
+    assert takes([job(10), job(10), job(10)]) == [10, 10, 10]
+    assert takes([job(10), job(500)]) == [10, 32]  # the short one finishes, the long one goes on
+    assert takes([job(500), job(10), job(10)]) == [21, 10, 10]
+    assert takes([job(40), job(40)]) == [40]  # two rows of 40 would not fit: one finishes
+    assert takes([job(90, keep=3)]) == [90]  # never cut: it needs 3 positions' logits
+    assert takes([job(90, keep=3), job(4)]) == [90]
+    assert takes([job(4), job(90, keep=3)]) == [4]
+    assert takes([job(4)] * 100) == [4] * 16
+    assert takes([job(1)] * 100) == [1] * 64
+
+
+def fake_kv(tokens: int, tag: float) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    k = torch.full((1, 2, tokens, 4), tag)
+    return [(k, k + 1), (k + 2, k + 3)]
+
+
+def test_the_prefix_cache_is_bounded_and_evicts_the_least_recent_prefix_from_its_end() -> None:
+    cache = PrefixCache(capacity=64, block=16)
+    a, b = list(range(48)), list(range(100, 148))
+    cache.insert(a, fake_kv(48, 1.0), 48)  # 3 blocks
+    assert cache.lookup(cache.digests(a, 47))[0] == 32  # whole blocks below the limit
+    cache.insert(b, fake_kv(48, 2.0), 48)  # 3 more: over 64 tokens, a's last blocks go first
+    assert cache.tokens == 64
+    assert cache.lookup(cache.digests(b, 48))[0] == 48
+    length, kv = cache.lookup(cache.digests(a, 48))
+    assert length == 16  # its first block stayed, reachable from the start of a prompt
+    assert kv is not None
+    assert kv[1][1].shape == (1, 2, 16, 4)
+    assert bool((kv[1][1] == 4.0).all())  # a's own values: layer 1, values
+    assert cache.lookup(cache.digests([7, *a[1:]], 48)) == (0, None)  # another first token
+    off = PrefixCache(capacity=0, block=16)
+    off.insert(a, fake_kv(48, 1.0), 48)
+    assert off.tokens == 0
+    assert off.lookup(off.digests(a, 48)) == (0, None)
