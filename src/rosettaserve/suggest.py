@@ -12,8 +12,9 @@ CUTOFF = 0.6  # difflib's ratio below which a name is not offered as a suggestio
 
 def closest(word: str, known: Iterable[str]) -> str | None:
     """The known name closest to ``word``, or None when none is close enough."""
-    found = difflib.get_close_matches(word, list(known), n=1, cutoff=CUTOFF)
-    return found[0] if found else None
+    by_lower = {k.lower(): k for k in known}  # FP32 for fp32 too
+    found = difflib.get_close_matches(word.lower(), list(by_lower), n=1, cutoff=CUTOFF)
+    return by_lower[found[0]] if found else None
 
 
 def did_you_mean(word: str, known: Iterable[str], prefix: str = "") -> str:

@@ -267,3 +267,50 @@ def _plural(noun: str) -> str:
             word, _, rest = noun.removeprefix(article).partition(" ")
             return f"{word}s {rest}".strip()
     return noun
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of a reference table: a key's full path, type, default and meaning."""
+
+    path: str
+    type: str
+    default: str
+    doc: str
+    literal: bool  # the default is a value (else words: "--max-queue-size", "required")
+
+
+def rows(section: Section, prefix: str = "") -> list[Row]:
+    """Every key of ``section`` and of the sections inside it, for a reference table."""
+    found: list[Row] = []
+    for key in section.keys:
+        path = prefix + key.name
+        literal = not (key.required or key.default_doc or key.default is None)
+        found.append(Row(path, key.type.describe(), _default_text(key), key.doc, literal))
+        for inner, joint in _inner_sections(key.type):
+            found.extend(rows(inner, path + joint))
+    return found
+
+
+def _inner_sections(kind: Type) -> list[tuple[Section, str]]:
+    if isinstance(kind, Section):
+        return [(kind, ".")]
+    if isinstance(kind, ListOf) and isinstance(kind.item, Section):
+        return [(kind.item, "[].")]
+    if isinstance(kind, MapOf) and isinstance(kind.value, Section):
+        return [(kind.value, f".<{kind.key_doc}>.")]
+    if isinstance(kind, Either):
+        return [s for t in kind.types for s in _inner_sections(t)]
+    return []
+
+
+def _default_text(key: Key) -> str:
+    if key.required:
+        return "required"
+    if key.default_doc:
+        return key.default_doc
+    if key.default is None:
+        return ""
+    if isinstance(key.default, bool):
+        return "true" if key.default else "false"
+    return str(key.default).replace("'", "")

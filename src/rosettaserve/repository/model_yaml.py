@@ -199,7 +199,12 @@ TF_SIGNATURE = Section(
 MODEL_YAML = Section(
     (
         Key("runtime", Text(tuple(RUNTIMES)), "the runtime that loads the model", required=True),
-        Key("class", Text(), "python runtime: the model class in model.py", default_doc="the one"),
+        Key(
+            "class",
+            Text(),
+            "python runtime: the model class in model.py",
+            default_doc="its only Model class",
+        ),
         Key("max_batch_size", Integer(0), "> 0: the first dimension is the batch dimension", 0),
         Key("inputs", ListOf(TENSOR), "the inputs, where the runtime cannot read them", []),
         Key("outputs", ListOf(TENSOR), "the outputs, where the runtime cannot read them", []),

@@ -1,0 +1,37 @@
+"""docs/model-yaml.md is what scripts/gen_config_doc.py makes of the declaration today."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _script() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "gen_config_doc", ROOT / "scripts" / "gen_config_doc.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_reference_page_is_up_to_date() -> None:
+    page = ROOT / "docs" / "model-yaml.md"
+    assert page.read_text() == _script().render(), "run python scripts/gen_config_doc.py"
+
+
+def test_the_page_names_every_declared_key_and_runtime() -> None:
+    from rosettaserve.repository.declare import rows
+    from rosettaserve.repository.model_yaml import MODEL_YAML, RUNTIMES
+
+    text = _script().render()
+    for row in rows(MODEL_YAML):
+        assert f"| `{row.path}` |" in text
+    for runtime in RUNTIMES.values():
+        assert f"### `parameters` of `runtime: {runtime.name}`" in text
+    assert "→ `unknown key max_batch_sise: did you mean max_batch_size?`" in text
