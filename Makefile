@@ -14,11 +14,11 @@ LLM_EXAMPLE := examples/models/tiny_llama/model.safetensors
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
-	$(PIP) install --quiet -e '.[llm,native]'
+	$(PIP) install --quiet -e '.[all]'
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed pyproject.toml
-	$(PIP) install --quiet -e '.[test,llm,native]'
+	$(PIP) install --quiet -e '.[test,all]'
 	# tests/browser drives Debian's headless Chromium
 	test -x /usr/bin/chromium -a -x /usr/bin/chromedriver || (apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver)
