@@ -17,7 +17,11 @@ from spec import ServerSpec
 GRPC_INFER = "/inference.GRPCInferenceService/ModelInfer"
 
 
-def rest_output(spec: ServerSpec, headers: dict[str, str], body: bytes) -> np.ndarray[Any, Any]:
+def rest_output(
+    spec: ServerSpec, headers: dict[str, str], body: bytes, datatype: str = "FP32"
+) -> np.ndarray[Any, Any]:
+    """The output's values, flat: float32 (from JSON or binary data), or for BYTES the JSON
+    strings as an object array."""
     split = headers.get("inference-header-content-length")
     head = json.loads(body[: int(split)] if split else body)
     outputs = head.get("outputs") or []
@@ -27,6 +31,8 @@ def rest_output(spec: ServerSpec, headers: dict[str, str], body: bytes) -> np.nd
         if out.get("name") == spec.output_name or len(outputs) == 1:
             if size is not None:
                 return np.frombuffer(body[offset : offset + int(size)], "<f4")
+            if datatype == "BYTES":
+                return np.asarray(out["data"], dtype=object).reshape(-1)
             return np.asarray(out["data"], dtype=np.float32).reshape(-1)
         offset += int(size or 0)
     raise ValueError(f"no output {spec.output_name} in the answer: {str(head)[:200]}")
@@ -48,16 +54,16 @@ def post(
 def check_rest(server: Server, body: Body) -> str:
     """'' if the answer is right, else what is wrong."""
     spec = server.spec
-    status, headers, data = post(server, f"/v2/models/{spec.model}/infer", body.data, body.headers)
+    status, headers, data = post(server, f"/v2/models/{body.model}/infer", body.data, body.headers)
     if status != 200:
         return f"HTTP {status}: {data[:300]!r}"
     if spec.ceiling:
         return ""
     try:
-        out = rest_output(spec, headers, data)
+        out = rest_output(spec, headers, data, "BYTES" if body.tensor.dtype == object else "FP32")
     except (ValueError, KeyError, TypeError) as exc:
         return f"unreadable answer: {exc}"
-    if not np.array_equal(out, body.tensor.reshape(-1)):
+    if out.shape != (body.tensor.size,) or not np.array_equal(out, body.tensor.reshape(-1)):
         return f"output differs from the input (first values {out[:4].tolist()})"
     return ""
 

@@ -1,5 +1,6 @@
-"""The request bodies: one input tensor per case (random FP32 with a fixed seed), encoded per
-server as OIP REST JSON, REST with the binary tensor data extension, or a gRPC ModelInfer frame.
+"""The request bodies: one input tensor per case (random FP32 with a fixed seed; for the BYTES
+case, random strings of letters), encoded per server as OIP REST JSON, REST with the binary
+tensor data extension, or a gRPC ModelInfer frame.
 A ``Body`` is one such request written to a file, with (for REST) the wrk lua script sending it.
 """
 
@@ -12,9 +13,19 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from spec import GRPC_CASES, GRPC_RAW_1MIB, REST_BINARY_1MIB, SMALL_CASES, ServerSpec
+from spec import (
+    GRPC_CASES,
+    GRPC_RAW_1MIB,
+    REST_BINARY_1MIB,
+    REST_BYTES,
+    REST_JSON_64X1024,
+    SMALL_CASES,
+    ServerSpec,
+)
 
-SMALL_SHAPE, LARGE_SHAPE = (1, 4), (1, 262144)
+SMALL_SHAPE, LARGE_SHAPE, MEDIUM_SHAPE, BYTES_SHAPE = (1, 4), (1, 262144), (64, 1024), (1, 128)
+BYTES_LENGTHS = (1, 32)  # each string of the BYTES case: this many letters, at random
+SEEDS = {SMALL_SHAPE: 20260801, LARGE_SHAPE: 20260802, MEDIUM_SHAPE: 20260803}
 
 
 @dataclass
@@ -23,21 +34,40 @@ class Body:
 
     path: Path  # body file (REST) or gRPC frame file
     data: bytes
-    tensor: np.ndarray[Any, np.dtype[np.float32]]
+    tensor: np.ndarray[Any, Any]  # FP32, or an object array of str for the BYTES case
     headers: dict[str, str]
     script: Path | None = None  # wrk lua script (REST)
+    model: str = "identity"  # the model it is sent to (/v2/models/{model}/infer)
 
 
-def tensor_for(case: str) -> np.ndarray[Any, np.dtype[np.float32]]:
-    shape = SMALL_SHAPE if case in SMALL_CASES else LARGE_SHAPE
-    seed = 20260801 if shape == SMALL_SHAPE else 20260802
-    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+def strings(shape: tuple[int, ...], seed: int = 20260804) -> np.ndarray[Any, Any]:
+    """Random ASCII letters, BYTES_LENGTHS long each: an object array of str."""
+    rng = np.random.default_rng(seed)
+    letters = np.array(list("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"))
+    low, high = BYTES_LENGTHS
+    lengths = rng.integers(low, high + 1, int(np.prod(shape)))
+    words = ["".join(rng.choice(letters, int(n))) for n in lengths]
+    return np.array(words, dtype=object).reshape(shape)
 
 
-def json_body(spec: ServerSpec, tensor: np.ndarray[Any, np.dtype[np.float32]]) -> bytes:
-    # str(np.float32) is numpy's shortest repr that reads back to the same float32
-    data = ",".join(str(v) for v in tensor.reshape(-1))
-    head = {"name": spec.input_name, "shape": list(tensor.shape), "datatype": "FP32"}
+def tensor_for(case: str) -> np.ndarray[Any, Any]:
+    if case == REST_BYTES:
+        return strings(BYTES_SHAPE)
+    if case in SMALL_CASES:
+        shape = SMALL_SHAPE
+    else:
+        shape = MEDIUM_SHAPE if case == REST_JSON_64X1024 else LARGE_SHAPE
+    return np.random.default_rng(SEEDS[shape]).standard_normal(shape).astype(np.float32)
+
+
+def json_body(spec: ServerSpec, tensor: np.ndarray[Any, Any]) -> bytes:
+    if tensor.dtype == object:
+        data = ",".join(json.dumps(v) for v in tensor.reshape(-1))
+        datatype = "BYTES"
+    else:  # str(np.float32) is numpy's shortest repr that reads back to the same float32
+        data = ",".join(str(v) for v in tensor.reshape(-1))
+        datatype = "FP32"
+    head = {"name": spec.input_name, "shape": list(tensor.shape), "datatype": datatype}
     return f'{{"inputs":[{json.dumps(head)[:-1]},"data":[{data}]}}]}}'.encode()
 
 
@@ -58,11 +88,11 @@ def binary_body(spec: ServerSpec, tensor: np.ndarray[Any, np.dtype[np.float32]])
 
 
 def grpc_message(
-    spec: ServerSpec, tensor: np.ndarray[Any, np.dtype[np.float32]], raw: bool
+    spec: ServerSpec, model: str, tensor: np.ndarray[Any, np.dtype[np.float32]], raw: bool
 ) -> bytes:
     from rosettaserve.protocols.oip.pb import grpc_service_pb2 as pb
 
-    request = pb.ModelInferRequest(model_name=spec.model)
+    request = pb.ModelInferRequest(model_name=model)
     item = request.inputs.add(name=spec.input_name, datatype="FP32", shape=list(tensor.shape))
     if raw:
         request.raw_input_contents.append(tensor.astype("<f4").tobytes())
@@ -73,13 +103,14 @@ def grpc_message(
 
 def make_body(spec: ServerSpec, case: str, workdir: Path) -> Body:
     tensor = tensor_for(case)
+    model = spec.model_for(case)
     path = workdir / f"body-{spec.key}-{case}.bin"
     if case in GRPC_CASES:
-        message = grpc_message(spec, tensor, raw=case == GRPC_RAW_1MIB)
+        message = grpc_message(spec, model, tensor, raw=case == GRPC_RAW_1MIB)
         frame = b"\x00" + struct.pack(">I", len(message)) + message
         path.write_bytes(frame)
         headers = {"content-type": "application/grpc", "te": "trailers"}
-        return Body(path, message, tensor, headers)
+        return Body(path, message, tensor, headers, model=model)
     if case == REST_BINARY_1MIB:
         data = binary_body(spec, tensor)
         headers = {
@@ -92,7 +123,7 @@ def make_body(spec: ServerSpec, case: str, workdir: Path) -> Body:
     path.write_bytes(data)
     script = path.with_suffix(".lua")
     write_lua(script, path, headers)
-    return Body(path, data, tensor, headers, script)
+    return Body(path, data, tensor, headers, script, model)
 
 
 def write_lua(script: Path, body: Path, headers: dict[str, str]) -> None:

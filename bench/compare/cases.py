@@ -27,7 +27,9 @@ from spec import (
     GRPC_SMALL,
     GRPC_SMALL_TLS,
     REST_BINARY_1MIB,
+    REST_BYTES,
     REST_JSON_1MIB,
+    REST_JSON_64X1024,
     REST_SMALL,
     REST_SMALL_TLS,
     TLS_CASES,
@@ -46,6 +48,8 @@ RUNS = (
     (REST_JSON_1MIB, 4),
     (REST_BINARY_1MIB, 4),
     (GRPC_RAW_1MIB, 4),
+    (REST_JSON_64X1024, 4),
+    (REST_BYTES, 4),
     (REST_SMALL_TLS, 1),
     (REST_SMALL_TLS, 16),
     (GRPC_SMALL_TLS, 1),
@@ -139,7 +143,7 @@ def run_case(
         url = f"{server.scheme}://{HOST}:{server.grpc_port}{GRPC_INFER}"
     else:
         wrong, answer_size = check_rest(server, body), 0
-        url = server.rest_url(f"/v2/models/{server.spec.model}/infer")
+        url = server.rest_url(f"/v2/models/{body.model}/infer")
     if wrong:
         raise RuntimeError(f"wrong answer: {wrong}")
 

@@ -3,10 +3,11 @@
 Run:  .venv/bin/python bench/compare/check_peers.py [KEY ...]
       (after: bash bench/compare/setup_peers.sh)
 
-Identity peers must answer OUTPUT0 equal to INPUT0 (same datatype, shape and values); ceilings
-must answer OK with an FP32 [1,4] OUTPUT0. Prints the seconds from start to ready per server,
-which event loop / HTTP parser libraries the server process has loaded, and one line per
-server x case. Exits 1 if anything failed.
+Identity peers must answer OUTPUT0 equal to INPUT0 (same datatype, shape and values: FP32, and
+BYTES for the string case, compared as text); ceilings must answer OK with an FP32 [1,4]
+OUTPUT0. Prints the seconds from start to ready per server, which event loop / HTTP parser
+libraries the server process has loaded, and one line per server x case. Exits 1 if anything
+failed.
 """
 
 from __future__ import annotations
@@ -28,14 +29,26 @@ import grpc
 import numpy as np
 import tritonclient.grpc as triton_grpc
 import tritonclient.http as triton_http
+from bodies import BYTES_SHAPE, MEDIUM_SHAPE, strings
 from peers import peer_specs
-from spec import GRPC_RAW_1MIB, GRPC_SMALL, REST_BINARY_1MIB, REST_JSON_1MIB, REST_SMALL, ServerSpec
+from spec import (
+    GRPC_RAW_1MIB,
+    GRPC_SMALL,
+    REST_BINARY_1MIB,
+    REST_BYTES,
+    REST_JSON_1MIB,
+    REST_JSON_64X1024,
+    REST_SMALL,
+    ServerSpec,
+)
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 
 ROOT = Path(__file__).resolve().parents[2]
 READY_TIMEOUT = 120.0
 SMALL = np.array([[1.0, 2.0, 3.0, 4.0]], dtype=np.float32)
 LARGE = np.random.default_rng(0).standard_normal((1, 262144)).astype(np.float32)  # 1 MiB
+MEDIUM = np.random.default_rng(1).standard_normal(MEDIUM_SHAPE).astype(np.float32)
+WORDS = strings(BYTES_SHAPE, seed=2)
 MARKERS = {"uvloop": "uvloop/loop.", "httptools": "httptools/parser/parser."}
 
 
@@ -105,16 +118,18 @@ class Running:
             self.proc.wait()
 
 
-def rest(server: Running, data: np.ndarray, binary: bool) -> np.ndarray:
+def rest(server: Running, data: np.ndarray, binary: bool, case: str) -> np.ndarray:
     spec = server.spec
     client = triton_http.InferenceServerClient(f"127.0.0.1:{server.http_port}")
     try:
-        tensor = triton_http.InferInput(spec.input_name, list(data.shape), "FP32")
+        datatype = "BYTES" if data.dtype == object else "FP32"
+        tensor = triton_http.InferInput(spec.input_name, list(data.shape), datatype)
         tensor.set_data_from_numpy(data, binary_data=binary)
         wanted = triton_http.InferRequestedOutput(spec.output_name, binary_data=binary)
         # tritonclient sends no Content-Type; KServe takes such a body for the binary extension
         headers = None if binary else {"Content-Type": "application/json"}
-        result = client.infer(spec.model, [tensor], outputs=[wanted], headers=headers)
+        model = spec.model_for(case)
+        result = client.infer(model, [tensor], outputs=[wanted], headers=headers)
         out: np.ndarray = result.as_numpy(spec.output_name)
         return out
     finally:
@@ -127,7 +142,7 @@ def grpc_raw(server: Running, data: np.ndarray) -> np.ndarray:
     try:
         tensor = triton_grpc.InferInput(spec.input_name, list(data.shape), "FP32")
         tensor.set_data_from_numpy(data)
-        result = client.infer(spec.model, [tensor])
+        result = client.infer(spec.model_for(GRPC_RAW_1MIB), [tensor])
         out: np.ndarray = result.as_numpy(spec.output_name)
         return out
     finally:
@@ -137,7 +152,7 @@ def grpc_raw(server: Running, data: np.ndarray) -> np.ndarray:
 def grpc_typed(server: Running, data: np.ndarray) -> np.ndarray:
     """ModelInfer with typed fp32_contents (tritonclient.grpc itself always sends raw)."""
     spec = server.spec
-    request = service_pb2.ModelInferRequest(model_name=spec.model)
+    request = service_pb2.ModelInferRequest(model_name=spec.model_for(GRPC_SMALL))
     tensor = request.inputs.add(name=spec.input_name, datatype="FP32", shape=list(data.shape))
     tensor.contents.fp32_contents.extend(data.ravel().tolist())
     with grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}") as channel:
@@ -155,19 +170,29 @@ def grpc_typed(server: Running, data: np.ndarray) -> np.ndarray:
 
 
 CASES: dict[str, tuple[np.ndarray, Callable[[Running, np.ndarray], np.ndarray]]] = {
-    REST_SMALL: (SMALL, lambda s, d: rest(s, d, binary=False)),
+    REST_SMALL: (SMALL, lambda s, d: rest(s, d, binary=False, case=REST_SMALL)),
     GRPC_SMALL: (SMALL, grpc_typed),
-    REST_JSON_1MIB: (LARGE, lambda s, d: rest(s, d, binary=False)),
-    REST_BINARY_1MIB: (LARGE, lambda s, d: rest(s, d, binary=True)),
+    REST_JSON_1MIB: (LARGE, lambda s, d: rest(s, d, binary=False, case=REST_JSON_1MIB)),
+    REST_BINARY_1MIB: (LARGE, lambda s, d: rest(s, d, binary=True, case=REST_BINARY_1MIB)),
     GRPC_RAW_1MIB: (LARGE, grpc_raw),
+    REST_JSON_64X1024: (MEDIUM, lambda s, d: rest(s, d, binary=False, case=REST_JSON_64X1024)),
+    REST_BYTES: (WORDS, lambda s, d: rest(s, d, binary=False, case=REST_BYTES)),
 }
+
+
+def as_text(values: np.ndarray) -> np.ndarray:
+    """BYTES values as str (tritonclient gives bytes back)."""
+    decoded = [v.decode() if isinstance(v, bytes) else v for v in values.reshape(-1)]
+    return np.array(decoded, dtype=object).reshape(values.shape)
 
 
 def check(server: Running, case: str) -> str:
     data, send = CASES[case]
     out = send(server, data)
-    if out.dtype != np.float32:
+    if out.dtype != data.dtype:
         raise ValueError(f"dtype {out.dtype}")
+    if data.dtype == object:
+        out = as_text(out)
     if server.spec.ceiling:
         if out.shape != (1, 4):
             raise ValueError(f"shape {out.shape}")

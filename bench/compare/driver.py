@@ -38,9 +38,10 @@ from cases import (
     measure_server,
     measure_startup,
 )
+from host import cpu_times, loadavg, steal_shares
 from loadgen import Load
 from measurements import Results
-from report import BEGIN, END, cpu_times, loadavg, report, steal_shares, write_section
+from report import BEGIN, END, report, write_section
 from spec import ServerSpec
 
 

@@ -1,4 +1,5 @@
-"""The peers (MLServer 1.7, KServe 0.21) and the ceilings (bare uvicorn, bare grpc.aio).
+"""The peers (MLServer 1.7, KServe 0.21, Triton through PyTriton 0.7, LitServe 0.2) and the
+ceilings (bare uvicorn, bare grpc.aio).
 
 Each runs from its own virtual environment under ``bench/.venvs/`` (``bash
 bench/compare/setup_peers.sh`` creates them); the models and apps are in ``bench/compare/peers/``.
@@ -13,6 +14,8 @@ from spec import (
     GRPC_RAW_1MIB,
     GRPC_SMALL,
     GRPC_SMALL_TLS,
+    MEDIUM_CASES,
+    REST_BYTES,
     REST_JSON_1MIB,
     REST_SMALL,
     REST_SMALL_TLS,
@@ -36,7 +39,8 @@ def peer_specs(root: Path) -> list[ServerSpec]:
             "PYTHONUNBUFFERED": "1",
         },
         cwd=str(peers / "mlserver_repo"),
-        cases=frozenset({REST_SMALL, GRPC_SMALL, REST_JSON_1MIB, GRPC_RAW_1MIB}),
+        models={REST_BYTES: "identity_bytes"},
+        cases=frozenset({REST_SMALL, GRPC_SMALL, REST_JSON_1MIB, GRPC_RAW_1MIB, *MEDIUM_CASES}),
         notes=(
             "MLServer 1.7.1: parallel_workers 0, debug off (no access log), metrics off "
             "(metrics_endpoint null: no Prometheus middleware/interceptor), gzip middleware off; "
@@ -119,4 +123,66 @@ def peer_specs(root: Path) -> list[ServerSpec]:
         tls=True,
         notes="the same grpc.aio ceiling on a secure port (ssl_server_credentials, same cert).",
     )
-    return [mlserver, kserve, uvicorn_const, grpcio_const, uvicorn_const_tls, grpcio_const_tls]
+    return [
+        mlserver,
+        kserve,
+        *triton_specs(root),
+        litserve_spec(root),
+        uvicorn_const,
+        grpcio_const,
+        uvicorn_const_tls,
+        grpcio_const_tls,
+    ]
+
+
+def triton_specs(root: Path) -> list[ServerSpec]:
+    """Triton's own server as PyTriton runs it (peers/pytriton_identity.py), batching off and on."""
+    app = str(root / "bench" / "compare" / "peers" / "pytriton_identity.py")
+    common = (
+        "Triton Inference Server 2.51 (the tritonserver binary of nvidia-pytriton 0.7.0), Python "
+        "backend: a stub process per model runs pytriton's proxy, which hands each call to the "
+        "identity callable in the app's process (ZeroMQ and shared memory); CPU only, metrics "
+        "off; `identity_bytes` for BYTES."
+    )
+    off = ServerSpec(
+        name="Triton (PyTriton 0.7)",
+        key="pytriton",
+        argv=(venv_bin(root, "pytriton"), app, "{http_port}", "{grpc_port}"),
+        env={"PYTHONUNBUFFERED": "1"},
+        # pytriton loads the models one after the other once Triton is up, identity_bytes last
+        ready_path="/v2/models/identity_bytes/ready",
+        models={REST_BYTES: "identity_bytes"},
+        notes=common + " Batching off: max_batch_size 0.",
+    )
+    on = ServerSpec(
+        name="Triton (PyTriton 0.7), dynamic batching",
+        key="pytriton_batching",
+        argv=(*off.argv, "--batching"),
+        env=off.env,
+        ready_path=off.ready_path,
+        models=off.models,
+        notes=(
+            common + " Dynamic batching on: max_batch_size 64, max_queue_delay_microseconds 0 "
+            "(batches what is queued), the callable under pytriton's @batch (stacks and splits)."
+        ),
+    )
+    return [off, on]
+
+
+def litserve_spec(root: Path) -> ServerSpec:
+    app = str(root / "bench" / "compare" / "peers" / "litserve_identity.py")
+    return ServerSpec(
+        name="LitServe 0.2 (its own JSON API)",
+        key="litserve",
+        argv=(venv_bin(root, "litserve"), app, "{http_port}"),
+        env={"PYTHONUNBUFFERED": "1"},
+        ready_path="/health",
+        cases=frozenset({REST_SMALL, REST_JSON_1MIB, *MEDIUM_CASES}),
+        notes=(
+            "LitServe 0.2.19 has no OIP: a LitAPI of ours at /v2/models/identity/infer takes the "
+            "same OIP JSON body (LitServe parses the JSON, the first input goes to the inference "
+            "worker as parsed and comes back as OUTPUT0 in an OIP-shaped answer: its own API, "
+            "not a protocol it implements). One uvicorn API server (uvloop, httptools) and one "
+            "inference worker process; no gRPC, no binary extension."
+        ),
+    )

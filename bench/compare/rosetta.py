@@ -1,6 +1,7 @@
 """rosettaserve's side of the comparison: its ServerSpec and the repositories it serves.
 
-- ``identity``: a python model returning its input (FP32 [-1,-1]), the model every server serves;
+- ``identity``: a python model returning its input (FP32 [-1,-1]), the model every server serves,
+  and ``identity_bytes``, the same for BYTES (the string case);
 - the tensor examples: ``examples/models`` symlinked without the LLM models (startup time);
 - the batching MLP of ``bench/batching_mlp.py``, unbatched and batched (dynamic batching).
 """
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import tls_cert
 import yaml
-from spec import CASES, TLS_CASES, ServerSpec
+from spec import CASES, REST_BYTES, TLS_CASES, ServerSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = ROOT / "bench" / ".venvs" / "rosettaserve" / "bin"  # `make serve`'s install (see run)
@@ -27,6 +28,8 @@ inputs:
 outputs:
   - {name: OUTPUT0, datatype: FP32, shape: [-1, -1]}
 """
+
+IDENTITY_BYTES_YAML = IDENTITY_YAML.replace("FP32", "BYTES")
 
 IDENTITY_PY = """\
 import numpy as np
@@ -56,9 +59,10 @@ def serve_argv(repo: Path) -> tuple[str, ...]:
 
 def identity_repo(root: Path) -> Path:
     repo = root / "rosetta_identity"
-    (repo / "identity").mkdir(parents=True, exist_ok=True)
-    (repo / "identity" / "model.yaml").write_text(IDENTITY_YAML)
-    (repo / "identity" / "model.py").write_text(IDENTITY_PY)
+    for name, config in (("identity", IDENTITY_YAML), ("identity_bytes", IDENTITY_BYTES_YAML)):
+        (repo / name).mkdir(parents=True, exist_ok=True)
+        (repo / name / "model.yaml").write_text(config)
+        (repo / name / "model.py").write_text(IDENTITY_PY)
     return repo
 
 
@@ -68,8 +72,12 @@ def rosetta_spec(root: Path) -> ServerSpec:
         name="rosettaserve",
         key="rosettaserve",
         argv=serve_argv(identity_repo(root)),
+        models={REST_BYTES: "identity_bytes"},
         cases=frozenset(CASES),
-        notes="rosettaserve: one process, python runtime `identity` model, --log-level warning.",
+        notes=(
+            "rosettaserve: one process, python runtime `identity` model (`identity_bytes` for "
+            "BYTES), --log-level warning."
+        ),
     )
 
 
