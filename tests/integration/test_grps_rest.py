@@ -262,9 +262,21 @@ def test_model_metadata_is_yaml(http: httpx.Client) -> None:
     assert (missing.status_code, status_of(missing.json())) == (404, (404, "FAILURE"))
 
 
+def test_monitor_metrics_is_the_monitor_web_page(http: httpx.Client) -> None:
+    """grps: ``GET /grps/v1/monitor/metrics`` (and ``/``) is the metrics HTML page; GET only."""
+    page = http.get("monitor/metrics")
+    assert page.status_code == 200
+    assert page.headers["content-type"].startswith("text/html")
+    assert page.content == http.get(http.base_url.copy_with(path="/")).content
+    assert b"<html" in page.content
+    posted = http.post("monitor/metrics")
+    assert posted.status_code == 405
+    assert "GET" in posted.headers["allow"]
+
+
 @pytest.mark.parametrize(
     ("method", "path", "code"),
-    [("GET", "infer/predict", 405), ("GET", "monitor/metrics", 404), ("POST", "nope/x", 404)],
+    [("GET", "infer/predict", 405), ("GET", "monitor/nope", 404), ("POST", "nope/x", 404)],
 )
 def test_wrong_method_or_path_answers_in_grps_shape(
     http: httpx.Client, method: str, path: str, code: int
