@@ -255,6 +255,45 @@ def test_a_reset_from_the_client_cancels_the_work() -> None:
     asyncio.run(main())
 
 
+def test_a_reset_in_the_same_read_as_the_request_cancels_the_work() -> None:
+    """The call's task is cancelled before its first step: the servicer still sees the
+    cancellation (not a silent drop), and the call no longer counts as busy (#24 item 6)."""
+
+    async def main() -> None:
+        servicer = Echo()
+        peer = Peer(servicer)
+        stream_id = peer.start("Later")
+        peer.message(stream_id, b"x")
+        peer.client.reset_stream(stream_id)
+        peer.push()  # the request and its reset in one read
+        await settle()
+        assert servicer.cancelled == 1
+        assert peer.server.tracker.active == 0
+        assert not peer.conn.streams
+
+    asyncio.run(main())
+
+
+def test_nothing_is_written_before_the_clients_preface() -> None:
+    """RFC 9113 3.4: the server's SETTINGS answer the client's preface (#24 item 12)."""
+
+    async def main() -> None:
+        server = GrpcServer([(SERVICE, Echo(), RPCS)], 1 << 20, CallTracker())
+        conn = server_h2.Connection(server.h2)
+        transport = Transport()
+        conn.connection_made(transport)
+        await settle()
+        assert transport.writes == []
+        conn.data_received(b"PRI * HTTP/2.0\r\n")  # half of it
+        await settle()
+        assert transport.writes == []
+        conn.data_received(b"\r\nSM\r\n\r\n")
+        await settle()
+        assert transport.writes[0][3] == server_h2.SETTINGS
+
+    asyncio.run(main())
+
+
 def test_replies_wait_for_the_window_and_trailers_come_last() -> None:
     async def main() -> None:
         peer = Peer(Echo(), window=10)
