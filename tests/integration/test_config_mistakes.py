@@ -98,12 +98,13 @@ def test_a_mistake_in_model_yaml_fails_that_model_only(tmp_path: Path) -> None:
 def test_a_runtime_without_its_package_names_the_extra(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """onnxruntime cannot be imported in the server (its import is made to fail): the ONNX model
-    says which extra installs it, and the python model serves."""
+    """No runtime's package can be imported in the server (their imports are made to fail), as
+    in an install without extras: the ONNX model says which extra installs its runtime, and the
+    python model serves."""
     (tmp_path / "site").mkdir()
     (tmp_path / "site" / "sitecustomize.py").write_text(BLOCKER)
     monkeypatch.setenv("PYTHONPATH", str(tmp_path / "site"))
-    monkeypatch.setenv("ROSETTASERVE_TEST_BLOCK", "onnxruntime")
+    monkeypatch.setenv("ROSETTASERVE_TEST_BLOCK", "onnxruntime,sklearn,joblib,torch,transformers")
     repo = tmp_path / "repo"
     shutil.copytree(EXAMPLES / GOOD, repo / GOOD)
     shutil.copytree(EXAMPLES / "mlp_onnx", repo / "mlp_onnx")
