@@ -13,6 +13,7 @@ failed.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import socket
@@ -31,6 +32,7 @@ import tritonclient.grpc as triton_grpc
 import tritonclient.http as triton_http
 from bodies import BYTES_SHAPE, MEDIUM_SHAPE, strings
 from peers import peer_specs
+from processes import process_tree
 from spec import (
     GRPC_RAW_1MIB,
     GRPC_SMALL,
@@ -110,12 +112,17 @@ class Running:
         return " ".join(f"{name}={'yes' if m in maps else 'no'}" for name, m in MARKERS.items())
 
     def stop(self) -> None:
+        """SIGTERM; then SIGKILL to whatever of its process tree is left (a server's workers)."""
+        tree = process_tree(self.proc.pid)
         self.proc.send_signal(signal.SIGTERM)
         try:
             self.proc.wait(timeout=15)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+        for pid in tree[1:]:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
 
 
 def rest(server: Running, data: np.ndarray, binary: bool, case: str) -> np.ndarray:

@@ -13,12 +13,13 @@ No gRPC, no binary tensor data extension: those cases are not served.
 LitServe's processes: the main one, one uvicorn API server (uvloop and httptools are in its venv,
 uvicorn picks them) and one inference worker, talking through queues (``--fast-queue``: ZeroMQ
 instead of a multiprocessing manager's queues). Ready: ``GET /health`` answers 200 once the
-worker is up. Per-request logs are off (``log_level`` warning).
+worker is up. Per-request logs are off (``log_level`` warning). SIGTERM stops all three.
 """
 
 from __future__ import annotations
 
 import argparse
+import signal
 from typing import Any
 
 import litserve as ls
@@ -26,7 +27,7 @@ import litserve as ls
 PATH = "/v2/models/identity/infer"
 
 
-class Identity(ls.LitAPI):  # type: ignore[misc]
+class Identity(ls.LitAPI):
     def setup(self, device: str) -> None:
         pass
 
@@ -50,11 +51,18 @@ class Identity(ls.LitAPI):  # type: ignore[misc]
         return {"model_name": "identity", "outputs": [tensor]}
 
 
+def interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("http_port", type=int)
     parser.add_argument("--fast-queue", action="store_true", help="ZeroMQ queues")
     args = parser.parse_args()
+    # LitServe stops its API server and inference worker on Ctrl+C; SIGTERM alone would end
+    # this process and leave them running
+    signal.signal(signal.SIGTERM, interrupt)
     server = ls.LitServer(
         Identity(api_path=PATH),
         accelerator="cpu",
