@@ -61,20 +61,21 @@ class Connection(Answering):
         self.parser = httptools.HttpRequestParser(self)
         self.phase = IDLE
         self.lenient = False  # the client sent HTTP/1.x past 1.1: served as 1.1
+        self.method = ""  # these two are the head's, once it is whole
+        self.keep_alive = True
+        # a head that went on past a read: url and header bytes when the last read ended, the
+        # bytes of the reads since which completed no header field, and which head it is
+        self.head_seen, self.head_unseen, self.head_seen_since = -1, 0, 0.0
         self._reset()
 
     def _reset(self) -> None:
         self.url = b""
         self.headers: dict[str, str] = {}
         self.header_bytes = 0
-        self.head_seen = -1  # url and header bytes when the last read ended inside the head
-        self.head_unseen = 0  # bytes of the reads since, which completed no header field
         self.blank_bytes = 0  # bytes of empty lines before the next request
         self.chunks: list[bytes] = []
         self.size = 0
         self.bulk: bytearray | None = None  # a body's own buffer, while it fills
-        self.method = ""
-        self.keep_alive = True
         self.legacy = False
 
     # -- asyncio.Protocol ----------------------------------------------------------------------
@@ -131,14 +132,14 @@ class Connection(Answering):
 
     def on_url(self, url: bytes) -> None:
         self.url += url
-        if len(self.url) > self.server.limits.max_request_line:
-            self._refuse(rules.url_too_long(self.server.limits.max_request_line))
+        if len(self.url) > self.server.max_url:
+            self._refuse(rules.url_too_long(self.server.max_url))
             raise Refused
 
     def on_header(self, name: bytes, value: bytes) -> None:
         self.header_bytes += len(name) + len(value)
-        if self.header_bytes > self.server.limits.max_header_size:
-            self._refuse(rules.head_too_large(self.server.limits.max_header_size))
+        if self.header_bytes > self.server.max_head:
+            self._refuse(rules.head_too_large(self.server.max_head))
             raise Refused
         key = name.decode("latin-1").lower()
         text = value.decode("latin-1")
@@ -241,11 +242,11 @@ class Connection(Answering):
         """A read ended inside a head: the parser holds the header field it is reading without
         telling, so a read that completes no field counts whole."""
         seen = len(self.url) + self.header_bytes
-        if seen != self.head_seen:
-            self.head_seen, self.head_unseen = seen, 0
+        if seen != self.head_seen or self.head_since != self.head_seen_since:
+            self.head_seen, self.head_unseen, self.head_seen_since = seen, 0, self.head_since
             return
         self.head_unseen += nbytes
-        limit = self.server.limits.max_header_size
+        limit = self.server.max_head
         if self.header_bytes + self.head_unseen > limit:
             self._refuse(rules.head_too_large(limit))
 
@@ -316,15 +317,13 @@ class Connection(Answering):
         """A whole request is in: to be answered."""
         self.phase = IDLE
         self.bulk = None
-        pending = Pending(
-            self.method,
-            self.url,
-            self.headers,
-            body,
-            keep_alive=self.keep_alive,
-            legacy=self.legacy,
-        )
-        self._take(pending)
+        pending = Pending(self.method, self.url, self.headers, body)
+        pending.keep_alive = self.keep_alive
+        pending.legacy = self.legacy
+        if self.task is None and not self.queue:
+            self._answer_eagerly(pending)
+        else:
+            self._take(pending)
 
     def _refuse(self, response: HttpResponse | None) -> bool:
         """Answer the request being read with ``response`` (None: it has its answer), after the
@@ -333,17 +332,19 @@ class Connection(Answering):
         if self.stopped:
             return False
         # the method as far as the parser read it (HEAD: an answer without its body)
-        method = self.method or (self.parser.get_method().decode() if self.phase == HEAD else "")
+        phase = self.phase
+        method = self.method if phase == BODY else ""
+        if phase == HEAD:
+            method = self.parser.get_method().decode()
         self.stopped = True
         self.phase = IDLE
         self.bulk = None
         if response is None:  # the close follows the answers already given or on their way
             self._last(None)
         else:
-            keep = self.legacy
-            self._last(
-                Pending(method, self.url, {}, b"", keep_alive=False, legacy=keep, error=response)
-            )
+            pending = Pending(method, self.url, {}, b"")
+            pending.keep_alive, pending.legacy, pending.error = False, self.legacy, response
+            self._last(pending)
         return False
 
     # -- the sweep -----------------------------------------------------------------------------
@@ -385,7 +386,8 @@ class HttpServer:
         self.app = app
         self.max_request_size = max_request_size
         self.idle_timeout = idle_timeout
-        self.limits = limits or H1Limits()
+        self.limits = limits = limits or H1Limits()
+        self.max_url, self.max_head = limits.max_request_line, limits.max_header_size
         self.connections: set[Connection] = set()
         self.recv_buffer = memoryview(bytearray(RECV_BYTES))  # read into, parsed at once
         self.hosts: set[str | None] = set()  # Host values seen valid (KNOWN_HOSTS at most)

@@ -42,20 +42,12 @@ class Pending:
     __slots__ = ("body", "error", "headers", "keep_alive", "legacy", "method", "url")
 
     def __init__(
-        self,
-        method: str,
-        url: bytes,
-        headers: dict[str, str],
-        body: bytes | bytearray,
-        *,
-        keep_alive: bool,
-        legacy: bool,
-        error: HttpResponse | None = None,
+        self, method: str, url: bytes, headers: dict[str, str], body: bytes | bytearray
     ) -> None:
         self.method, self.url, self.headers, self.body = method, url, headers, body
-        self.keep_alive = keep_alive
-        self.legacy = legacy  # an HTTP/1.0 request
-        self.error = error  # set: the answer, a refusal
+        self.keep_alive = True
+        self.legacy = False  # an HTTP/1.0 request
+        self.error: HttpResponse | None = None  # set: the answer, a refusal
 
 
 class Answering(asyncio.BufferedProtocol):
@@ -110,10 +102,7 @@ class Answering(asyncio.BufferedProtocol):
     # -- answering -----------------------------------------------------------------------------
 
     def _take(self, pending: Pending) -> None:
-        """A whole request is in: answer it now, or queue it behind those before it."""
-        if self.task is None and not self.queue:
-            self._answer_eagerly(pending)
-            return
+        """A whole request is in, and answers before it are on their way: it waits its turn."""
         self.queue.append(pending)
         if len(self.queue) > MAX_PIPELINE:
             self._hold(HELD_PIPELINE)
@@ -192,8 +181,11 @@ class Answering(asyncio.BufferedProtocol):
         if pending.method == "HEAD":
             self.out.append(head(response, keep_alive, LENGTH, pending.legacy))
         else:
-            self.out += [head(response, keep_alive, LENGTH, pending.legacy), response.body]
-            self.out += response.tail
+            self.out += [
+                head(response, keep_alive, LENGTH, pending.legacy),
+                response.body,
+                *response.tail,
+            ]
         if not keep_alive:
             self.close_after = True
         elif len(self.out) > MAX_OUT_PARTS:  # a burst of pipelined requests: write them now,
