@@ -57,7 +57,7 @@ def oip_bodies() -> dict[str, bytes]:
     return out
 
 
-def http_requests(infer: bytes) -> dict[str, bytes]:
+def http_requests(infer: bytes, bulk: bytes) -> dict[str, bytes]:
     def post(path: str, body: bytes, extra: str = "") -> bytes:
         head = f"POST {path} HTTP/1.1\r\nHost: fuzz\r\nContent-Type: application/json\r\n{extra}"
         return f"{head}Content-Length: {len(body)}\r\n\r\n".encode() + body
@@ -72,6 +72,7 @@ def http_requests(infer: bytes) -> dict[str, bytes]:
         "head_metadata.http": b"HEAD /v2/models/identity_fp32 HTTP/1.1\r\nHost: fuzz\r\n\r\n",
         "http10.http": b"GET /v2 HTTP/1.0\r\n\r\n",
         "infer.http": post("/v2/models/identity_fp32/infer", infer),
+        "infer_bulk.http": post("/v2/models/identity_fp32/infer", bulk),
         "infer_expect.http": post(
             "/v2/models/identity_fp32/infer", infer, "Expect: 100-continue\r\n"
         ),
@@ -90,8 +91,8 @@ def grpc_messages() -> dict[str, bytes]:
 
     small = bodies.tensor_for(spec.GRPC_SMALL)
     out = {
-        "bench_typed.pb": bodies.grpc_message(BENCH, small, raw=False),
-        "bench_raw.pb": bodies.grpc_message(BENCH, small, raw=True),
+        "bench_typed.pb": bodies.grpc_message(BENCH, BENCH.model, small, raw=False),
+        "bench_raw.pb": bodies.grpc_message(BENCH, BENCH.model, small, raw=True),
     }
     fields = {"BOOL": "bool_contents", "INT32": "int_contents", "INT64": "int64_contents"}
     fields |= {"UINT32": "uint_contents", "UINT64": "uint64_contents", "FP32": "fp32_contents"}
@@ -218,7 +219,7 @@ def main() -> None:
     messages = grpc_messages()
     corpora: dict[str, dict[str, Any]] = {
         "oip_rest": oip,
-        "h1_connection": http_requests(oip["bench_rest_small.json"]),
+        "h1_connection": http_requests(oip["bench_rest_small.json"], oip["bulk_fp32.json"]),
         "grpc_wire": messages,
         "h2_frames": h2_connections(messages),
         "hpack_decoder": hpack_blocks(),
