@@ -9,7 +9,7 @@ A client holds what the settings say and no more (``h1_head.H1Limits``): the req
 the header fields are counted while they arrive (414, 431); a head or body that is late gets
 408 (checked by the server's one sweep, not a timer per request); a client that does not read
 its answers is no longer read (the transport's high-water mark); idle connections are closed.
-The common path (plain HTTP/1.1, a Host seen before) only notes where the parser is and when
+The common path (plain HTTP/1.1, the Host of the request before) only notes where the parser is and when
 the head began; the rest of RFC 9112's rules run for the heads that need them (``h1_head``).
 """
 
@@ -36,7 +36,6 @@ __all__ = ["BULK_MIN_BYTES", "App", "Connection", "HttpServer"]
 
 IDLE_TIMEOUT_S = 30.0
 WRITE_HIGH_WATER = 64 * 1024  # unsent answer bytes past which the client is no longer read
-KNOWN_HOSTS = 64  # Host values seen valid, not checked again
 MAX_BLANK_BYTES = 1024  # empty lines before a request (RFC 9112 §2.2 asks for one at least)
 RECV_BYTES = 256 * 1024  # the shared receive buffer
 BULK_MIN_BYTES = 256 * 1024  # a declared body this large is read into its own buffer
@@ -61,6 +60,7 @@ class Connection(Answering):
         self.parser = httptools.HttpRequestParser(self)
         self.phase = IDLE
         self.lenient = False  # the client sent HTTP/1.x past 1.1: served as 1.1
+        self.host_seen = ""  # the Host of this connection's last checked head (valid)
         self.method = ""  # these two are the head's, once it is whole
         self.keep_alive = True
         # a head that went on past a read: url and header bytes when the last read ended, the
@@ -155,7 +155,7 @@ class Connection(Answering):
             not keep_alive
             or "connection" in headers
             or self.lenient
-            or headers.get("host") not in self.server.hosts
+            or headers.get("host") != self.host_seen
         ) and not self._unusual_head(headers):
             raise Refused
         limit = self.server.max_request_size
@@ -190,7 +190,7 @@ class Connection(Answering):
     # -- the request head, off the common path -------------------------------------------------
 
     def _unusual_head(self, headers: dict[str, str]) -> bool:
-        """Check a head that is not plain HTTP/1.1 with a Host seen before (RFC 9112: version,
+        """Check a head that is not plain HTTP/1.1 with the Host checked last (RFC 9112: version,
         Host, Transfer-Encoding of HTTP/1.0, Upgrade); False: it was refused."""
         parser = self.parser
         version = parser.get_http_version()
@@ -209,7 +209,7 @@ class Connection(Answering):
         if problem is not None:
             return self._refuse(rules.refusal(400, problem))
         if host is not None:
-            self.server.know_host(host)
+            self.host_seen = host
         if "upgrade" in headers and parser.should_upgrade():
             return self._upgrade_ignored(headers)
         return True
@@ -390,7 +390,6 @@ class HttpServer:
         self.max_url, self.max_head = limits.max_request_line, limits.max_header_size
         self.connections: set[Connection] = set()
         self.recv_buffer = memoryview(bytearray(RECV_BYTES))  # read into, parsed at once
-        self.hosts: set[str | None] = set()  # Host values seen valid (KNOWN_HOSTS at most)
         self.closing = False
         self.round = WriteRound()
         self._server: asyncio.Server | None = None
@@ -401,11 +400,6 @@ class HttpServer:
         if conn.lenient:
             parser.set_dangerous_leniencies(lenient_version=True)
         return parser
-
-    def know_host(self, host: str) -> None:
-        if len(self.hosts) >= KNOWN_HOSTS:
-            self.hosts.clear()
-        self.hosts.add(host)
 
     async def start(self, sock: socket.socket, tls: ssl.SSLContext | None = None) -> None:
         limits = self.limits
