@@ -9,8 +9,9 @@ A client holds what the settings say and no more (``h1_head.H1Limits``): the req
 the header fields are counted while they arrive (414, 431); a head or body that is late gets
 408 (checked by the server's one sweep, not a timer per request); a client that does not read
 its answers is no longer read (the transport's high-water mark); idle connections are closed.
-The common path (plain HTTP/1.1, the Host of the request before) only notes where the parser is and when
-the head began; the rest of RFC 9112's rules run for the heads that need them (``h1_head``).
+The common path (plain HTTP/1.1, the Host of the request before) only notes where the parser
+is and when the head began; the rest of RFC 9112's rules run for the heads that need them
+(``h1_head``).
 """
 
 from __future__ import annotations
