@@ -10,23 +10,21 @@ from typing import TYPE_CHECKING, Any
 
 from rosettaserve import __version__, exit_backstop, gc_tuning
 from rosettaserve.core.dataplane import DataPlane, Limits, ServerInfo
+from rosettaserve.core.generation_plane import GenerationPlane
 from rosettaserve.core.registry import ModelVersion
 from rosettaserve.observability import status_doc, status_page
 from rosettaserve.observability.metrics import Metrics, Snapshot, metrics_route, render
 from rosettaserve.observability.startup import model_line, say, summary_line
 from rosettaserve.observability.trend import Trend
 from rosettaserve.pd.instance import PdInstance
+from rosettaserve.protocols import families
 from rosettaserve.protocols.grps import grpc as grps_grpc
 from rosettaserve.protocols.grps import rest as grps_rest
 from rosettaserve.protocols.grps.api import GrpsApi
 from rosettaserve.protocols.health import grpc as health_grpc
-from rosettaserve.protocols.mindie import rest as mindie_rest
 from rosettaserve.protocols.oip import grpc as oip_grpc
 from rosettaserve.protocols.oip import rest as oip_rest
-from rosettaserve.protocols.openai import rest as openai_rest
 from rosettaserve.protocols.tfserving import rest as tfserving_rest
-from rosettaserve.protocols.tgi import rest as tgi_rest
-from rosettaserve.protocols.triton_generate import rest as triton_generate_rest
 from rosettaserve.repository.manager import ModelRepository
 from rosettaserve.repository.watchdog import watch
 from rosettaserve.security import setup as security
@@ -41,7 +39,7 @@ if TYPE_CHECKING:
     from rosettaserve.scheduling.worker import WorkerLink
 
 log = logging.getLogger("rosettaserve")
-LLM_FAMILIES = (openai_rest, tgi_rest, triton_generate_rest, mindie_rest)  # vLLM: in tgi_rest
+LLM_FAMILIES = families.FAMILIES  # the one table of the LLM API families (vLLM: on TGI's route)
 
 
 class Server:
@@ -64,10 +62,12 @@ class Server:
         )
         self.metrics = Metrics()
         self.dataplane.observer = self.metrics
+        self.generation = GenerationPlane(self.dataplane)  # the LLM families' plane
+        self.generation.observer = self.metrics
         self.grps = GrpsApi(self.dataplane, settings.grps_default_model)
         routes = oip_rest.routes(self.dataplane) + grps_rest.routes(self.grps)
-        llm = [r for family in LLM_FAMILIES for r in family.routes(self.dataplane)]
-        self.pd = PdInstance(settings, self.dataplane, llm)  # --role: mixed, prefill, decode
+        # the LLM families, as the --role (mixed, prefill, decode) serves them
+        self.pd = PdInstance(settings, self.generation, LLM_FAMILIES)
         routes += self.pd.routes()
         self.trend = Trend(self.snapshots)  # grps's monitor series, sampled once asked
         routes += status_page.routes(self.status) + grps_rest.monitor_routes(self.trend)

@@ -1,5 +1,5 @@
-"""The LLM families' stream formatters: exact framing, and an error after the stream began
-arriving as that family's error frame."""
+"""The LLM families' stream framers, driven as the generation plane drives them: exact framing,
+and an error after the stream began arriving as that family's error frame."""
 
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ from rosettaserve.core.generate import (
     SamplingParams,
     Usage,
 )
+from rosettaserve.core.generation_plane import Framer, Generation, frames
+from rosettaserve.core.registry import ModelVersion
 from rosettaserve.protocols.mindie import rest as mindie
 from rosettaserve.protocols.openai import rest as openai
 from rosettaserve.protocols.openai.convert import Reply
@@ -46,11 +48,41 @@ async def broken() -> Deltas:
     raise ModelError("the model failed")
 
 
-def drain(frames: AsyncIterator[bytes]) -> list[bytes]:
-    async def go() -> list[bytes]:
-        return [f async for f in frames]
+class Stream:
+    """A delta stream for the plane's ``Generation``: what an async generator yields."""
 
-    return asyncio.run(go())
+    def __init__(self, deltas: Deltas) -> None:
+        self.deltas, self.cancelled = deltas, False
+
+    def __aiter__(self) -> Stream:
+        return self
+
+    async def __anext__(self) -> GenerateDelta:
+        return await self.deltas.__anext__()
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+def framed(framer: Framer, deltas: Deltas) -> AsyncIterator[bytes]:
+    """The reply's chunks, as a family's streamed reply makes them."""
+    mv = ModelVersion("m", "1", "llm")
+    generation = Generation(
+        mv, Stream(deltas), 1, family="test", split=None, series=None, start=0, timeout_s=0
+    )
+    return frames(framer, generation)
+
+
+def drain(chunks: AsyncIterator[bytes]) -> list[bytes]:
+    """The chunks; SSE ones one event each (a chunk may hold two: usage, then [DONE])."""
+
+    async def go() -> list[bytes]:
+        return [f async for f in chunks]
+
+    got = asyncio.run(go())
+    if not all(c.startswith(b"data:") for c in got):
+        return got
+    return [e + b"\n\n" for e in b"".join(got).split(b"\n\n")[:-1]]
 
 
 def oa_request(stream: bool = True) -> OpenAIRequest:
@@ -61,14 +93,17 @@ def tgi_req() -> object:
     return tgi_request({"inputs": "x", "parameters": {"details": True}}, 4, stream=True)
 
 
+FRAMERS: dict[str, Callable[[], Framer]] = {
+    "openai-chat": lambda: openai.ChatFramer(Reply("chat", "m"), oa_request()),
+    "openai-text": lambda: openai.TextFramer(Reply("text", "m"), oa_request(), ""),
+    "tgi": lambda: tgi.TgiFramer(tgi_req(), "", frozenset()),  # type: ignore[arg-type]
+    "vllm": lambda: vllm.CumulativeFramer("P", 1),
+    "vllm-mindie": lambda: vllm.DeltaFramer(1),
+    "triton": lambda: triton.TritonFramer(triton.Reply({}, "m", "1", False)),
+    "mindie": lambda: mindie.MindieFramer(False, None),
+}
 FORMATTERS: dict[str, Callable[[Callable[[], Deltas]], AsyncIterator[bytes]]] = {
-    "openai-chat": lambda d: openai.chat_stream(Reply("chat", "m"), oa_request(), d()),
-    "openai-text": lambda d: openai.text_stream(Reply("text", "m"), oa_request(), d(), ""),
-    "tgi": lambda d: tgi.event_stream(tgi_req(), d(), "", frozenset()),  # type: ignore[arg-type]
-    "vllm": lambda d: vllm.cumulative_chunks("P", 1, d()),
-    "vllm-mindie": lambda d: vllm.delta_chunks("P", 1, d()),
-    "triton": lambda d: triton.event_stream(triton.Reply({}, "m", "1", False), d()),
-    "mindie": lambda d: mindie.event_stream(d(), False, None),
+    name: (lambda d, make=make: framed(make(), d())) for name, make in FRAMERS.items()
 }
 
 

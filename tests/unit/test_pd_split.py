@@ -1,25 +1,30 @@
-"""Each family's own stream formatter, run once on a prefill instance and once on a decode
-instance (hooks.SplitStream): what the client gets from the two is byte for byte what one
-mixed instance sends. Also the /dresult hub: one reader, replacement with close:, heartbeat."""
+"""Each family's own framer, run once on a prefill instance and once on a decode instance (each
+endpoint runs once per instance, with its split): what the client gets from the two is byte
+for byte what one mixed instance sends. Also the /dresult hub: one reader, replacement with
+close:, heartbeat."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
+from typing import Any
 
 import orjson
 import pytest
 
 from rosettaserve.core.errors import ModelError
 from rosettaserve.core.generate import (
+    DeltaStream,
     FinishReason,
     GenerateDelta,
     GenerateRequest,
     Usage,
 )
+from rosettaserve.core.generation_plane import Framer, Generation, frames
+from rosettaserve.core.registry import ModelVersion
 from rosettaserve.pd import wire
 from rosettaserve.pd.dresult import DResultHub
-from rosettaserve.pd.hooks import Interrupted, SplitStream
+from rosettaserve.pd.parts import Part
 from rosettaserve.protocols.mindie import rest as mindie
 from rosettaserve.protocols.openai import rest as openai
 from rosettaserve.protocols.openai.convert import Reply
@@ -59,35 +64,44 @@ class Engine:
         self.cancelled = True
 
 
-Formatter = Callable[[AsyncIterator[GenerateDelta]], AsyncIterator[bytes]]
 REPLY, TEXT_REPLY = Reply("chat", "m"), Reply("text", "m")
-FORMATTERS: dict[str, Formatter] = {
-    "openai-chat": lambda d: openai.chat_stream(
-        REPLY, OpenAIRequest("m", GenerateRequest(stream=True), include_usage=True), d
+FRAMERS: dict[str, Callable[[], Framer]] = {
+    "openai-chat": lambda: openai.ChatFramer(
+        REPLY, OpenAIRequest("m", GenerateRequest(stream=True), include_usage=True)
     ),
-    "openai-text": lambda d: openai.text_stream(
-        TEXT_REPLY, OpenAIRequest("m", GenerateRequest(stream=True)), d, "Echo:"
+    "openai-text": lambda: openai.TextFramer(
+        TEXT_REPLY, OpenAIRequest("m", GenerateRequest(stream=True)), "Echo:"
     ),
-    "tgi": lambda d: tgi.event_stream(
-        tgi_request({"inputs": "x", "parameters": {"details": True}}, 4, True), d, "", frozenset()
+    "tgi": lambda: tgi.TgiFramer(
+        tgi_request({"inputs": "x", "parameters": {"details": True}}, 4, True), "", frozenset()
     ),
-    "vllm": lambda d: vllm.cumulative_chunks("Prompt", 1, d),
-    "vllm-mindie": lambda d: vllm.delta_chunks("Prompt", 1, d),
-    "triton": lambda d: triton.event_stream(triton.Reply({"id": "7"}, "m", "1", True), d),
-    "mindie": lambda d: mindie.event_stream(d, True, None),
+    "vllm": lambda: vllm.CumulativeFramer("Prompt", 1),
+    "vllm-mindie": lambda: vllm.DeltaFramer(1),
+    "triton": lambda: triton.TritonFramer(triton.Reply({"id": "7"}, "m", "1", True)),
+    "mindie": lambda: mindie.MindieFramer(True, None),
 }
 
 
-async def drain(chunks: AsyncIterator[bytes], split: SplitStream | None) -> tuple[bytes, bool]:
-    """The chunks new to the client, and whether the handler ran to its end."""
-    out = b""
-    try:
-        async for chunk in chunks:
-            if split is None or split.keep:
-                out += chunk
-    except Interrupted:
-        return out, False
-    return out, True
+class Split:
+    """The plane's split argument, as the roles make it (prefill.py, decode.py)."""
+
+    def __init__(self, part: Part, sent: int) -> None:
+        self.part, self.sent, self.identity = part, sent, dict[str, Any]()
+        self.prompt_tokens: int | None = 0
+
+    def start(self, generator: Any, request: GenerateRequest) -> DeltaStream:
+        return self.part
+
+
+def generation(stream: DeltaStream, sent: int = 0) -> Generation:
+    split = Split(stream, sent) if isinstance(stream, Part) else None  # type: ignore[arg-type]
+    mv = ModelVersion("m", "1", "llm")
+    return Generation(mv, stream, 1, family="t", split=split, series=None, start=0, timeout_s=0)
+
+
+async def drain(make: Callable[[], Framer], g: Generation) -> list[tuple[int, bytes]]:
+    """Every chunk, with the number of deltas handed out when it was made."""
+    return [(g.handed, chunk) async for chunk in frames(make(), g)]
 
 
 def normalized(body: bytes) -> bytes:
@@ -98,63 +112,58 @@ def normalized(body: bytes) -> bytes:
     return orjson.dumps([{k: v for k, v in e.items() if not k.endswith("_time")} for e in events])
 
 
-async def stamped(make: Formatter, items: list[GenerateDelta]) -> list[tuple[int, bytes]]:
-    """One mixed run: each chunk with the number of deltas handed out when it was made."""
-    s = SplitStream(Engine(items), [], 0)  # type: ignore[arg-type]
-    return [(s.handed, chunk) async for chunk in make(s)]
+def joined(chunks: list[tuple[int, bytes]]) -> bytes:
+    return b"".join(c for _, c in chunks)
 
 
-@pytest.mark.parametrize("family", FORMATTERS)
+@pytest.mark.parametrize("family", FRAMERS)
 @pytest.mark.parametrize("prior", [0, 2])  # 2: a recompute whose first two tokens were sent
 def test_prefill_and_decode_halves_make_the_mixed_stream(family: str, prior: int) -> None:
-    make = FORMATTERS[family]
+    make = FRAMERS[family]
     all_deltas = deltas()
 
     async def run() -> tuple[list[tuple[int, bytes]], bytes]:
-        mixed = await stamped(make, all_deltas)
-        p = SplitStream(Engine(all_deltas[: prior + 1]), [], prior, stop_after=prior + 1)  # type: ignore[arg-type]
-        at_p, p_ended = await drain(make(p), p)
-        d = SplitStream(Engine(all_deltas[prior + 1 :]), p.seen, prior + 1)  # type: ignore[arg-type]
-        at_d, d_ended = await drain(make(d), d)
-        assert not p_ended
-        assert d_ended
+        mixed = await drain(make, generation(Engine(all_deltas)))  # type: ignore[arg-type]
+        p = Part(Engine(all_deltas[: prior + 1]), stop_after=prior + 1)  # type: ignore[arg-type]
+        at_p = await drain(make, generation(p, prior))
+        d = Part(Engine(all_deltas[prior + 1 :]), p.seen)  # type: ignore[arg-type]
+        at_d = await drain(make, generation(d, prior + 1))
+        assert not p.done
         assert d.done
         assert [x.token_ids for x in p.seen] == [x.token_ids for x in all_deltas[: prior + 1]]
-        return mixed, at_p + at_d
+        return mixed, joined(at_p) + joined(at_d)
 
     mixed, split = asyncio.run(run())
     sent_before = b"".join(c for handed, c in mixed if handed <= prior) if prior else b""
     assert split
-    assert normalized(sent_before + split) == normalized(b"".join(c for _, c in mixed))
+    assert normalized(sent_before + split) == normalized(joined(mixed))
 
 
 def test_a_single_token_request_ends_at_prefill() -> None:
     (last,) = deltas()[-1:]
 
-    async def run() -> tuple[bytes, bool, bool]:
-        p = SplitStream(Engine([last]), [], 0, stop_after=1)  # type: ignore[arg-type]
-        out, ended = await drain(FORMATTERS["tgi"](p), p)
-        return out, ended, p.done
+    async def run() -> tuple[bytes, bool]:
+        p = Part(Engine([last]), stop_after=1)  # type: ignore[arg-type]
+        out = joined(await drain(FRAMERS["tgi"], generation(p)))
+        return out, p.done
 
-    out, ended, done = asyncio.run(run())
-    assert ended
+    out, done = asyncio.run(run())
     assert done
     assert b'"generated_text":"ime"' in out
 
 
-def test_an_engine_failure_interrupts_instead_of_making_an_error_chunk() -> None:
-    async def run() -> tuple[bytes, SplitStream]:
-        d = SplitStream(Engine(deltas()[1:3], fail=True), deltas()[:1], 1)  # type: ignore[arg-type]
-        out, ended = await drain(FORMATTERS["openai-text"](d), d)
-        assert not ended
-        return out, d
+def test_an_engine_failure_is_recorded_and_framed_as_the_last_chunk() -> None:
+    async def run() -> tuple[bytes, Part]:
+        d = Part(Engine(deltas()[1:3], fail=True), deltas()[:1])  # type: ignore[arg-type]
+        return joined(await drain(FRAMERS["openai-text"], generation(d, 1))), d
 
-    out, split = asyncio.run(run())
-    assert split.failure is not None
-    assert split.failure.message == "the model failed"
-    assert b"error" not in out  # the instance decides how the failure travels (error: frame)
-    assert out.count(b"data: ") == 1  # " upon" ("" makes no chunk)
+    out, part = asyncio.run(run())
+    assert part.failure is not None
+    assert part.failure.message == "the model failed"
+    # the decode instance sees the failure before the error chunk and sends retry:/error:
+    assert out.count(b"data: ") == 3  # " upon" ("" makes no chunk), the error, [DONE]
     assert b'" upon"' in out
+    assert b'"the model failed"' in out
 
 
 # -- the /dresult hub ----------------------------------------------------------------------------

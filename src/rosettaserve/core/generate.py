@@ -2,24 +2,21 @@
 
 Every LLM API family (OpenAI, TGI, vLLM, Triton generate, MindIE) converts its wire request to a
 ``GenerateRequest`` and formats the ``GenerateDelta`` stream back; an engine (``TextGenerator``)
-sits behind. Nothing here knows a wire format.
+sits behind, reached through the generation plane (generation_plane.py). Nothing here knows a
+wire format.
 """
 
 from __future__ import annotations
 
 import math
-import time
-import uuid
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from contextvars import ContextVar
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Protocol, runtime_checkable
 
 import orjson
 
-from rosettaserve.core.errors import InvalidInput, ModelNotFound, ModelNotReady
-from rosettaserve.core.registry import ModelVersion, Registry
+from rosettaserve.core.errors import InvalidInput
 
 
 class FinishReason(Enum):
@@ -185,78 +182,6 @@ class TextGenerator(Protocol):
     def tokenize(self, text: str) -> list[int]: ...
 
     def decode(self, token_ids: list[int]) -> str: ...
-
-
-def find_generator(
-    registry: Registry, name: str = "", version: str = ""
-) -> tuple[ModelVersion, TextGenerator]:
-    """The LLM model named (that version, or its highest ready one), or the first one served."""
-    names = [name] if name else sorted(registry.model_names())
-    for candidate in names:
-        versions = registry.versions(candidate) or []
-        if version:
-            versions = [v for v in versions if v.version == version]
-        if name and not versions:
-            break
-        for mv in sorted(versions, key=lambda v: (v.ready, int(v.version)), reverse=True):
-            model = mv.model
-            if isinstance(model, TextGenerator) and mv.ready:
-                wrap = GENERATOR_WRAP.get()
-                return mv, (wrap(model) if wrap is not None else model)
-            if mv.runtime == "llm":
-                why = f": {mv.reason}" if mv.reason else ""
-                raise ModelNotReady(f"model '{mv.name}' is not ready ({mv.state.value}){why}")
-        if name:
-            raise InvalidInput(f"model '{name}' is not a text generation model (runtime: llm)")
-    if name:
-        which = f"model '{name}' version {version}" if version else f"model '{name}'"
-        raise ModelNotFound(f"the {which} does not exist")
-    raise ModelNotFound("no text generation model (runtime: llm) is served")
-
-
-# -- hooks for prefill/decode disaggregation (rosettaserve.pd) ------------------------------------
-# A request that pd/ splits runs the family's own handler on two instances. Within that handler
-# ``find_generator`` hands out the generator wrapped by ``GENERATOR_WRAP`` (prefill only, or
-# decode from a shipped cache), and reply ids come from ``REPLY_IDENTITY``, so that both halves
-# of one response carry the same id.
-GENERATOR_WRAP: ContextVar[Callable[[TextGenerator], TextGenerator] | None] = ContextVar(
-    "rosettaserve_generator_wrap", default=None
-)
-REPLY_IDENTITY: ContextVar[dict[str, Any] | None] = ContextVar(
-    "rosettaserve_reply_identity", default=None
-)
-
-
-def reply_identity(prefix: str) -> tuple[str, int]:
-    """A reply's id and creation time: new ones, or those ``REPLY_IDENTITY`` holds (and records)."""
-    slot = REPLY_IDENTITY.get()
-    if slot and isinstance(slot.get("id"), str) and isinstance(slot.get("created"), int):
-        return slot["id"], slot["created"]
-    pair = f"{prefix}-{uuid.uuid4().hex}", int(time.time())
-    if slot is not None:
-        slot["id"], slot["created"] = pair
-    return pair
-
-
-async def tracked(mv: ModelVersion, stream: DeltaStream) -> AsyncIterator[GenerateDelta]:
-    """The deltas of ``stream``, counted in flight on ``mv`` (unloading waits for them); leaving
-    early (the client went away, an error) cancels the request's work."""
-    try:
-        with mv.in_use():
-            async for delta in stream:
-                yield delta
-    finally:
-        stream.cancel()
-
-
-def generators(registry: Registry) -> list[tuple[ModelVersion, TextGenerator]]:
-    found: list[tuple[ModelVersion, TextGenerator]] = []
-    for name in sorted(registry.model_names()):
-        for mv in reversed(registry.versions(name) or []):
-            if mv.ready and isinstance(mv.model, TextGenerator):
-                found.append((mv, mv.model))
-                break
-    return found
 
 
 def json_object(body: bytes | bytearray) -> dict[str, Any]:

@@ -29,6 +29,23 @@ SECONDS_BUCKETS = (
 )  # fmt: skip
 _BOUNDS_NS = tuple(round(b * 1e9) for b in SECONDS_BUCKETS)
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+# vLLM's own buckets (vllm/v1/metrics/loggers.py), so that its dashboards read ours unchanged
+TTFT_BUCKETS = (
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
+    10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
+)  # fmt: skip
+ITL_BUCKETS = (
+    0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+    20.0, 40.0, 80.0,
+)  # fmt: skip
+E2E_BUCKETS = (
+    0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0,
+    240.0, 480.0, 960.0, 1920.0, 7680.0,
+)  # fmt: skip
+# The LLM histograms keep counts over all of these bounds (finer than any one of them): each
+# vLLM histogram is rendered at its own bounds, the status page estimates percentiles from all.
+LLM_BUCKETS = tuple(sorted({*SECONDS_BUCKETS, *TTFT_BUCKETS, *ITL_BUCKETS, *E2E_BUCKETS}))
+_LLM_BOUNDS_NS = tuple(round(b * 1e9) for b in LLM_BUCKETS)
 
 RequestKey = tuple[str, str, str]  # model, version, protocol
 ModelKey = tuple[str, str]  # model, version
@@ -46,6 +63,23 @@ class Histogram:
 
     def add(self, ns: int) -> None:
         self.counts[bisect_left(_BOUNDS_NS, ns)] += 1
+        self.sum += ns
+
+    def copy(self) -> Counts:
+        return list(self.counts), self.sum
+
+
+class LlmHistogram:
+    """Counts per LLM_BUCKETS bucket (the last is +Inf) and the sum, in nanoseconds."""
+
+    __slots__ = ("counts", "sum")
+
+    def __init__(self) -> None:
+        self.counts = [0] * (len(_LLM_BOUNDS_NS) + 1)
+        self.sum = 0
+
+    def add(self, ns: int) -> None:
+        self.counts[bisect_left(_LLM_BOUNDS_NS, ns)] += 1
         self.sum += ns
 
     def copy(self) -> Counts:
@@ -76,6 +110,26 @@ class VersionRow:
     inflight: int
     queued: int
     batches: dict[int, int]  # executions per batch size
+    llm: LlmGauges | None = None  # an LLM engine's gauges
+
+
+@dataclass
+class LlmGauges:
+    running: int  # sequences in the engine's batch
+    waiting: int  # requests waiting to join it
+    kv_tokens: int  # KV cache tokens held by the running sequences
+    kv_capacity: int  # the KV budget (or max_num_seqs x max_model_len without one)
+
+
+@dataclass
+class LlmCounts:
+    """One version's LLM figures (plain data; LLM_BUCKETS histograms)."""
+
+    prompt_tokens: int
+    generation_tokens: int
+    ttft: Counts
+    itl: Counts
+    e2e: Counts
 
 
 @dataclass
@@ -86,15 +140,70 @@ class Snapshot:
     models: dict[ModelKey, tuple[Counts, Counts]]  # queue, compute
     versions: dict[ModelKey, VersionRow]
     process: dict[str, float] = field(default_factory=dict)
+    llm: dict[ModelKey, LlmCounts] = field(default_factory=dict)
+
+
+class LlmSeries:
+    """One version's LLM figures, fed by the generation plane (a ``GenerationSeries``)."""
+
+    __slots__ = ("e2e", "generation_tokens", "itl", "key", "metrics", "prompt_tokens", "ttft")
+
+    def __init__(self, metrics: Metrics, key: ModelKey) -> None:
+        self.metrics, self.key = metrics, key
+        self.prompt_tokens = 0
+        self.generation_tokens = 0
+        self.ttft = LlmHistogram()
+        self.itl = LlmHistogram()
+        self.e2e = LlmHistogram()
+
+    def first_token(self, ns: int) -> None:
+        self.ttft.add(ns)
+
+    def inter_token(self, ns: int) -> None:
+        self.itl.add(ns)
+
+    def finished(
+        self, family: str, outcome: str, *, prompt_tokens: int, tokens: int, start: int, end: int
+    ) -> None:
+        self.prompt_tokens += prompt_tokens
+        self.generation_tokens += tokens
+        if outcome == "success":
+            self.e2e.add(end - start)
+        self.metrics.count_request((*self.key, family or "other"), outcome, end - start)
+
+    def counts(self) -> LlmCounts:
+        return LlmCounts(
+            self.prompt_tokens,
+            self.generation_tokens,
+            self.ttft.copy(),
+            self.itl.copy(),
+            self.e2e.copy(),
+        )
 
 
 class Metrics:
-    """The data plane's observer: per request, counts by outcome and three histograms."""
+    """The data plane's observer (per request: counts by outcome and three histograms), and
+    the generation plane's (per LLM model version: tokens, TTFT, inter-token and e2e latency)."""
 
     def __init__(self) -> None:
         self._requests: dict[RequestKey, RequestSeries] = {}
         self._models: dict[ModelKey, ModelSeries] = {}
+        self._llm: dict[ModelKey, LlmSeries] = {}
         self.started = time.time()
+
+    def generation_series(self, mv: ModelVersion) -> LlmSeries:
+        key = (mv.name, mv.version)
+        series = self._llm.get(key)
+        if series is None:
+            series = self._llm[key] = LlmSeries(self, key)
+        return series
+
+    def count_request(self, key: RequestKey, outcome: str, ns: int) -> None:
+        series = self._requests.get(key)
+        if series is None:
+            series = self._requests[key] = RequestSeries()
+        series.outcomes[outcome] = series.outcomes.get(outcome, 0) + 1
+        series.latency.add(ns)
 
     def observe(self, mv: ModelVersion, protocol: str, outcome: str, call: Call, end: int) -> None:
         key = (mv.name, mv.version, protocol or "other")
@@ -124,13 +233,32 @@ class Metrics:
             models={k: (m.queue.copy(), m.compute.copy()) for k, m in self._models.items()},
             versions={(v.name, v.version): _row(v) for v in versions},
             process=_process(self.started),
+            llm={k: s.counts() for k, s in self._llm.items()},
         )
 
 
 def _row(mv: ModelVersion) -> VersionRow:
     waiting = mv.invoker.waiting if mv.invoker is not None else None
     batches = {size: b.compute_infer.count for size, b in mv.stats.batches.items()}
-    return VersionRow(mv.state.value, mv.inflight, waiting or 0, batches)
+    return VersionRow(mv.state.value, mv.inflight, waiting or 0, batches, llm_gauges(mv))
+
+
+def llm_gauges(mv: ModelVersion) -> LlmGauges | None:
+    """An LLM engine's running and waiting sequences and KV cache use, as it counts them."""
+    engine = getattr(mv.model, "engine", None)
+    stats = getattr(engine, "stats", None)
+    config = getattr(engine, "config", None)
+    if stats is None or config is None:
+        return None
+    budget = int(getattr(config, "kv_budget_tokens", 0) or 0)
+    if not budget:
+        budget = int(getattr(config, "max_num_seqs", 0)) * int(getattr(config, "max_model_len", 0))
+    return LlmGauges(
+        int(getattr(stats, "running", 0)),
+        int(getattr(stats, "waiting", 0)),
+        int(getattr(stats, "kv_tokens", 0)),
+        budget,
+    )
 
 
 def _process(started: float) -> dict[str, float]:
@@ -182,6 +310,33 @@ PROCESS_HELP = {
 }
 
 
+# vLLM's names and meanings (labelled by model_name), so that a vLLM dashboard reads them
+VLLM_HELP = {
+    "vllm:num_requests_running": ("gauge", "Number of requests in model execution batches"),
+    "vllm:num_requests_waiting": ("gauge", "Number of requests waiting to be processed"),
+    "vllm:kv_cache_usage_perc": ("gauge", "KV-cache usage. 1 means 100 percent usage"),
+    "vllm:prompt_tokens_total": ("counter", "Number of prefill tokens processed"),
+    "vllm:generation_tokens_total": ("counter", "Number of generation tokens processed"),
+    "vllm:request_success_total": ("counter", "Count of successfully processed requests"),
+    "vllm:time_to_first_token_seconds": (
+        "histogram",
+        "Histogram of time to first token in seconds",
+    ),
+    "vllm:inter_token_latency_seconds": (
+        "histogram",
+        "Histogram of inter-token latency in seconds",
+    ),
+    "vllm:time_per_output_token_seconds": (
+        "histogram",
+        "Histogram of time per output token in seconds (inter-token latency, its older name)",
+    ),
+    "vllm:e2e_request_latency_seconds": (
+        "histogram",
+        "Histogram of end to end request latency in seconds",
+    ),
+}
+
+
 def render(snapshots: list[Snapshot]) -> bytes:
     """The Prometheus text exposition of one or more processes' snapshots, summed."""
     lines: list[str] = []
@@ -203,7 +358,79 @@ def render(snapshots: list[Snapshot]) -> bytes:
         values = [s.process[key] for s in snapshots if key in s.process]
         value = min(values) if key == "start" else sum(values)
         lines += [f"# HELP {name} {text}.", f"# TYPE {name} {kind}", f"{name} {float(value)!r}"]
+    for name, samples in _vllm_families(snapshots).items():
+        if samples:
+            kind, text = VLLM_HELP[name]
+            lines += [f"# HELP {name} {text}.", f"# TYPE {name} {kind}", *samples]
     return ("\n".join(lines) + "\n").encode()
+
+
+def _vllm_families(snapshots: list[Snapshot]) -> dict[str, list[str]]:
+    """The LLM figures under vLLM's names, summed over versions and worker processes."""
+    gauges: dict[str, list[float]] = {}  # model -> running, waiting, kv tokens, kv capacity
+    for snap in snapshots:
+        for (model, _), row in snap.versions.items():
+            if row.llm is not None:
+                g = gauges.setdefault(model, [0.0, 0.0, 0.0, 0.0])
+                g[0] += row.llm.running
+                g[1] += row.llm.waiting
+                g[2] += row.llm.kv_tokens
+                g[3] += row.llm.kv_capacity
+    counts: dict[str, list[int]] = {}  # model -> prompt, generation tokens
+    hists: dict[tuple[str, int], Counts] = {}  # (model, 0 ttft / 1 itl / 2 e2e) -> counts
+    for snap in snapshots:
+        for (model, _), llm in snap.llm.items():
+            c = counts.setdefault(model, [0, 0])
+            c[0] += llm.prompt_tokens
+            c[1] += llm.generation_tokens
+            for i, h in enumerate((llm.ttft, llm.itl, llm.e2e)):
+                hists[(model, i)] = _add_counts(hists.get((model, i)), h)
+    out: dict[str, list[str]] = {name: [] for name in VLLM_HELP}
+    for model, (running, waiting, kv, capacity) in sorted(gauges.items()):
+        label = _labels(model_name=model)
+        out["vllm:num_requests_running"].append(f"vllm:num_requests_running{{{label}}} {running:g}")
+        out["vllm:num_requests_waiting"].append(f"vllm:num_requests_waiting{{{label}}} {waiting:g}")
+        usage = kv / capacity if capacity else 0.0
+        out["vllm:kv_cache_usage_perc"].append(f"vllm:kv_cache_usage_perc{{{label}}} {usage:.6g}")
+    for model, (prompt, generated) in sorted(counts.items()):
+        label = _labels(model_name=model)
+        out["vllm:prompt_tokens_total"].append(f"vllm:prompt_tokens_total{{{label}}} {prompt}")
+        out["vllm:generation_tokens_total"].append(
+            f"vllm:generation_tokens_total{{{label}}} {generated}"
+        )
+        success = sum(hists[(model, 2)][0])
+        out["vllm:request_success_total"].append(f"vllm:request_success_total{{{label}}} {success}")
+        for name, index, bounds in (
+            ("vllm:time_to_first_token_seconds", 0, TTFT_BUCKETS),
+            ("vllm:inter_token_latency_seconds", 1, ITL_BUCKETS),
+            ("vllm:time_per_output_token_seconds", 1, ITL_BUCKETS),
+            ("vllm:e2e_request_latency_seconds", 2, E2E_BUCKETS),
+        ):
+            out[name] += _llm_histogram(name, label, hists[(model, index)], bounds)
+    return out
+
+
+def _add_counts(have: Counts | None, more: Counts) -> Counts:
+    if have is None:
+        return list(more[0]), more[1]
+    return [a + b for a, b in zip(have[0], more[0], strict=True)], have[1] + more[1]
+
+
+def _llm_histogram(
+    name: str, labels: str, counts: Counts, bounds: tuple[float, ...]
+) -> Iterator[str]:
+    """An LLM_BUCKETS histogram rendered at ``bounds`` (each one of LLM_BUCKETS)."""
+    per_bucket, total_ns = counts
+    running, i = 0, 0
+    for bound in bounds:
+        while i < len(LLM_BUCKETS) and LLM_BUCKETS[i] <= bound:
+            running += per_bucket[i]
+            i += 1
+        yield f'{name}_bucket{{{labels},le="{bound:g}"}} {running}'
+    count = sum(per_bucket)
+    yield f'{name}_bucket{{{labels},le="+Inf"}} {count}'
+    yield f"{name}_sum{{{labels}}} {total_ns / 1e9:.9g}"
+    yield f"{name}_count{{{labels}}} {count}"
 
 
 def _requests_total(snapshots: list[Snapshot]) -> Iterator[str]:

@@ -3,9 +3,10 @@
 ``POST /v1/pd/decode`` (from a prefill instance; JSON, see ``DecodeParams``) is checked and
 answered at once (``{"isValidDecodeParameters", "errorMessage"}``, as MindIE's D answers P);
 then a job fetches the cache from the prefill instance (``GET /v1/pd/kv/{reqId}``), acks it
-(``DELETE``), and runs the family's handler on the client's body with a hooked generator that
-replays the prefill instance's deltas and decodes on in the continuous batch. Every chunk the
-client has not seen goes out on ``/dresult`` as ``data:``, the last one as ``lastData:`` (a
+(``DELETE``), and runs the family's endpoint once on the client's body with a ``DecodeSplit``:
+its part starts with the prefill instance's deltas (the family's framer takes them as state,
+the client has them) and decodes on in the continuous batch. Every chunk goes out on
+``/dresult`` as ``data:``, the last one as ``lastData:`` (a
 non-streaming request: its whole JSON answer); a failure as ``error:<message>``; a sequence
 the KV budget preempted (or a full engine) as ``retry:<recompute body>``.
 """
@@ -28,13 +29,15 @@ from rosettaserve.core.generate import (
     TextGenerator,
     json_object,
 )
+from rosettaserve.core.generation_plane import GenerationPlane
 from rosettaserve.core.status import ErrorKind
 from rosettaserve.pd import wire
 from rosettaserve.pd.dresult import DResultHub
-from rosettaserve.pd.hooks import Interrupted, SplitStream, engine_of, geometry_of, hooked
 from rosettaserve.pd.http_client import Address, HttpClientError, fetch
 from rosettaserve.pd.kv_transfer import KvError, decode
+from rosettaserve.pd.parts import Part, engine_of, geometry_of
 from rosettaserve.pd.recompute import retry_body
+from rosettaserve.protocols.llm_http import Endpoint
 from rosettaserve.runtimes.llm.resume import Preempted, Resume
 from rosettaserve.settings import PdOptions
 from rosettaserve.transport.routing import HttpRequest, HttpResponse, Route, Router, json_response
@@ -108,20 +111,37 @@ def _params(doc: dict[str, Any], limit: int) -> DecodeParams:
 
 
 @dataclass
-class DecodeCall:
-    """One request's decoding: the hooked generator's side."""
+class DecodeSplit:
+    """A decode instance's part of one request (the plane's ``Split``): the prefill instance's
+    deltas, then decoding from its shipped cache."""
 
     params: DecodeParams
     payload: bytes
     limit: int
-    split: SplitStream | None = None
+    part: Part | None = None
     refused: ServingError | None = None  # the engine was full: the request goes back (retry)
+    prompt_tokens: int | None = 0  # counted by the prefill instance
 
-    def generate(self, inner: TextGenerator, request: GenerateRequest) -> DeltaStream:
+    def __post_init__(self) -> None:
+        self.identity: dict[str, Any] = dict(self.params.identity)
+
+    @property
+    def sent(self) -> int:
+        return len(self.params.deltas)
+
+    @property
+    def failure(self) -> ServingError | None:
+        return self.part.failure if self.part is not None else self.refused
+
+    @property
+    def done(self) -> bool:
+        return self.part is not None and self.part.done
+
+    def start(self, generator: TextGenerator, request: GenerateRequest) -> DeltaStream:
         p = self.params
         if request.n != 1:
             raise InvalidInput("a request with n > 1 is not split between instances")
-        engine = engine_of(inner)
+        engine = engine_of(generator)
         if p.kv_tokens != len(p.prompt_ids) + len(p.prior) - 1:
             raise InvalidInput("the KV cache length does not match the prompt and output")
         try:
@@ -135,14 +155,18 @@ class DecodeCall:
             stream = engine.submit(request, p.prompt_ids, resume)
         except Overloaded as exc:
             self.refused = exc
-            raise Interrupted(exc.message) from exc
-        self.split = SplitStream(stream, p.deltas, replayed=len(p.deltas))
-        return self.split
+            raise
+        self.part = Part(stream, p.deltas)
+        return self.part
 
 
 class DecodeRole:
-    def __init__(self, router: Router, options: PdOptions) -> None:
-        self.router = router  # the family routes, to run a handler by path
+    def __init__(
+        self, plane: GenerationPlane, endpoints: list[Endpoint], options: PdOptions
+    ) -> None:
+        self.plane = plane
+        self.endpoints = {e.pattern: e for e in endpoints if e.method == "POST"}
+        self.router = Router([Route("POST", e, _unused) for e in self.endpoints])  # by path
         self.options = options
         self.hub = DResultHub(options.heartbeat_s, self.cancel_all)
         self.jobs: dict[str, asyncio.Task[None]] = {}
@@ -180,7 +204,8 @@ class DecodeRole:
             raise InvalidInput(f"{p.path} is not a generation route of this instance") from None
         headers = {"content-type": "application/json"}
         request = HttpRequest("POST", p.path, b"", headers, p.body, params=match)
-        self.jobs[p.req_id] = asyncio.create_task(self._job(p, route, request))
+        endpoint = self.endpoints[route.pattern]
+        self.jobs[p.req_id] = asyncio.create_task(self._job(p, endpoint, request))
         self.stats["accepted"] += 1
         return json_response({"isValidDecodeParameters": True, "errorMessage": ""})
 
@@ -189,18 +214,14 @@ class DecodeRole:
         for task in list(self.jobs.values()):
             task.cancel()
 
-    async def _job(self, p: DecodeParams, route: Route, request: HttpRequest) -> None:
-        call: DecodeCall | None = None
+    async def _job(self, p: DecodeParams, endpoint: Endpoint, request: HttpRequest) -> None:
+        split: DecodeSplit | None = None
         try:
-            call = DecodeCall(p, await self._fetch_kv(p), self.options.max_kv_bytes)
-            with hooked(call.generate, dict(p.identity)):
-                response = await route.handler(request)
-            await self._relay(p, response, call)
-            self.stats["finished"] += 1
-        except Interrupted:
-            self._interrupted(p, call)
+            split = DecodeSplit(p, await self._fetch_kv(p), self.options.max_kv_bytes)
+            response = await endpoint.serve(self.plane, request, split)
+            await self._relay(p, response, split)
         except ServingError as exc:
-            self._fail(p, exc.message)
+            self._interrupted(p, exc)
         except (HttpClientError, KvError) as exc:
             self._fail(p, f"the KV cache could not be fetched from {p.p_addr}: {exc}")
         except asyncio.CancelledError:
@@ -223,29 +244,34 @@ class DecodeRole:
             log.warning("could not release the KV cache of %s on %s: %s", p.req_id, p.p_addr, exc)
         return payload
 
-    async def _relay(self, p: DecodeParams, response: HttpResponse, call: DecodeCall) -> None:
-        if response.status != 200:
-            self._fail(p, _message(response.body))
+    async def _relay(self, p: DecodeParams, response: HttpResponse, split: DecodeSplit) -> None:
+        if response.status != 200:  # a family that renders its errors itself (vLLM's)
+            if split.failure is not None:
+                self._interrupted(p, split.failure)
+            else:
+                self._fail(p, _message(response.body))
             return
         if response.stream is None:
             self._send(p, wire.LAST, response.body)
+            self.stats["finished"] += 1
             return
         held: bytes | None = None
         async for chunk in response.stream:
-            if call.split is None or not call.split.keep:
-                continue
-            if not call.split.done:
+            if split.failure is not None:  # the chunk is the family's error chunk: not sent
+                self._interrupted(p, split.failure)
+                return
+            if not split.done:
                 self._send(p, wire.DATA, chunk)
                 continue
             if held is not None:
                 self._send(p, wire.DATA, held)
             held = chunk
         self._send(p, wire.LAST, held or b"")
+        self.stats["finished"] += 1
 
-    def _interrupted(self, p: DecodeParams, call: DecodeCall | None) -> None:
-        failure: ServingError | None = None
-        if call is not None:
-            failure = call.split.failure if call.split is not None else call.refused
+    def _interrupted(self, p: DecodeParams, failure: ServingError) -> None:
+        """A failure: a preempted sequence or a full engine goes back to the scheduler to be
+        recomputed elsewhere (``retry:``); anything else is an ``error:`` frame."""
         if isinstance(failure, Preempted):
             sampler = (failure.seed, failure.sampler_state) if failure.sampler_state else None
             body = retry_body(p.path, p.body, failure.prompt_ids, failure.output_ids, sampler)
@@ -253,7 +279,7 @@ class DecodeRole:
             sampler = (p.seed, p.sampler_state) if p.sampler_state else None
             body = retry_body(p.path, p.body, p.prompt_ids, p.prior, sampler)
         else:
-            self._fail(p, failure.message if failure else "the request was interrupted")
+            self._fail(p, failure.message)
             return
         self.stats["retried"] += 1
         self._send(p, wire.RETRY, body)
@@ -265,6 +291,10 @@ class DecodeRole:
     def _send(self, p: DecodeParams, kind: str, body: bytes) -> None:
         # with no reader the frame is lost; the hub's on_lost cancels the jobs meanwhile
         self.hub.send(wire.frame(p.req_id, kind, body))
+
+
+async def _unused(req: HttpRequest) -> HttpResponse:
+    raise AssertionError("the decode role's router only matches paths")
 
 
 def refusal(exc: ServingError) -> HttpResponse:

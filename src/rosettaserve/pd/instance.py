@@ -15,13 +15,13 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
-from rosettaserve.core.dataplane import DataPlane
 from rosettaserve.core.errors import InvalidInput
-from rosettaserve.core.generate import generators
+from rosettaserve.core.generation_plane import GenerationPlane
 from rosettaserve.pd.http_client import Address
 from rosettaserve.pd.wire import REQ_TYPE
+from rosettaserve.protocols import families
 from rosettaserve.settings import Settings
-from rosettaserve.transport.routing import HttpRequest, HttpResponse, Route, Router, json_response
+from rosettaserve.transport.routing import HttpRequest, HttpResponse, Route, json_response
 
 if TYPE_CHECKING:
     from rosettaserve.pd.decode import DecodeRole
@@ -29,9 +29,16 @@ if TYPE_CHECKING:
 
 
 class PdInstance:
-    def __init__(self, settings: Settings, dp: DataPlane, llm_routes: list[Route]) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        plane: GenerationPlane,
+        llm_families: tuple[families.Family, ...] = families.FAMILIES,
+    ) -> None:
         self.role = settings.role
-        self.dp = dp
+        self.plane = plane
+        self.families = llm_families
+        self.dp = plane.dataplane
         self.settings = settings
         # the roles' modules load torch: imported only by an instance that takes a PD role
         self.prefill: PrefillRole | None = None
@@ -39,12 +46,12 @@ class PdInstance:
         if self.role == "prefill":
             from rosettaserve.pd.prefill import PrefillRole
 
-            self.prefill = PrefillRole(dp, settings.pd)
+            self.prefill = PrefillRole(plane, settings.pd)
         elif self.role == "decode":
             from rosettaserve.pd.decode import DecodeRole
 
-            self.decode = DecodeRole(Router(llm_routes), settings.pd)
-        self._llm_routes = llm_routes
+            endpoints = [e for f in llm_families for e in f.endpoints]
+            self.decode = DecodeRole(plane, endpoints, settings.pd)
 
     def bound(self, host: str, port: int) -> None:
         """The address other instances reach this one at, once its port is known."""
@@ -66,13 +73,15 @@ class PdInstance:
 
     def routes(self) -> list[Route]:
         out: list[Route] = []
-        for route in self._llm_routes:
-            if route.method != "POST":
-                out.append(route)
-            elif self.prefill is not None:
-                out.append(self.prefill.wrap(route))
-            else:
-                out.append(self._refuse_pd(route))
+        for family in self.families:
+            for endpoint in family.endpoints:
+                route = families.bind(self.plane, endpoint, family)
+                if route.method != "POST":
+                    out.append(route)
+                elif self.prefill is not None:
+                    out.append(self.prefill.route(endpoint, route))
+                else:
+                    out.append(self._refuse_pd(route))
         if self.prefill is not None:
             out += self.prefill.routes()
         if self.decode is not None:
@@ -101,7 +110,7 @@ class PdInstance:
         return json_response(self.status())
 
     def status(self) -> dict[str, Any]:
-        engines = [e for _, g in generators(self.dp.registry) if (e := getattr(g, "engine", None))]
+        engines = [e for _, g in self.plane.generators() if (e := getattr(g, "engine", None))]
         running = sum(e.stats.running for e in engines)
         slots = sum(e.config.max_num_seqs for e in engines)
         kv = sum(e.stats.kv_tokens for e in engines)

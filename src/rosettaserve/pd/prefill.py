@@ -1,9 +1,10 @@
 """The prefill instance: the first token here, the KV cache and the rest to a decode instance.
 
 For each family route (POST) a request must carry the PD headers (wire.py; 400 when one is
-missing or malformed, 503 while the instance is not ready). The family's own handler runs on
-the client's body with a hooked generator (hooks.py): it prefills, chooses the next token and
-stops. What the handler made of that token in the family's framing is the reply's ``output``.
+missing or malformed, 503 while the instance is not ready). The family's own endpoint runs
+once on the client's body, with a ``PrefillSplit`` as its explicit split argument: the engine
+prefills, chooses the next token and the part ends there (parts.py). What the endpoint made of
+that token in the family's framing is the reply's ``output``.
 If the request ended there (one token, EOS, a stop) the reply says ``isLastResp: true``;
 otherwise the cache goes under a lease, the decode instance named by ``d-target`` is told to
 fetch it (``POST /v1/pd/decode``), and only once it agreed does the reply leave. ``d-target``
@@ -19,15 +20,16 @@ from typing import Any
 
 import orjson
 
-from rosettaserve.core.dataplane import DataPlane
 from rosettaserve.core.errors import InvalidInput, ModelNotReady, NotFound, ServingError
 from rosettaserve.core.generate import DeltaStream, GenerateRequest, TextGenerator
+from rosettaserve.core.generation_plane import GenerationPlane
 from rosettaserve.core.status import ErrorKind
 from rosettaserve.pd import wire
-from rosettaserve.pd.hooks import Interrupted, SplitStream, engine_of, geometry_of, hooked
 from rosettaserve.pd.http_client import Address, HttpClientError, fetch
 from rosettaserve.pd.kv_transfer import Leases, encode
+from rosettaserve.pd.parts import Part, engine_of, geometry_of
 from rosettaserve.pd.recompute import Recompute, restore
+from rosettaserve.protocols.llm_http import Endpoint
 from rosettaserve.runtimes.llm.engine import Engine
 from rosettaserve.runtimes.llm.resume import Handoff, Resume
 from rosettaserve.settings import PdOptions
@@ -44,22 +46,25 @@ class DecodeUnavailable(ServingError):
 
 
 @dataclass
-class PrefillCall:
-    """One request's prefill: what the hooked generator did, for the reply and the handover."""
+class PrefillSplit:
+    """A prefill instance's part of one request (the plane's ``Split``): prefill, choose the
+    next token, hold the cache for the handover; ``n`` > 1 is served whole here."""
 
     recompute: Recompute | None
     identity: dict[str, Any] = field(default_factory=dict)
     handoff: Handoff = field(default_factory=Handoff)
-    split: SplitStream | None = None
-    whole: bool = False  # n > 1: served here from start to end
+    part: Part | None = None
+    whole: bool = False  # n > 1: served here from start to end (as MindIE: no n with PD)
     engine: Engine | None = None
     prompt_ids: list[int] = field(default_factory=list)
+    sent: int = 0  # a recompute's output tokens the client already has
+    prompt_tokens: int | None = None
 
-    def generate(self, inner: TextGenerator, request: GenerateRequest) -> DeltaStream:
-        if request.n != 1 or self.split is not None:
-            self.whole = True  # not split (as MindIE: no n/best_of with PD)
-            return inner.generate(request)
-        engine = engine_of(inner)
+    def start(self, generator: TextGenerator, request: GenerateRequest) -> DeltaStream:
+        if request.n != 1:
+            self.whole = True
+            return generator.generate(request)
+        engine = engine_of(generator)
         r = self.recompute or Recompute(engine.prompt_ids(request), [])
         _check_ids(engine, r.prompt_ids + r.prior)
         resume = Resume(
@@ -71,8 +76,15 @@ class PrefillCall:
         )
         stream = engine.submit(request, r.prompt_ids, resume)
         self.engine, self.prompt_ids = engine, r.prompt_ids
-        self.split = SplitStream(stream, [], len(r.prior), stop_after=len(r.prior) + 1)
-        return self.split
+        self.sent = len(r.prior)
+        self.prompt_tokens = 0 if self.recompute else len(r.prompt_ids)  # (once per request)
+        self.part = Part(stream, stop_after=len(r.prior) + 1)
+        return self.part
+
+    @property
+    def last(self) -> bool:
+        """The request ended here (served whole, or its last token came at once)."""
+        return self.whole or (self.part is not None and self.part.done)
 
 
 def _check_ids(engine: Engine, ids: list[int]) -> None:
@@ -83,72 +95,54 @@ def _check_ids(engine: Engine, ids: list[int]) -> None:
         raise InvalidInput(f"{len(ids)} tokens do not fit the context window")
 
 
-@dataclass
-class Outcome:
-    response: HttpResponse | None  # None: a non-streaming request that goes on elsewhere
-    output: bytes = b""
-    last: bool = False
-
-
 class PrefillRole:
-    def __init__(self, dp: DataPlane, options: PdOptions) -> None:
-        self.dp = dp
+    def __init__(self, plane: GenerationPlane, options: PdOptions) -> None:
+        self.plane = plane
         self.options = options
         self.leases = Leases(options.kv_lease_s)
         self.address = Address("127.0.0.1", 0)  # set once the port is bound
         self.handovers = 0
 
-    def wrap(self, route: Route) -> Route:
+    def route(self, endpoint: Endpoint, route: Route) -> Route:
+        """``route`` (the endpoint served whole) as this role serves it: with the PD headers."""
+
         async def handler(req: HttpRequest) -> HttpResponse:
-            return await self.serve(route, req)
+            return await self.serve(endpoint, req)
 
         return Route(route.method, route.pattern, handler, route.on_error)
 
-    async def serve(self, route: Route, req: HttpRequest) -> HttpResponse:
+    async def serve(self, endpoint: Endpoint, req: HttpRequest) -> HttpResponse:
         pd = wire.parse_prefill_headers(req.headers)
-        if not self.dp.ready():
+        if not self.plane.dataplane.ready():
             raise ModelNotReady("this prefill instance is not ready (its role status is unknown)")
         if (pd.d_host, pd.d_port) == (self.address.host, self.address.port):
-            return await route.handler(req)  # the flex shortcut: this instance decodes too
+            return await endpoint.serve(self.plane, req, None)  # the flex shortcut: D is here
         body, recompute = restore(req.path, req.body) if pd.recompute else (req.body, None)
-        call = PrefillCall(recompute)
-        with hooked(call.generate, call.identity):
-            outcome = await self._run(route, replace(req, body=body), call)
-        response = outcome.response
-        if response is not None and (response.status != 200 or not (call.split or call.whole)):
+        split = PrefillSplit(recompute)
+        response = await endpoint.serve(self.plane, replace(req, body=body), split)
+        if response.status != 200 or not (split.part or split.whole):
             return response  # an error (forwarded unchanged), or nothing was generated
-        if not outcome.last:
-            await self._hand_over(pd, req.path, body, call)
-        is_stream = response is not None and response.stream is not None
-        return json_response(wire.prefill_reply(pd.req_id, is_stream, outcome.output, outcome.last))
-
-    async def _run(self, route: Route, req: HttpRequest, call: PrefillCall) -> Outcome:
-        try:
-            response = await route.handler(req)
-        except Interrupted:
-            self._raise_failure(call)
-            return Outcome(None)  # collect() stopped at the handover: the rest comes from D
-        if response.status != 200 or response.stream is None:
-            return Outcome(response, response.body, response.status == 200)
-        chunks: list[bytes] = []
-        try:
-            async for chunk in response.stream:
-                if call.whole or (call.split is not None and call.split.keep):
-                    chunks.append(chunk)
-        except Interrupted:
-            self._raise_failure(call)
-            return Outcome(response, b"".join(chunks), last=False)
-        return Outcome(response, b"".join(chunks), last=True)
+        output = await self._output(response, split)
+        if not split.last:
+            await self._hand_over(pd, req.path, body, split)
+        is_stream = response.stream is not None
+        return json_response(wire.prefill_reply(pd.req_id, is_stream, output, split.last))
 
     @staticmethod
-    def _raise_failure(call: PrefillCall) -> None:
-        if call.split is not None and call.split.failure is not None:
-            raise call.split.failure
+    async def _output(response: HttpResponse, split: PrefillSplit) -> bytes:
+        """What the client gets from this instance: the stream's chunks of this part, or the
+        whole answer of a request that ended here."""
+        if response.stream is None:
+            return response.body if split.last else b""
+        chunks = [chunk async for chunk in response.stream]
+        if split.part is not None and split.part.failure is not None:
+            raise split.part.failure  # an error reply, not an error chunk after the first token
+        return b"".join(chunks)
 
     async def _hand_over(
-        self, pd: wire.PrefillHeaders, path: str, body: bytes | bytearray, call: PrefillCall
+        self, pd: wire.PrefillHeaders, path: str, body: bytes | bytearray, call: PrefillSplit
     ) -> None:
-        assert call.split is not None
+        assert call.part is not None
         assert call.engine is not None
         kv = call.handoff.kv
         if kv is None:
@@ -182,19 +176,19 @@ class PrefillRole:
         pd: wire.PrefillHeaders,
         path: str,
         body: bytes | bytearray,
-        call: PrefillCall,
+        call: PrefillSplit,
         size: int,
     ) -> dict[str, Any]:
-        assert call.split is not None
+        assert call.part is not None
         state = call.handoff.sampler_state
-        prior = sum(len(d.token_ids) for d in call.split.seen)
+        prior = sum(len(d.token_ids) for d in call.part.seen)
         return {
             "reqId": pd.req_id,
             "pNodeAddr": f"{self.address.host};{self.address.port}",
             "path": path,
             "body": body.decode("utf-8"),
             "promptIds": call.prompt_ids,
-            "deltas": [wire.delta_doc(d) for d in call.split.seen],
+            "deltas": [wire.delta_doc(d) for d in call.part.seen],
             "seed": call.handoff.seed,
             "samplerState": base64.b64encode(state).decode() if state else None,
             "kvTokens": len(call.prompt_ids) + prior - 1,

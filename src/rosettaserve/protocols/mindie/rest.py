@@ -11,32 +11,40 @@ generated_token_ids, seed}}``. Streaming: ``data: {json}\\n\\n`` per token,
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import Any
 
 import orjson
 
-from rosettaserve.core.dataplane import DataPlane
 from rosettaserve.core.errors import InvalidInput, ServingError
 from rosettaserve.core.generate import (
     Completion,
     Fields,
     GenerateDelta,
     GenerateRequest,
-    collect,
-    find_generator,
     json_object,
-    tracked,
 )
-from rosettaserve.protocols.tgi.schema import inputs_text, sampling
+from rosettaserve.core.generation_plane import GenerationPlane, Split
+from rosettaserve.core.sampling_fields import read_sampling
+from rosettaserve.protocols.llm_http import SSE, Endpoint, streamed
+from rosettaserve.protocols.tgi import schema as tgi_schema
+from rosettaserve.protocols.tgi.schema import inputs_text
 from rosettaserve.protocols.vllm.rest import error_response
-from rosettaserve.transport.routing import HttpRequest, HttpResponse, Route, json_response
+from rosettaserve.transport.routing import HttpRequest, HttpResponse, json_response
 
+FAMILY = "mindie"
 DEFAULT_MAX_NEW_TOKENS = 20  # MindIE's default
+SAMPLING = replace(tgi_schema.SAMPLING, default_max_new_tokens=DEFAULT_MAX_NEW_TOKENS, fixed={})
+
+__all__ = ["ENDPOINTS", "error_response", "stream_error"]
 
 
 def sse(doc: Any) -> bytes:
     return b"data: " + orjson.dumps(doc) + b"\n\n"
+
+
+def stream_error(exc: ServingError, first: bytes) -> bytes:
+    return sse({"error": exc.message, "error_type": "Incomplete Generation"})
 
 
 def prompt_of(doc: dict[str, Any], request: GenerateRequest) -> None:
@@ -66,59 +74,67 @@ def details(c: Completion, seed: int | None, with_ids: bool) -> dict[str, Any]:
     return doc
 
 
-def routes(dp: DataPlane) -> list[Route]:
-    async def infer(req: HttpRequest) -> HttpResponse:
-        doc = json_object(req.body)
-        f = Fields(doc)
-        p = f.object("parameters")
-        mv, gen = find_generator(dp.registry, f.string("model") or "")
-        params = sampling(p, DEFAULT_MAX_NEW_TOKENS, gen.info.max_stop_sequences)
-        params.include_stop_str_in_output = False
-        request = GenerateRequest(sampling=params, stream=f.boolean("stream", False))
-        prompt_of(doc, request)
-        want_details = p.boolean("details", False)
-        seed = params.seed if params.temperature > 0 else None
-        deltas = tracked(mv, gen.generate(request))
-        if request.stream:
-            events = event_stream(deltas, want_details, seed)
-            return HttpResponse(200, content_type="text/event-stream", stream=events)
-        (done,) = await collect(deltas)
-        body: dict[str, Any] = {"generated_text": done.text}
-        if want_details:
-            body["details"] = details(done, seed, with_ids=True)
-        return json_response(body)
-
-    return [
-        Route("POST", "/infer", infer, error_response),
-        Route("POST", "/infer_token", infer, error_response),
-    ]
+async def infer(plane: GenerationPlane, req: HttpRequest, split: Split | None) -> HttpResponse:
+    doc = json_object(req.body)
+    f = Fields(doc)
+    p = f.object("parameters")
+    mv, gen = plane.find(f.string("model") or "")
+    params = read_sampling(p, SAMPLING, gen.info.max_stop_sequences)
+    request = GenerateRequest(sampling=params, stream=f.boolean("stream", False))
+    prompt_of(doc, request)
+    want_details = p.boolean("details", False)
+    seed = params.seed if params.temperature > 0 else None
+    generation = plane.generate(FAMILY, mv, gen, request, split)
+    if request.stream:
+        return streamed(MindieFramer(want_details, seed), generation, SSE)
+    (done,) = await generation.collect()
+    body: dict[str, Any] = {"generated_text": done.text}
+    if want_details:
+        body["details"] = details(done, seed, with_ids=True)
+    return json_response(body)
 
 
-async def event_stream(
-    deltas: AsyncIterator[GenerateDelta], want_details: bool, seed: int | None
-) -> AsyncIterator[bytes]:
-    gathered = Completion(0)
-    last = time.perf_counter()
-    try:
-        async for delta in deltas:
-            gathered.add(delta)
-            now = time.perf_counter()
-            ms = round((now - last) * 1000.0, 3)
-            first = len(gathered.token_ids) == len(delta.token_ids)
-            timing = {"prefill_time": ms if first else None, "decode_time": None if first else ms}
-            last = now
-            token_id = delta.token_ids[-1]
-            if delta.finish_reason is None:
-                yield sse({**timing, "token": {"id": token_id, "text": delta.text}})
-                continue
-            end = details(gathered, seed, with_ids=False) if want_details else None
-            yield sse(
-                {
-                    **timing,
-                    "generated_text": gathered.text,
-                    "details": end,
-                    "token": {"id": token_id, "text": None},
-                }
-            )
-    except ServingError as exc:
-        yield sse({"error": exc.message, "error_type": "Incomplete Generation"})
+ENDPOINTS = [Endpoint("POST", "/infer", infer), Endpoint("POST", "/infer_token", infer)]
+
+
+class MindieFramer:
+    """One event per token with its prefill or decode time; the last one carries the text."""
+
+    def __init__(self, want_details: bool, seed: int | None) -> None:
+        self.want_details, self.seed = want_details, seed
+        self.gathered = Completion(0)
+        self.last = time.perf_counter()
+
+    def head(self) -> bytes:
+        return b""
+
+    def seen(self, delta: GenerateDelta) -> None:
+        self.gathered.add(delta)
+        self.last = time.perf_counter()
+
+    def chunk(self, delta: GenerateDelta) -> bytes:
+        gathered = self.gathered
+        gathered.add(delta)
+        now = time.perf_counter()
+        ms = round((now - self.last) * 1000.0, 3)
+        first = len(gathered.token_ids) == len(delta.token_ids)
+        timing = {"prefill_time": ms if first else None, "decode_time": None if first else ms}
+        self.last = now
+        token_id = delta.token_ids[-1]
+        if delta.finish_reason is None:
+            return sse({**timing, "token": {"id": token_id, "text": delta.text}})
+        end = details(gathered, self.seed, with_ids=False) if self.want_details else None
+        return sse(
+            {
+                **timing,
+                "generated_text": gathered.text,
+                "details": end,
+                "token": {"id": token_id, "text": None},
+            }
+        )
+
+    def tail(self) -> bytes:
+        return b""
+
+    def error(self, exc: ServingError) -> bytes:
+        return stream_error(exc, b"")

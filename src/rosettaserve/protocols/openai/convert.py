@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,7 +16,6 @@ from rosettaserve.core.generate import (
     GenerateDelta,
     TokenLogprob,
     Usage,
-    reply_identity,
 )
 
 DONE = b"data: [DONE]\n\n"
@@ -34,8 +34,7 @@ class Reply:
 
     def __post_init__(self) -> None:
         if not self.id:
-            self.id, created = reply_identity("chatcmpl" if self.kind == "chat" else "cmpl")
-            self.created = self.created or created
+            self.id = f"{'chatcmpl' if self.kind == 'chat' else 'cmpl'}-{uuid.uuid4().hex}"
         self.created = self.created or int(time.time())
 
     def head(self, object_type: str) -> dict[str, Any]:

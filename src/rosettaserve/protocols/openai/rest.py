@@ -1,81 +1,76 @@
 """OpenAI-compatible routes: /v1/chat/completions, /v1/completions, /v1/models.
 
-``GET /v1/models/{id}`` is not served: TF Serving's model status owns that path on this port.
+``GET /v1/models/{id}`` is shared with TF Serving's model status: its one body answers both
+clients (protocols/tfserving/rest.py, with ``convert.model_card`` from here).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
-from rosettaserve.core.dataplane import DataPlane
 from rosettaserve.core.errors import ServingError
-from rosettaserve.core.generate import (
-    GenerateDelta,
-    TextGenerator,
-    Usage,
-    collect,
-    find_generator,
-    generators,
-    json_object,
-    total_usage,
-    tracked,
-)
+from rosettaserve.core.generate import GenerateDelta, TextGenerator, Usage, json_object, total_usage
+from rosettaserve.core.generation_plane import GenerationPlane, Split, reply_identity
 from rosettaserve.core.registry import ModelVersion
+from rosettaserve.protocols.llm_http import SSE_HEADERS, Endpoint, streamed
 from rosettaserve.protocols.openai import convert, schema
 from rosettaserve.protocols.openai.convert import Reply
-from rosettaserve.transport.routing import HttpRequest, HttpResponse, Route, json_response
+from rosettaserve.transport.routing import HttpRequest, HttpResponse, json_response
 
-SSE = "text/event-stream"
-SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
+FAMILY = "openai"
 
 
 def error_response(exc: ServingError) -> HttpResponse:
     return json_response(convert.error_doc(exc), exc.http_status, exc.headers)
 
 
-def routes(dp: DataPlane) -> list[Route]:
-    async def chat(req: HttpRequest) -> HttpResponse:
-        doc = json_object(req.body)
-        mv, gen = find_generator(dp.registry, schema.model_name(doc))
-        info = gen.info
-        oa, messages = schema.chat_request(doc, info.max_n, info.max_stop_sequences)
-        oa.generate.prompt = gen.chat_prompt(messages)
-        oa.generate.add_special_tokens = False
-        oa.generate.request_id = (reply := Reply("chat", mv.name)).id
-        stream = tracked(mv, gen.generate(oa.generate))
-        if oa.generate.stream:
-            return HttpResponse(
-                200, content_type=SSE, headers=SSE_HEADERS, stream=chat_stream(reply, oa, stream)
-            )
-        done = await collect(stream, oa.generate.n)
-        body = convert.chat_completion(reply, done, total_usage(done), oa.top_logprobs is not None)
-        return json_response(body)
+def stream_error(exc: ServingError, first: bytes) -> bytes:
+    """The last chunk of a stream that failed after it began."""
+    return convert.sse(convert.error_doc(exc)) + convert.DONE
 
-    async def completions(req: HttpRequest) -> HttpResponse:
-        doc = json_object(req.body)
-        mv, gen = find_generator(dp.registry, schema.model_name(doc))
-        oa = schema.completion_request(doc, gen.info.max_n, gen.info.max_stop_sequences)
-        oa.generate.request_id = (reply := Reply("text", mv.name)).id
-        stream = tracked(mv, gen.generate(oa.generate))
-        echo = _echo(gen, oa) if oa.echo else ""
-        if oa.generate.stream:
-            body = text_stream(reply, oa, stream, echo)
-            return HttpResponse(200, content_type=SSE, headers=SSE_HEADERS, stream=body)
-        done = await collect(stream, oa.generate.n)
-        doc = convert.text_completion(
-            reply, done, total_usage(done), oa.top_logprobs is not None, echo
-        )
-        return json_response(doc)
 
-    async def models(req: HttpRequest) -> HttpResponse:
-        cards = [_card(mv, gen) for mv, gen in generators(dp.registry)]
-        return json_response({"object": "list", "data": cards})
+async def chat(plane: GenerationPlane, req: HttpRequest, split: Split | None) -> HttpResponse:
+    doc = json_object(req.body)
+    mv, gen = plane.find(schema.model_name(doc))
+    info = gen.info
+    oa, messages = schema.chat_request(doc, info.max_n, info.max_stop_sequences)
+    oa.generate.prompt = gen.chat_prompt(messages)
+    oa.generate.add_special_tokens = False
+    reply = Reply("chat", mv.name, *reply_identity(split, "chatcmpl"))
+    oa.generate.request_id = reply.id
+    generation = plane.generate(FAMILY, mv, gen, oa.generate, split)
+    if oa.generate.stream:
+        return streamed(ChatFramer(reply, oa), generation, headers=SSE_HEADERS)
+    done = await generation.collect()
+    body = convert.chat_completion(reply, done, total_usage(done), oa.top_logprobs is not None)
+    return json_response(body)
 
-    return [
-        Route("POST", "/v1/chat/completions", chat, error_response),
-        Route("POST", "/v1/completions", completions, error_response),
-        Route("GET", "/v1/models", models, error_response),
-    ]
+
+async def completions(
+    plane: GenerationPlane, req: HttpRequest, split: Split | None
+) -> HttpResponse:
+    doc = json_object(req.body)
+    mv, gen = plane.find(schema.model_name(doc))
+    oa = schema.completion_request(doc, gen.info.max_n, gen.info.max_stop_sequences)
+    reply = Reply("text", mv.name, *reply_identity(split, "cmpl"))
+    oa.generate.request_id = reply.id
+    echo = _echo(gen, oa) if oa.echo else ""
+    generation = plane.generate(FAMILY, mv, gen, oa.generate, split)
+    if oa.generate.stream:
+        return streamed(TextFramer(reply, oa, echo), generation, headers=SSE_HEADERS)
+    done = await generation.collect()
+    logprobs = oa.top_logprobs is not None
+    return json_response(convert.text_completion(reply, done, total_usage(done), logprobs, echo))
+
+
+async def models(plane: GenerationPlane, req: HttpRequest, split: Split | None) -> HttpResponse:
+    cards = [_card(mv, gen) for mv, gen in plane.generators()]
+    return json_response({"object": "list", "data": cards})
+
+
+ENDPOINTS = [
+    Endpoint("POST", "/v1/chat/completions", chat),
+    Endpoint("POST", "/v1/completions", completions),
+    Endpoint("GET", "/v1/models", models),
+]
 
 
 def _card(mv: ModelVersion, gen: TextGenerator) -> dict[str, object]:
@@ -89,49 +84,87 @@ def _echo(gen: TextGenerator, oa: schema.OpenAIRequest) -> str:
     )
 
 
-async def chat_stream(
-    reply: Reply, oa: schema.OpenAIRequest, stream: AsyncIterator[GenerateDelta]
-) -> AsyncIterator[bytes]:
-    logprobs, with_usage = oa.top_logprobs is not None, oa.include_usage
-    usages: dict[int, Usage] = {}
-    try:
-        n = oa.generate.n
-        yield convert.chat_chunk(reply, [convert.chat_role_choice(i) for i in range(n)], with_usage)
-        async for delta in stream:
-            if delta.text or delta.finish_reason is not None or logprobs:
-                choice = convert.chat_delta_choice(delta, logprobs)
-                yield convert.chat_chunk(reply, [choice], with_usage)
-            if delta.usage is not None:
-                usages[delta.index] = delta.usage
-        if with_usage:
-            yield convert.usage_chunk(reply, "chat.completion.chunk", _sum(usages))
-    except ServingError as exc:
-        yield convert.sse(convert.error_doc(exc))
-    yield convert.DONE
+class ChatFramer:
+    """chat.completion.chunk events: the role first, then the content, then usage and [DONE]."""
+
+    def __init__(self, reply: Reply, oa: schema.OpenAIRequest) -> None:
+        self.reply, self.n = reply, oa.generate.n
+        self.logprobs, self.with_usage = oa.top_logprobs is not None, oa.include_usage
+        self.usages: dict[int, Usage] = {}
+
+    def head(self) -> bytes:
+        roles = [convert.chat_role_choice(i) for i in range(self.n)]
+        return convert.chat_chunk(self.reply, roles, self.with_usage)
+
+    def seen(self, delta: GenerateDelta) -> None:
+        if delta.usage is not None:
+            self.usages[delta.index] = delta.usage
+
+    def chunk(self, delta: GenerateDelta) -> bytes:
+        self.seen(delta)
+        if delta.text or delta.finish_reason is not None or self.logprobs:
+            choice = convert.chat_delta_choice(delta, self.logprobs)
+            return convert.chat_chunk(self.reply, [choice], self.with_usage)
+        return b""
+
+    def tail(self) -> bytes:
+        if not self.with_usage:
+            return convert.DONE
+        return convert.usage_chunk(self.reply, "chat.completion.chunk", _sum(self.usages)) + (
+            convert.DONE
+        )
+
+    def error(self, exc: ServingError) -> bytes:
+        return stream_error(exc, b"")
 
 
-async def text_stream(
-    reply: Reply, oa: schema.OpenAIRequest, stream: AsyncIterator[GenerateDelta], echo: str
-) -> AsyncIterator[bytes]:
-    logprobs, with_usage = oa.top_logprobs is not None, oa.include_usage
-    usages: dict[int, Usage] = {}
-    offsets: dict[int, int] = {}  # text sent so far per choice; absent: the echo is still due
-    try:
-        async for delta in stream:
-            if delta.text or delta.finish_reason is not None or logprobs:
-                prefix = "" if delta.index in offsets else echo
-                offset = offsets.get(delta.index, 0) + len(prefix)
-                yield convert.text_chunk(
-                    reply, delta, logprobs, prefix=prefix, offset=offset, include_usage=with_usage
-                )
-                offsets[delta.index] = offset + len(delta.text)
-            if delta.usage is not None:
-                usages[delta.index] = delta.usage
-        if with_usage:
-            yield convert.usage_chunk(reply, "text_completion", _sum(usages))
-    except ServingError as exc:
-        yield convert.sse(convert.error_doc(exc))
-    yield convert.DONE
+class TextFramer:
+    """text_completion events: the echo before a choice's first text, then usage and [DONE]."""
+
+    def __init__(self, reply: Reply, oa: schema.OpenAIRequest, echo: str) -> None:
+        self.reply, self.echo = reply, echo
+        self.logprobs, self.with_usage = oa.top_logprobs is not None, oa.include_usage
+        self.usages: dict[int, Usage] = {}
+        self.offsets: dict[int, int] = {}  # text sent so far per choice; absent: echo still due
+
+    def head(self) -> bytes:
+        return b""
+
+    def _advance(self, delta: GenerateDelta) -> tuple[str, int] | None:
+        """The echo due before this delta's text and its offset (None: it makes no chunk)."""
+        if delta.usage is not None:
+            self.usages[delta.index] = delta.usage
+        if not (delta.text or delta.finish_reason is not None or self.logprobs):
+            return None
+        prefix = "" if delta.index in self.offsets else self.echo
+        offset = self.offsets.get(delta.index, 0) + len(prefix)
+        self.offsets[delta.index] = offset + len(delta.text)
+        return prefix, offset
+
+    def seen(self, delta: GenerateDelta) -> None:
+        self._advance(delta)
+
+    def chunk(self, delta: GenerateDelta) -> bytes:
+        at = self._advance(delta)
+        if at is None:
+            return b""
+        prefix, offset = at
+        return convert.text_chunk(
+            self.reply,
+            delta,
+            self.logprobs,
+            prefix=prefix,
+            offset=offset,
+            include_usage=self.with_usage,
+        )
+
+    def tail(self) -> bytes:
+        if not self.with_usage:
+            return convert.DONE
+        return convert.usage_chunk(self.reply, "text_completion", _sum(self.usages)) + convert.DONE
+
+    def error(self, exc: ServingError) -> bytes:
+        return stream_error(exc, b"")
 
 
 def _sum(usages: dict[int, Usage]) -> Usage:

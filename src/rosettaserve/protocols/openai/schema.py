@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from rosettaserve.core.errors import InvalidInput
-from rosettaserve.core.generate import SEED_MAX, Fields, GenerateRequest, SamplingParams
+from rosettaserve.core.generate import Fields, GenerateRequest
+from rosettaserve.core.sampling_fields import PENALTIES, STOPS, Field, SamplingTable, read_sampling
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
 MAX_TOP_LOGPROBS = 20
@@ -24,23 +25,18 @@ class OpenAIRequest:
     top_logprobs: int | None = None  # None: no logprobs asked
 
 
-def sampling(f: Fields, max_stop: int, default_max_tokens: int | None) -> SamplingParams:
-    max_tokens = f.integer("max_completion_tokens", None, 1) or f.integer("max_tokens", None, 1)
-    return SamplingParams(
-        max_new_tokens=max_tokens or default_max_tokens,
-        temperature=f.number("temperature", 1.0, 0.0, 2.0) or 0.0,
-        top_p=f.number("top_p", 1.0, 0.0, 1.0, lo_open=True) or 1.0,
-        top_k=max(0, f.integer("top_k", 0, -1) or 0),  # vLLM: -1 and 0 mean off
-        seed=f.integer("seed", None, 0, SEED_MAX),
-        repetition_penalty=f.number("repetition_penalty", 1.0, 0.0, 100.0, lo_open=True) or 1.0,
-        presence_penalty=f.number("presence_penalty", 0.0, -2.0, 2.0) or 0.0,
-        frequency_penalty=f.number("frequency_penalty", 0.0, -2.0, 2.0) or 0.0,
-        stop=f.strings("stop", max_stop),
-        stop_token_ids=f.token_ids("stop_token_ids"),
-        include_stop_str_in_output=f.boolean("include_stop_str_in_output", False),
-        ignore_eos=f.boolean("ignore_eos", False),
-        skip_special_tokens=f.boolean("skip_special_tokens", True),
-    )
+# OpenAI's sampling fields, with the extras vLLM's OpenAI server accepts (top_k, penalties...)
+SAMPLING = SamplingTable(
+    fields=(
+        Field("max_new_tokens", ("max_completion_tokens", "max_tokens"), "int", 1),
+        Field("temperature", ("temperature",), "number", 0.0, 2.0),
+        Field("top_p", ("top_p",), "number", 0.0, 1.0, lo_open=True),
+        Field("top_k", ("top_k",), "int", -1),  # vLLM: -1 and 0 mean off
+        *PENALTIES,
+        *STOPS,
+    ),
+)
+COMPLETIONS_SAMPLING = replace(SAMPLING, max_tokens=COMPLETIONS_DEFAULT_MAX_TOKENS)
 
 
 def model_name(doc: Mapping[str, Any]) -> str:
@@ -74,7 +70,7 @@ def chat_request(
     top = f.integer("top_logprobs", None, 0, MAX_TOP_LOGPROBS)
     if top is not None and not want:
         raise InvalidInput("'top_logprobs' needs 'logprobs': true")
-    params = sampling(f, max_stop, None)
+    params = read_sampling(f, SAMPLING, max_stop)
     params.logprobs, params.top_logprobs = want, top or 0
     request = GenerateRequest(sampling=params, n=n, stream=stream)
     return OpenAIRequest(
@@ -119,7 +115,7 @@ def completion_request(doc: dict[str, Any], max_n: int, max_stop: int) -> OpenAI
     if best_of is not None and best_of != n:
         raise InvalidInput("'best_of' different from 'n' is not supported")
     top = f.integer("logprobs", None, 0, MAX_TOP_LOGPROBS)
-    params = sampling(f, max_stop, COMPLETIONS_DEFAULT_MAX_TOKENS)
+    params = read_sampling(f, COMPLETIONS_SAMPLING, max_stop)
     params.logprobs, params.top_logprobs = top is not None, top or 0
     request = GenerateRequest(sampling=params, n=n, stream=stream)
     _set_prompt(request, doc.get("prompt"))

@@ -7,85 +7,92 @@ calls), ``/info``, ``/health``.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
-from rosettaserve.core.dataplane import DataPlane
 from rosettaserve.core.errors import InvalidInput, ServingError
-from rosettaserve.core.generate import (
-    Fields,
-    GenerateDelta,
-    TextGenerator,
-    collect,
-    find_generator,
-    json_object,
-    tracked,
-)
+from rosettaserve.core.generate import Fields, GenerateDelta, TextGenerator, json_object
+from rosettaserve.core.generation_plane import GenerationPlane, Split
+from rosettaserve.protocols.llm_http import SSE, SSE_HEADERS, Endpoint, streamed
 from rosettaserve.protocols.tgi import convert
 from rosettaserve.protocols.tgi.schema import TgiRequest, tgi_request
 from rosettaserve.protocols.vllm import rest as vllm_rest
-from rosettaserve.transport.routing import HttpRequest, HttpResponse, Route, json_response
+from rosettaserve.transport.routing import HttpRequest, HttpResponse, json_response
 
-SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
+FAMILY = "tgi"
 
 
 def error_response(exc: ServingError) -> HttpResponse:
     return json_response(convert.error_doc(exc), exc.http_status, exc.headers)
 
 
-def routes(dp: DataPlane) -> list[Route]:
-    async def run(doc: dict[str, Any], stream: bool | None, as_list: bool) -> HttpResponse:
-        mv, gen = find_generator(dp.registry, Fields(doc).string("model") or "")
-        tgi = tgi_request(doc, gen.info.max_stop_sequences, stream)
-        _truncate(gen, tgi)
-        deltas = tracked(mv, gen.generate(tgi.generate))
-        prefix = (tgi.generate.prompt or "") if tgi.return_full_text else ""
-        if tgi.generate.stream:
-            body = event_stream(tgi, deltas, prefix, gen.info.special_ids)
-            return HttpResponse(
-                200, content_type="text/event-stream", headers=SSE_HEADERS, stream=body
-            )
-        (done,) = await collect(deltas)
-        prompt = _prefill(gen, tgi) if tgi.decoder_input_details else []
-        doc = convert.generate_response(tgi, done, prefix, prompt, gen.info.special_ids)
-        headers = {"x-prompt-tokens": str(done.usage.prompt_tokens if done.usage else 0)}
-        headers["x-generated-tokens"] = str(len(done.token_ids))
-        return json_response([doc] if as_list else doc, headers=headers)
+def stream_error(exc: ServingError, first: bytes) -> bytes:
+    return convert.sse(convert.error_doc(exc))
 
-    async def generate(req: HttpRequest) -> HttpResponse:
-        doc = json_object(req.body)
-        if "inputs" not in doc and "prompt" in doc:
-            return await vllm_rest.generate(dp, doc)
-        if "inputs" not in doc:
-            raise InvalidInput(
-                "`inputs` or `prompt` must be necessary: `inputs` for TGI, `prompt` for vLLM"
-            )
-        return await run(doc, False, as_list=False)
 
-    async def generate_stream(req: HttpRequest) -> HttpResponse:
-        return await run(json_object(req.body), True, as_list=False)
+async def run(
+    plane: GenerationPlane,
+    doc: dict[str, Any],
+    split: Split | None,
+    stream: bool | None,
+    as_list: bool,
+) -> HttpResponse:
+    mv, gen = plane.find(Fields(doc).string("model") or "")
+    tgi = tgi_request(doc, gen.info.max_stop_sequences, stream)
+    _truncate(gen, tgi)
+    prefix = (tgi.generate.prompt or "") if tgi.return_full_text else ""
+    prompt = _prefill(gen, tgi) if tgi.decoder_input_details else []
+    generation = plane.generate(FAMILY, mv, gen, tgi.generate, split)
+    if tgi.generate.stream:
+        framer = TgiFramer(tgi, prefix, gen.info.special_ids)
+        return streamed(framer, generation, SSE, SSE_HEADERS)
+    (done,) = await generation.collect()
+    doc = convert.generate_response(tgi, done, prefix, prompt, gen.info.special_ids)
+    headers = {"x-prompt-tokens": str(done.usage.prompt_tokens if done.usage else 0)}
+    headers["x-generated-tokens"] = str(len(done.token_ids))
+    return json_response([doc] if as_list else doc, headers=headers)
 
-    async def compat(req: HttpRequest) -> HttpResponse:
-        return await run(json_object(req.body), None, as_list=True)
 
-    async def info(req: HttpRequest) -> HttpResponse:
-        _, gen = find_generator(dp.registry)
-        return json_response(convert.info(gen.info))
+async def generate(plane: GenerationPlane, req: HttpRequest, split: Split | None) -> HttpResponse:
+    doc = json_object(req.body)
+    if "inputs" not in doc and "prompt" in doc:
+        return await vllm_rest.generate(plane, doc, split)
+    if "inputs" not in doc:
+        raise InvalidInput(
+            "`inputs` or `prompt` must be necessary: `inputs` for TGI, `prompt` for vLLM"
+        )
+    return await run(plane, doc, split, False, as_list=False)
 
-    async def health(req: HttpRequest) -> HttpResponse:
-        try:
-            find_generator(dp.registry)
-        except ServingError:
-            return json_response({"error": "unhealthy", "error_type": "healthcheck"}, 503)
-        return HttpResponse(200, b"")
 
-    return [
-        Route("POST", "/generate", generate, error_response),
-        Route("POST", "/generate_stream", generate_stream, error_response),
-        Route("POST", "/", compat, error_response),
-        Route("GET", "/info", info, error_response),
-        Route("GET", "/health", health, error_response),
-    ]
+async def generate_stream(
+    plane: GenerationPlane, req: HttpRequest, split: Split | None
+) -> HttpResponse:
+    return await run(plane, json_object(req.body), split, True, as_list=False)
+
+
+async def compat(plane: GenerationPlane, req: HttpRequest, split: Split | None) -> HttpResponse:
+    return await run(plane, json_object(req.body), split, None, as_list=True)
+
+
+async def info(plane: GenerationPlane, req: HttpRequest, split: Split | None) -> HttpResponse:
+    _, gen = plane.find()
+    return json_response(convert.info(gen.info))
+
+
+async def health(plane: GenerationPlane, req: HttpRequest, split: Split | None) -> HttpResponse:
+    try:
+        plane.find()
+    except ServingError:
+        return json_response({"error": "unhealthy", "error_type": "healthcheck"}, 503)
+    return HttpResponse(200, b"")
+
+
+ENDPOINTS = [
+    Endpoint("POST", "/generate", generate),
+    Endpoint("POST", "/generate_stream", generate_stream),
+    Endpoint("POST", "/", compat),
+    Endpoint("GET", "/info", info),
+    Endpoint("GET", "/health", health),
+]
 
 
 def _truncate(gen: TextGenerator, tgi: TgiRequest) -> None:
@@ -101,15 +108,27 @@ def _prefill(gen: TextGenerator, tgi: TgiRequest) -> list[tuple[int, str]]:
     return [(i, gen.decode([i])) for i in ids]
 
 
-async def event_stream(
-    tgi: TgiRequest, deltas: AsyncIterator[GenerateDelta], prefix: str, specials: frozenset[int]
-) -> AsyncIterator[bytes]:
-    text, index = prefix, 0
-    try:
-        async for delta in deltas:
-            index += 1
-            text += delta.text
-            full = text if delta.finish_reason is not None else None
-            yield convert.stream_event(tgi, index, delta, full, specials)
-    except ServingError as exc:
-        yield convert.sse(convert.error_doc(exc))
+class TgiFramer:
+    """StreamResponse events, one per token; the last carries the whole text and details."""
+
+    def __init__(self, tgi: TgiRequest, prefix: str, specials: frozenset[int]) -> None:
+        self.tgi, self.specials = tgi, specials
+        self.text, self.index = prefix, 0
+
+    def head(self) -> bytes:
+        return b""
+
+    def seen(self, delta: GenerateDelta) -> None:
+        self.index += 1
+        self.text += delta.text
+
+    def chunk(self, delta: GenerateDelta) -> bytes:
+        self.seen(delta)
+        full = self.text if delta.finish_reason is not None else None
+        return convert.stream_event(self.tgi, self.index, delta, full, self.specials)
+
+    def tail(self) -> bytes:
+        return b""
+
+    def error(self, exc: ServingError) -> bytes:
+        return stream_error(exc, b"")

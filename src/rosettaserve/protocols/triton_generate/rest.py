@@ -9,33 +9,43 @@ Errors are ``{"error": "<message>"}``; after a stream began, an ``error`` event.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import Any
 
 import orjson
 
-from rosettaserve.core.dataplane import DataPlane
 from rosettaserve.core.errors import InvalidInput, ServingError
-from rosettaserve.core.generate import (
-    Fields,
-    GenerateDelta,
-    GenerateRequest,
-    collect,
-    find_generator,
-    json_object,
-    tracked,
-)
-from rosettaserve.protocols.tgi.schema import inputs_text, sampling
-from rosettaserve.transport.routing import HttpRequest, HttpResponse, Route, json_response
+from rosettaserve.core.generate import Fields, GenerateDelta, GenerateRequest, json_object
+from rosettaserve.core.generation_plane import GenerationPlane, Split
+from rosettaserve.core.sampling_fields import read_sampling
+from rosettaserve.protocols.llm_http import Endpoint, streamed
+from rosettaserve.protocols.tgi import schema as tgi_schema
+from rosettaserve.protocols.tgi.schema import inputs_text
+from rosettaserve.transport.routing import HttpRequest, HttpResponse, json_response
 
+FAMILY = "triton"
 MODEL = r"/v2/models/(?P<model>[^/]+)(?:/versions/(?P<version>[0-9]+))?"
 DEFAULT_MAX_TOKENS = 20  # MindIE's default for this route
-RENAMED = {"max_tokens": "max_new_tokens", "stop_words": "stop", "random_seed": "seed"}
 NOT_PARAMETERS = ("text_input", "id", "parameters", "stream", "bad_words", "model")
+# TGI's parameters, under the names the TensorRT-LLM ensemble also uses
+RENAMED = {"max_new_tokens": "max_tokens", "stop": "stop_words", "seed": "random_seed"}
+SAMPLING = replace(
+    tgi_schema.SAMPLING,
+    fields=tuple(
+        replace(f, keys=(*f.keys, RENAMED[f.target])) if f.target in RENAMED else f
+        for f in tgi_schema.SAMPLING.fields
+    ),
+    default_max_new_tokens=DEFAULT_MAX_TOKENS,
+    fixed={},
+)
 
 
 def error_response(exc: ServingError) -> HttpResponse:
     return json_response({"error": exc.message}, exc.http_status, exc.headers)
+
+
+def stream_error(exc: ServingError, first: bytes) -> bytes:
+    return sse({"error": exc.message})
 
 
 def sse(doc: Any) -> bytes:
@@ -48,11 +58,9 @@ def parameters(doc: dict[str, Any]) -> dict[str, Any]:
         raise InvalidInput("'parameters' must be an object")
     merged = {k: v for k, v in doc.items() if k not in NOT_PARAMETERS}
     merged.update(nested or {})
-    for old, new in RENAMED.items():
-        if old in merged and new not in merged:
-            merged[new] = merged.pop(old)
-    if merged.get("stop") == "":  # the TensorRT-LLM ensemble sends empty stop words
-        del merged["stop"]
+    for key in ("stop", "stop_words"):
+        if merged.get(key) == "":  # the TensorRT-LLM ensemble sends empty stop words
+            del merged[key]
     return merged
 
 
@@ -79,44 +87,61 @@ class Reply:
         return doc
 
 
-def routes(dp: DataPlane) -> list[Route]:
-    async def run(req: HttpRequest, stream: bool) -> HttpResponse:
-        doc = json_object(req.body)
-        text = inputs_text(doc, "text_input")
-        mv, gen = find_generator(dp.registry, req.params["model"], req.params.get("version", ""))
-        p = Fields(parameters(doc), "parameters")
-        params = sampling(p, DEFAULT_MAX_TOKENS, gen.info.max_stop_sequences)
-        params.include_stop_str_in_output = False
-        reply = Reply(doc, mv.name, mv.version, p.boolean("details", False))
-        deltas = tracked(
-            mv, gen.generate(GenerateRequest(prompt=text, sampling=params, stream=stream))
-        )
-        if stream:
-            events = event_stream(reply, deltas)
-            return HttpResponse(200, content_type="text/event-stream; charset=utf-8", stream=events)
-        (done,) = await collect(deltas)
-        finish = done.finish_reason.value if done.finish_reason else None
-        return json_response(reply.body(done.text, len(done.token_ids), finish))
-
-    async def generate(req: HttpRequest) -> HttpResponse:
-        return await run(req, stream=False)
-
-    async def generate_stream(req: HttpRequest) -> HttpResponse:
-        return await run(req, stream=True)
-
-    return [
-        Route("POST", MODEL + "/generate", generate, error_response),
-        Route("POST", MODEL + "/generate_stream", generate_stream, error_response),
-    ]
+async def run(
+    plane: GenerationPlane, req: HttpRequest, split: Split | None, stream: bool
+) -> HttpResponse:
+    doc = json_object(req.body)
+    text = inputs_text(doc, "text_input")
+    mv, gen = plane.find(req.params["model"], req.params.get("version", ""))
+    p = Fields(parameters(doc), "parameters")
+    params = read_sampling(p, SAMPLING, gen.info.max_stop_sequences)
+    reply = Reply(doc, mv.name, mv.version, p.boolean("details", False))
+    request = GenerateRequest(prompt=text, sampling=params, stream=stream)
+    generation = plane.generate(FAMILY, mv, gen, request, split)
+    if stream:
+        return streamed(TritonFramer(reply), generation, "text/event-stream; charset=utf-8")
+    (done,) = await generation.collect()
+    finish = done.finish_reason.value if done.finish_reason else None
+    return json_response(reply.body(done.text, len(done.token_ids), finish))
 
 
-async def event_stream(reply: Reply, deltas: AsyncIterator[GenerateDelta]) -> AsyncIterator[bytes]:
-    tokens = 0
-    try:
-        async for delta in deltas:
-            tokens += len(delta.token_ids)
-            if delta.text or delta.finish_reason is not None:
-                finish = delta.finish_reason.value if delta.finish_reason else None
-                yield sse(reply.body(delta.text, tokens, finish))
-    except ServingError as exc:
-        yield sse({"error": exc.message})
+async def generate(plane: GenerationPlane, req: HttpRequest, split: Split | None) -> HttpResponse:
+    return await run(plane, req, split, stream=False)
+
+
+async def generate_stream(
+    plane: GenerationPlane, req: HttpRequest, split: Split | None
+) -> HttpResponse:
+    return await run(plane, req, split, stream=True)
+
+
+ENDPOINTS = [
+    Endpoint("POST", MODEL + "/generate", generate),
+    Endpoint("POST", MODEL + "/generate_stream", generate_stream),
+]
+
+
+class TritonFramer:
+    """``data:{json}`` events of the new text, with the tokens generated so far."""
+
+    def __init__(self, reply: Reply) -> None:
+        self.reply, self.tokens = reply, 0
+
+    def head(self) -> bytes:
+        return b""
+
+    def seen(self, delta: GenerateDelta) -> None:
+        self.tokens += len(delta.token_ids)
+
+    def chunk(self, delta: GenerateDelta) -> bytes:
+        self.seen(delta)
+        if delta.text or delta.finish_reason is not None:
+            finish = delta.finish_reason.value if delta.finish_reason else None
+            return sse(self.reply.body(delta.text, self.tokens, finish))
+        return b""
+
+    def tail(self) -> bytes:
+        return b""
+
+    def error(self, exc: ServingError) -> bytes:
+        return sse({"error": exc.message})

@@ -11,25 +11,25 @@ The route itself is TGI's ``/generate`` (see protocols/tgi/rest.py), which hands
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
 
-from rosettaserve.core.dataplane import DataPlane
 from rosettaserve.core.errors import InvalidInput, ServingError
-from rosettaserve.core.generate import (
-    SEED_MAX,
-    Fields,
-    GenerateDelta,
-    GenerateRequest,
-    SamplingParams,
-    collect,
-    find_generator,
-    tracked,
+from rosettaserve.core.generate import Fields, GenerateDelta, GenerateRequest, SamplingParams
+from rosettaserve.core.generation_plane import GenerationPlane, Split
+from rosettaserve.core.sampling_fields import (
+    PENALTIES,
+    STOPS,
+    Field,
+    Refused,
+    SamplingTable,
+    read_sampling,
 )
+from rosettaserve.protocols.llm_http import streamed
 from rosettaserve.transport.routing import HttpResponse, json_response
 
+FAMILY = "vllm"
 DEFAULT_MAX_TOKENS = 16  # vLLM's SamplingParams default
 ACCEPTED = {
     "prompt", "stream", "model", "n", "best_of", "temperature", "top_p", "top_k", "min_p",
@@ -37,6 +37,19 @@ ACCEPTED = {
     "stop", "stop_token_ids", "ignore_eos", "seed", "logprobs", "prompt_logprobs",
     "skip_special_tokens", "include_stop_str_in_output", "spaces_between_special_tokens",
 }  # fmt: skip
+SAMPLING = SamplingTable(
+    fields=(
+        Field("max_new_tokens", ("max_tokens",), "int", 1),
+        Field("temperature", ("temperature",), "number", 0.0, 100.0),
+        Field("top_p", ("top_p",), "number", 0.0, 1.0, lo_open=True),
+        Field("top_k", ("top_k",), "int", -1),
+        *PENALTIES,
+        *STOPS,
+    ),
+    refused=(Refused("min_p", "number", 0.0, 0.0, 1.0), Refused("min_tokens", "int", 0)),
+    max_tokens=DEFAULT_MAX_TOKENS,
+    greedy_below=1e-5,  # vLLM's _SAMPLING_EPS
+)
 # MindIE's error_type names (HttpRestResource::WrapperJson), the shape its vLLM route answers
 ERROR_TYPES = {
     400: "Bad Request",
@@ -53,6 +66,15 @@ def error_response(exc: ServingError) -> HttpResponse:
     return json_response({"error": exc.message, "error_type": kind}, exc.http_status, exc.headers)
 
 
+def stream_error(exc: ServingError, first: bytes) -> bytes:
+    """The error chunk, in the framing the stream began with (``\\0`` or ``\\n``)."""
+    return orjson.dumps({"error": exc.message}) + (b"\0" if first.endswith(b"\0") else b"\n")
+
+
+def stream_content_type(first: bytes) -> str:
+    return "application/octet-stream" if first.endswith(b"\0") else "application/x-ndjson"
+
+
 def sampling(f: Fields, max_n: int, max_stop: int) -> tuple[SamplingParams, int]:
     unknown = sorted(set(f.doc) - ACCEPTED)
     if unknown:
@@ -60,77 +82,89 @@ def sampling(f: Fields, max_n: int, max_stop: int) -> tuple[SamplingParams, int]
     n = f.integer("n", 1, 1, max_n) or 1
     if (f.integer("best_of", n, 1) or n) != n:
         raise InvalidInput("'best_of' different from 'n' is not supported by this server")
-    if f.number("min_p", 0.0, 0.0, 1.0) or f.integer("min_tokens", 0, 0):
-        raise InvalidInput("'min_p' and 'min_tokens' are not supported by this server")
-    temperature = f.number("temperature", 1.0, 0.0, 100.0)
-    params = SamplingParams(
-        max_new_tokens=f.integer("max_tokens", DEFAULT_MAX_TOKENS, 1),
-        temperature=0.0 if (temperature or 0.0) < 1e-5 else float(temperature or 0.0),
-        top_p=f.number("top_p", 1.0, 0.0, 1.0, lo_open=True) or 1.0,
-        top_k=max(0, f.integer("top_k", 0, -1) or 0),
-        seed=f.integer("seed", None, 0, SEED_MAX),
-        repetition_penalty=f.number("repetition_penalty", 1.0, 0.0, 100.0, lo_open=True) or 1.0,
-        presence_penalty=f.number("presence_penalty", 0.0, -2.0, 2.0) or 0.0,
-        frequency_penalty=f.number("frequency_penalty", 0.0, -2.0, 2.0) or 0.0,
-        stop=f.strings("stop", max_stop),
-        stop_token_ids=f.token_ids("stop_token_ids"),
-        ignore_eos=f.boolean("ignore_eos", False),
-        skip_special_tokens=f.boolean("skip_special_tokens", True),
-        include_stop_str_in_output=f.boolean("include_stop_str_in_output", False),
-    )
+    params = read_sampling(f, SAMPLING, max_stop)
     f.integer("logprobs", None, 0)  # accepted, as vLLM does; the simple API never returns them
     return params, n
 
 
-async def generate(dp: DataPlane, doc: dict[str, Any]) -> HttpResponse:
+async def generate(
+    plane: GenerationPlane, doc: dict[str, Any], split: Split | None
+) -> HttpResponse:
     try:
-        return await _generate(dp, doc)
+        return await _generate(plane, doc, split)
     except ServingError as exc:
         return error_response(exc)
 
 
-async def _generate(dp: DataPlane, doc: dict[str, Any]) -> HttpResponse:
+async def _generate(
+    plane: GenerationPlane, doc: dict[str, Any], split: Split | None
+) -> HttpResponse:
     f = Fields(doc)
     prompt = f.string("prompt")
     if not prompt:
         raise InvalidInput("'prompt' must be a non-empty string")
-    mv, gen = find_generator(dp.registry, f.string("model") or "")
+    mv, gen = plane.find(f.string("model") or "")
     params, n = sampling(f, gen.info.max_n, gen.info.max_stop_sequences)
     request = GenerateRequest(
         prompt=prompt, sampling=params, n=n, stream=f.boolean("stream", False)
     )
     mindie = str(gen.info.options.get("vllm_stream_format", "vllm")) == "mindie"
-    deltas = tracked(mv, gen.generate(request))
+    generation = plane.generate(FAMILY, mv, gen, request, split)
     if request.stream:
-        body = (delta_chunks if mindie else cumulative_chunks)(prompt, n, deltas)
+        framer = DeltaFramer(n) if mindie else CumulativeFramer(prompt, n)
         media = "application/octet-stream" if mindie else "application/x-ndjson"
-        return HttpResponse(200, content_type=media, stream=body)
-    done = await collect(deltas, n)
+        return streamed(framer, generation, media)
+    done = await generation.collect()
     joint = " " if mindie else ""
     return json_response({"text": [prompt + joint + c.text for c in done]})
 
 
-async def cumulative_chunks(
-    prompt: str, n: int, deltas: AsyncIterator[GenerateDelta]
-) -> AsyncIterator[bytes]:
-    texts = [prompt] * n
-    try:
-        async for delta in deltas:
-            texts[delta.index] += delta.text
-            if delta.text or delta.finish_reason is not None:
-                yield orjson.dumps({"text": texts}) + b"\n"
-    except ServingError as exc:
-        yield orjson.dumps({"error": exc.message}) + b"\n"
+class CumulativeFramer:
+    """Current vLLM: every chunk holds each sequence's prompt and output so far, + ``\\n``."""
+
+    def __init__(self, prompt: str, n: int) -> None:
+        self.texts = [prompt] * n
+
+    def head(self) -> bytes:
+        return b""
+
+    def seen(self, delta: GenerateDelta) -> None:
+        self.texts[delta.index] += delta.text
+
+    def chunk(self, delta: GenerateDelta) -> bytes:
+        self.seen(delta)
+        if delta.text or delta.finish_reason is not None:
+            return orjson.dumps({"text": self.texts}) + b"\n"
+        return b""
+
+    def tail(self) -> bytes:
+        return b""
+
+    def error(self, exc: ServingError) -> bytes:
+        return orjson.dumps({"error": exc.message}) + b"\n"
 
 
-async def delta_chunks(
-    prompt: str, n: int, deltas: AsyncIterator[GenerateDelta]
-) -> AsyncIterator[bytes]:
-    try:
-        async for delta in deltas:
-            if delta.text or delta.finish_reason is not None:
-                texts = [""] * n
-                texts[delta.index] = delta.text
-                yield orjson.dumps({"text": texts}) + b"\0"
-    except ServingError as exc:
-        yield orjson.dumps({"error": exc.message}) + b"\0"
+class DeltaFramer:
+    """vLLM 0.2.x as MindIE serves it: each chunk holds the new text only, + ``\\0``."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def head(self) -> bytes:
+        return b""
+
+    def seen(self, delta: GenerateDelta) -> None:
+        return None
+
+    def chunk(self, delta: GenerateDelta) -> bytes:
+        if delta.text or delta.finish_reason is not None:
+            texts = [""] * self.n
+            texts[delta.index] = delta.text
+            return orjson.dumps({"text": texts}) + b"\0"
+        return b""
+
+    def tail(self) -> bytes:
+        return b""
+
+    def error(self, exc: ServingError) -> bytes:
+        return orjson.dumps({"error": exc.message}) + b"\0"

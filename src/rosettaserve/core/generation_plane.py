@@ -1,0 +1,362 @@
+"""The generation plane: what ``DataPlane`` is to tensor requests, for LLM requests.
+
+Every LLM API family calls it, and only it: it finds the model and checks it is ready, admits
+the request against the queue limit (429 / RESOURCE_EXHAUSTED), holds it to the request
+timeout (504), counts it in flight on its version (unloading waits for it), cancels the
+engine's work when the client goes away, and reports the LLM figures (tokens, time to first
+token, inter-token latency, end-to-end latency, outcome) to the same observer as the data
+plane. Prefill/decode disaggregation is an explicit argument of one request (``Split``): it
+says how the request's deltas are made on this instance.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator
+from time import perf_counter_ns
+from typing import Any, Protocol
+
+from rosettaserve.core.dataplane import RETRY_AFTER_S, DataPlane
+from rosettaserve.core.errors import (
+    DeadlineExceeded,
+    InvalidInput,
+    ModelNotFound,
+    ModelNotReady,
+    Overloaded,
+    ServingError,
+)
+from rosettaserve.core.generate import (
+    Completion,
+    DeltaStream,
+    GenerateDelta,
+    GenerateRequest,
+    TextGenerator,
+)
+from rosettaserve.core.registry import ModelVersion
+
+
+class Split(Protocol):
+    """Prefill/decode disaggregation's part in one request (``None``: served whole here).
+
+    ``start`` makes the request's deltas on this instance: a prefill instance's stream ends
+    after the token it hands over, a decode instance's begins with the deltas the prefill
+    instance made. The first ``sent`` deltas are ones the client already has; ``identity``
+    holds the reply id and creation time both halves of one response share.
+    """
+
+    identity: dict[str, Any]
+
+    @property
+    def sent(self) -> int: ...
+
+    @property
+    def prompt_tokens(self) -> int | None:
+        """The prompt tokens this part counts (None: the usage's; 0: counted elsewhere)."""
+        ...
+
+    def start(self, generator: TextGenerator, request: GenerateRequest) -> DeltaStream: ...
+
+
+class GenerationSeries(Protocol):
+    """One model version's LLM figures (observability.metrics keeps them)."""
+
+    def first_token(self, ns: int) -> None: ...
+
+    def inter_token(self, ns: int) -> None: ...
+
+    def finished(
+        self, family: str, outcome: str, *, prompt_tokens: int, tokens: int, start: int, end: int
+    ) -> None:
+        """``outcome``: "success", "cancelled" or the error kind's lower-case name."""
+
+
+class GenerationObserver(Protocol):
+    def generation_series(self, mv: ModelVersion) -> GenerationSeries: ...
+
+
+class Framer(Protocol):
+    """A family's stream framing: the bytes each delta becomes, and around them."""
+
+    def head(self) -> bytes:
+        """Before the first delta (b"": nothing)."""
+        ...
+
+    def seen(self, delta: GenerateDelta) -> None:
+        """A delta the client already has (sent by a prefill instance): state only."""
+
+    def chunk(self, delta: GenerateDelta) -> bytes: ...
+
+    def tail(self) -> bytes:
+        """After the last delta of every sequence."""
+        ...
+
+    def error(self, exc: ServingError) -> bytes:
+        """The last chunk of a stream that failed after it began."""
+        ...
+
+
+class GenerationPlane:
+    def __init__(self, dataplane: DataPlane) -> None:
+        self.dataplane = dataplane  # its registry, limits and readiness
+        self.observer: GenerationObserver | None = None
+
+    @property
+    def registry(self) -> Any:
+        return self.dataplane.registry
+
+    def find(self, name: str = "", version: str = "") -> tuple[ModelVersion, TextGenerator]:
+        """The LLM model named (that version, or its highest ready one), or the first served."""
+        registry = self.dataplane.registry
+        names = [name] if name else sorted(registry.model_names())
+        for candidate in names:
+            versions = registry.versions(candidate) or []
+            if version:
+                versions = [v for v in versions if v.version == version]
+            if name and not versions:
+                break
+            for mv in sorted(versions, key=lambda v: (v.ready, int(v.version)), reverse=True):
+                if isinstance(mv.model, TextGenerator) and mv.ready:
+                    return mv, mv.model
+                if mv.runtime == "llm":
+                    why = f": {mv.reason}" if mv.reason else ""
+                    raise ModelNotReady(f"model '{mv.name}' is not ready ({mv.state.value}){why}")
+            if name:
+                raise InvalidInput(f"model '{name}' is not a text generation model (runtime: llm)")
+        if name:
+            which = f"model '{name}' version {version}" if version else f"model '{name}'"
+            raise ModelNotFound(f"the {which} does not exist")
+        raise ModelNotFound("no text generation model (runtime: llm) is served")
+
+    def generators(self) -> list[tuple[ModelVersion, TextGenerator]]:
+        """Every LLM model's highest ready version."""
+        found: list[tuple[ModelVersion, TextGenerator]] = []
+        registry = self.dataplane.registry
+        for name in sorted(registry.model_names()):
+            for mv in reversed(registry.versions(name) or []):
+                if mv.ready and isinstance(mv.model, TextGenerator):
+                    found.append((mv, mv.model))
+                    break
+        return found
+
+    def generate(
+        self,
+        family: str,
+        mv: ModelVersion,
+        generator: TextGenerator,
+        request: GenerateRequest,
+        split: Split | None = None,
+    ) -> Generation:
+        """Admit ``request`` and start it; the deltas come from the returned ``Generation``."""
+        start = perf_counter_ns()
+        series = self.observer.generation_series(mv) if self.observer is not None else None
+        try:
+            self.admit(mv, generator)
+            stream = split.start(generator, request) if split else generator.generate(request)
+        except ServingError as exc:
+            if series is not None:
+                outcome, end = exc.kind.name.lower(), perf_counter_ns()
+                series.finished(family, outcome, prompt_tokens=0, tokens=0, start=start, end=end)
+            raise
+        return Generation(
+            mv,
+            stream,
+            request.n,
+            family=family,
+            split=split,
+            series=series,
+            start=start,
+            timeout_s=self._timeout(mv),
+        )
+
+    def admit(self, mv: ModelVersion, generator: TextGenerator) -> None:
+        """The queue limit (--max-queue-size, model.yaml max_queue_size): requests beyond the
+        engine's running sequences wait; beyond the limit a request is refused at once."""
+        limits = self.dataplane.limits
+        limit = limits.max_queue_size if mv.max_queue_size is None else mv.max_queue_size
+        if limit <= 0:
+            return
+        waiting = max(0, mv.inflight - generator.info.max_num_seqs)
+        if waiting >= limit:
+            raise Overloaded(
+                f"model '{mv.name}' version {mv.version} is overloaded: {waiting} requests are "
+                f"queued, its limit; retry later",
+                headers={"retry-after": RETRY_AFTER_S},
+            )
+
+    def _timeout(self, mv: ModelVersion) -> float:
+        """The request timeout in seconds (0: none): model.yaml's, or --request-timeout."""
+        us = self.dataplane.limits.timeout_us if mv.timeout_us is None else mv.timeout_us
+        return us / 1e6
+
+
+class Generation:
+    """One request's deltas, as the plane hands them to a family: counted in flight, held to
+    the timeout, timed for the metrics; closing it early (the client left) cancels the work."""
+
+    def __init__(
+        self,
+        mv: ModelVersion,
+        stream: DeltaStream,
+        n: int,
+        *,
+        family: str,
+        split: Split | None,
+        series: GenerationSeries | None,
+        start: int,
+        timeout_s: float,
+    ) -> None:
+        self.mv = mv
+        self.stream = stream
+        self.n = n
+        self.family = family
+        self.split = split
+        self.series = series
+        self.start = start
+        self.sent = split.sent if split is not None else 0  # deltas the client already has
+        self.timeout_s = timeout_s
+        self.deadline: float | None = None
+        self.handed = 0  # deltas handed out
+        self.finished = 0  # sequences whose last delta was handed out
+        self.tokens = 0  # tokens generated on this instance
+        self.prompt_tokens = 0
+        self.last = 0  # perf_counter_ns of the latest token
+        self.closed = False
+        mv.__enter__()  # in flight until closed
+
+    @property
+    def complete(self) -> bool:
+        """Every sequence ended (not a prefill instance's part that stopped at the handover)."""
+        return self.finished >= self.n
+
+    def reply_identity(self, prefix: str) -> tuple[str, int]:
+        return reply_identity(self.split, prefix)
+
+    def __aiter__(self) -> Generation:
+        return self
+
+    async def __anext__(self) -> GenerateDelta:
+        if self.closed:
+            raise StopAsyncIteration
+        try:
+            delta = await self._next()
+        except StopAsyncIteration:
+            self.close("success" if self.complete or self.split is not None else "cancelled")
+            raise
+        except ServingError as exc:
+            self.close(exc.kind.name.lower())
+            raise
+        except BaseException:  # cancelled: the client went away
+            self.close("cancelled")
+            raise
+        self._count(delta)
+        return delta
+
+    async def _next(self) -> GenerateDelta:
+        if not self.timeout_s:
+            return await self.stream.__anext__()
+        loop = asyncio.get_running_loop()
+        if self.deadline is None:
+            self.deadline = loop.time() + self.timeout_s - (perf_counter_ns() - self.start) / 1e9
+            if asyncio.current_task() is None:  # driven eagerly, outside a task: a timeout
+                await asyncio.sleep(0)  # needs the task that takes it over
+        try:
+            async with asyncio.timeout_at(self.deadline):
+                return await self.stream.__anext__()
+        except TimeoutError:
+            raise DeadlineExceeded(
+                f"model '{self.mv.name}' version {self.mv.version} did not finish within the "
+                f"request timeout of {self.timeout_s * 1000:g} ms; the generation was stopped"
+            ) from None
+
+    def _count(self, delta: GenerateDelta) -> None:
+        self.handed += 1
+        if delta.finish_reason is not None:
+            self.finished += 1
+            if delta.usage is not None and not self.prompt_tokens:
+                self.prompt_tokens = delta.usage.prompt_tokens
+        if self.handed <= self.sent or not delta.token_ids:
+            return  # the client has it already: timed where it was made
+        now = perf_counter_ns()
+        series = self.series
+        if series is not None:
+            if self.last:
+                series.inter_token(now - self.last)
+            elif self.sent == 0:
+                series.first_token(now - self.start)
+        self.last = now
+        self.tokens += len(delta.token_ids)
+        if self.complete:
+            self.close("success")
+
+    def close(self, outcome: str = "cancelled") -> None:
+        """Idempotent: stops the engine's work (if any is left) and reports the request."""
+        if self.closed:
+            return
+        self.closed = True
+        self.stream.cancel()
+        self.mv.__exit__(None, None, None)
+        if self.series is None:
+            return
+        prompt = self.prompt_tokens
+        if self.split is not None and self.split.prompt_tokens is not None:
+            prompt = self.split.prompt_tokens
+        self.series.finished(
+            self.family,
+            outcome,
+            prompt_tokens=prompt,
+            tokens=self.tokens,
+            start=self.start,
+            end=perf_counter_ns(),
+        )
+
+    def __del__(self) -> None:
+        if not self.closed:  # a reply never sent (its stream was dropped unread)
+            self.close()
+
+    async def collect(self) -> list[Completion]:
+        """Every sequence's deltas gathered (a non-streaming reply)."""
+        completions = [Completion(i) for i in range(self.n)]
+        try:
+            async for delta in self:
+                completions[delta.index].add(delta)
+        finally:
+            self.close()
+        return completions
+
+
+def reply_identity(split: Split | None, prefix: str) -> tuple[str, int]:
+    """A reply's id and creation time: new, or the ones ``split`` carries (and records)."""
+    slot = split.identity if split is not None else None
+    if slot and isinstance(slot.get("id"), str) and isinstance(slot.get("created"), int):
+        return slot["id"], slot["created"]
+    pair = f"{prefix}-{uuid.uuid4().hex}", int(time.time())
+    if slot is not None:
+        slot["id"], slot["created"] = pair
+    return pair
+
+
+async def frames(framer: Framer, generation: Generation) -> AsyncIterator[bytes]:
+    """A streaming reply's chunks: the family's framing of the plane's deltas. A failure after
+    the stream began is the family's error chunk; leaving early cancels the work."""
+    try:
+        if generation.sent == 0:
+            head = framer.head()
+            if head:
+                yield head
+        async for delta in generation:
+            if generation.handed <= generation.sent:
+                framer.seen(delta)
+                continue
+            chunk = framer.chunk(delta)
+            if chunk:
+                yield chunk
+        if generation.complete:
+            tail = framer.tail()
+            if tail:
+                yield tail
+    except ServingError as exc:
+        yield framer.error(exc)
+    finally:
+        generation.close()

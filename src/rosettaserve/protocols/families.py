@@ -1,0 +1,104 @@
+"""The five LLM API families, declared once: the server's routes, the PD instance's roles and
+the PD scheduler all read this table.
+
+Each family: its endpoints (served through the generation plane, with an optional PD split),
+its error reply, the last chunk of a stream that failed after it began, the media type of its
+streams, and the sampling table its requests are read with. vLLM's simple API has no route of
+its own: ``POST /generate`` is TGI's unless the body says vLLM (``prompt`` without ``inputs``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from rosettaserve.core.errors import ServingError
+from rosettaserve.core.generate import json_object
+from rosettaserve.core.generation_plane import GenerationPlane
+from rosettaserve.core.sampling_fields import SamplingTable
+from rosettaserve.protocols.llm_http import SSE, Endpoint
+from rosettaserve.protocols.mindie import rest as mindie
+from rosettaserve.protocols.openai import rest as openai
+from rosettaserve.protocols.openai import schema as openai_schema
+from rosettaserve.protocols.tgi import rest as tgi
+from rosettaserve.protocols.tgi import schema as tgi_schema
+from rosettaserve.protocols.triton_generate import rest as triton
+from rosettaserve.protocols.vllm import rest as vllm
+from rosettaserve.transport.routing import HttpRequest, HttpResponse, Route
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str  # the protocol label of its requests in the metrics
+    endpoints: tuple[Endpoint, ...]
+    error_response: Callable[[ServingError], HttpResponse]
+    stream_error: Callable[[ServingError, bytes], bytes]  # (error, the stream so far) -> chunk
+    stream_content_type: Callable[[bytes], str]  # a stream's media type, from its first chunk
+    sampling: SamplingTable
+
+
+def _sse(first: bytes) -> str:
+    return SSE
+
+
+OPENAI = Family(
+    openai.FAMILY,
+    tuple(openai.ENDPOINTS),
+    openai.error_response,
+    openai.stream_error,
+    _sse,
+    openai_schema.SAMPLING,
+)
+TGI = Family(
+    tgi.FAMILY,
+    tuple(tgi.ENDPOINTS),
+    tgi.error_response,
+    tgi.stream_error,
+    _sse,
+    tgi_schema.SAMPLING,
+)
+VLLM = Family(
+    vllm.FAMILY,
+    (),  # served on TGI's POST /generate
+    vllm.error_response,
+    vllm.stream_error,
+    vllm.stream_content_type,
+    vllm.SAMPLING,
+)
+TRITON_GENERATE = Family(
+    triton.FAMILY,
+    tuple(triton.ENDPOINTS),
+    triton.error_response,
+    triton.stream_error,
+    lambda first: "text/event-stream; charset=utf-8",
+    triton.SAMPLING,
+)
+MINDIE = Family(
+    mindie.FAMILY,
+    tuple(mindie.ENDPOINTS),
+    mindie.error_response,
+    mindie.stream_error,
+    _sse,
+    mindie.SAMPLING,
+)
+FAMILIES = (OPENAI, TGI, VLLM, TRITON_GENERATE, MINDIE)
+
+
+def family_of(family: Family, path: str, body: bytes | bytearray) -> Family:
+    """The family a request belongs to: TGI's ``POST /generate`` with a vLLM body is vLLM's."""
+    if family is not TGI or path != "/generate":
+        return family
+    try:
+        doc = json_object(body)
+    except ServingError:
+        return family
+    return VLLM if "inputs" not in doc and "prompt" in doc else family
+
+
+def bind(plane: GenerationPlane, endpoint: Endpoint, family: Family) -> Route:
+    """An endpoint as a route served whole (no PD split)."""
+
+    async def handler(req: HttpRequest) -> HttpResponse:
+        return await endpoint.serve(plane, req, None)
+
+    return Route(endpoint.method, endpoint.pattern, handler, family.error_response)
