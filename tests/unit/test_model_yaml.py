@@ -123,6 +123,12 @@ def test_every_mistake_is_named_at_once() -> None:
     assert "instances: expected an integer >= 1, got 0" in message
 
 
+def test_a_very_wrong_file_names_the_first_mistakes_and_counts_the_rest() -> None:
+    message = refused(**{f"key{i}": i for i in range(25)})
+    assert message.count("unknown key") == 10
+    assert message.endswith("; and 15 more")
+
+
 def test_defaults_are_the_declared_ones() -> None:
     config = parse_config({"runtime": "python"})
     declared = {row.path: row for row in rows(MODEL_YAML)}

@@ -20,8 +20,10 @@ class Problems:
 
     def __init__(self) -> None:
         self.found: list[str] = []
+        self.count = 0
 
     def add(self, where: str, what: str) -> None:
+        self.count += 1
         if len(self.found) < MAX_PROBLEMS:
             self.found.append(f"{where}: {what}" if where else what)
 
@@ -29,7 +31,8 @@ class Problems:
         return bool(self.found)
 
     def __str__(self) -> str:
-        return "; ".join(self.found)
+        more = self.count - len(self.found)
+        return "; ".join(self.found) + (f"; and {more} more" if more else "")
 
 
 def shown(value: Any) -> str:
