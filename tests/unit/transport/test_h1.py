@@ -8,7 +8,8 @@ import socket
 from collections.abc import AsyncIterator
 from typing import Any
 
-from rosettaserve.transport.h1 import BULK_MIN_BYTES, Connection, HttpServer
+from rosettaserve.transport.h1 import BULK_MIN_BYTES, MAX_BLANK_BYTES, Connection, HttpServer
+from rosettaserve.transport.h1_answers import MAX_OUT_PARTS
 from rosettaserve.transport.routing import HttpResponse
 
 VAR: contextvars.ContextVar[str] = contextvars.ContextVar("test_h1_var", default="")
@@ -299,3 +300,117 @@ def test_a_connection_that_cannot_take_its_answers_does_not_keep_the_others_from
 def test_a_stream_pipelined_behind_connection_close_gets_no_answer() -> None:
     data = run(exchange(CLOSE + b"GET /stream HTTP/1.1\r\nHost: x\r\n\r\n"))
     assert _answers(data) == [b"GET /last "]
+
+
+class FlowTransport(RecordingTransport):
+    """Records the reads paused and resumed, and the half-close."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reading = True
+        self.eof = False
+
+    def pause_reading(self) -> None:
+        self.reading = False
+
+    def resume_reading(self) -> None:
+        self.reading = True
+
+    def can_write_eof(self) -> bool:
+        return True
+
+    def write_eof(self) -> None:
+        self.eof = True
+
+
+def _connected(transport: RecordingTransport) -> Connection:
+    conn = Connection(HttpServer(EchoApp(), 1 << 20))
+    conn.connection_made(transport)
+    return conn
+
+
+def test_a_client_that_does_not_take_its_answers_is_not_read_until_it_does() -> None:
+    async def scenario() -> list[bool]:
+        transport = FlowTransport()
+        conn = _connected(transport)
+        seen = [transport.reading]
+        conn.pause_writing()  # the transport's buffer passed its high-water mark
+        seen.append(transport.reading)
+        conn.resume_writing()
+        seen.append(transport.reading)
+        return seen
+
+    assert run(scenario()) == [True, False, True]
+
+
+def test_a_burst_of_pipelined_requests_is_written_before_the_round_ends() -> None:
+    """Answers wait for the end of the round, but not past MAX_OUT_PARTS: a client pipelining
+    without reading must meet the high-water mark while its requests are read."""
+
+    async def scenario() -> tuple[int, int]:
+        transport = RecordingTransport()
+        conn = _connected(transport)
+        conn.data_received(_post(b"/p", b"x") * (MAX_OUT_PARTS // 2 + 10))
+        during = len(transport.written)
+        await asyncio.sleep(0)
+        return during, len(_answers(b"".join(transport.written)))
+
+    during, answered = run(scenario())
+    assert during >= 1
+    assert answered == MAX_OUT_PARTS // 2 + 10
+
+
+def test_the_sweep_answers_408_to_a_late_head_and_a_stalled_body() -> None:
+    async def scenario(request: bytes) -> bytes:
+        transport = FlowTransport()
+        conn = _connected(transport)
+        conn.data_received(request)
+        conn.close_if_idle(0.0)  # not late yet
+        assert transport.written == []
+        conn.head_since -= 3600
+        conn.last_active -= 3600
+        conn.close_if_idle(0.0)
+        await asyncio.sleep(0)
+        assert transport.eof  # answered, then half-closed
+        return b"".join(transport.written)
+
+    late_head = run(scenario(b"GET /x HTTP/1.1\r\nHost: x\r\nX-Slow: "))
+    assert late_head.startswith(b"HTTP/1.1 408 Request Timeout")
+    assert b"--header-timeout" in late_head
+    stalled = run(scenario(b"POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 9\r\n\r\nab"))
+    assert stalled.startswith(b"HTTP/1.1 408 Request Timeout")
+    assert b"--body-timeout" in stalled
+
+
+def test_the_sweep_leaves_a_request_being_answered_alone() -> None:
+    async def scenario() -> list[bytes]:
+        transport = FlowTransport()
+        conn = _connected(transport)
+        conn.data_received(b"GET /context HTTP/1.1\r\nHost: x\r\n\r\n")  # waits: a task
+        conn.last_active -= 3600
+        conn.close_if_idle(0.0)
+        await asyncio.sleep(0.05)
+        return transport.written
+
+    (written,) = run(scenario())
+    assert _answers(written) == [b"inside"]
+
+
+def test_empty_lines_instead_of_a_request_are_refused() -> None:
+    async def scenario() -> bytes:
+        transport = FlowTransport()
+        conn = _connected(transport)
+        for _ in range(MAX_BLANK_BYTES // 2 + 1):
+            conn.data_received(b"\r\n")
+        await asyncio.sleep(0)
+        return b"".join(transport.written)
+
+    assert run(scenario()).startswith(b"HTTP/1.1 400 Bad Request")
+
+
+def test_a_refused_request_is_answered_after_the_one_still_computed() -> None:
+    data = run(exchange(b"GET /context HTTP/1.1\r\nHost: x\r\n\r\nGET /" + b"a" * 20000))
+    first, refused = data.split(b"HTTP/1.1 ")[1:]
+    assert first.startswith(b"200 OK")
+    assert first.endswith(b"inside")
+    assert refused.startswith(b"414 ")
