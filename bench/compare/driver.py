@@ -1,15 +1,17 @@
-"""rosettaserve against MLServer, KServe and bare ceilings: one run, one load generator, one table.
+"""rosettaserve against MLServer, KServe, Triton, LitServe and bare ceilings: one run, one table.
 
     .venv/bin/python bench/compare/driver.py [--duration 10] [--warmup 2] [--repeats 3]
         [--servers KEY ...] [--cases CASE ...] [--server-cpu 0] [--load-cpu 1]
         [--out bench/RESULTS.md] [--raw-dir DIR]
 
 (``bench/compare/run`` installs the tools and the peers, then runs this.) Every server serves the
-same identity FP32 model. Each repeat starts every server afresh, pinned to --server-cpu (so
-repeats are interleaved: repeat 1 of every server, then repeat 2, ...), measures its startup to
-ready and idle RSS, checks one answer per case, runs each case (a warm-up run, then a measured
-run; wrk for REST, h2load for gRPC, one thread pinned to --load-cpu), reads its peak RSS and stops
-it with SIGTERM. Tables show medians over the repeats; the targets are ratios from the same run.
+same identity model (FP32; BYTES for the string case). Each repeat starts every server afresh,
+pinned to --server-cpu (so repeats are interleaved: repeat 1 of every server, then repeat 2,
+...), measures its startup to ready and idle RSS, checks one answer per case, runs each case (a
+warm-up run, then a measured run; wrk for REST, h2load for gRPC, one thread pinned to
+--load-cpu), reads its peak RSS and stops it with SIGTERM. Tables show medians over the repeats;
+the targets are ratios from the same run and, for dynamic batching, the server's time per
+batched request.
 """
 
 from __future__ import annotations

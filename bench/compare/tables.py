@@ -119,7 +119,10 @@ def tensor_table(
             cells = case_cells(results, spec, case, conns)
             m = med_case(results, (spec.key, case, conns))
             size = body_sizes.get(f"{spec.key}/{case}")
-            mbps = fmt(m.rps * size / 1e6) if m and size else ""
+            mbps = ""
+            if m and size:
+                rate = m.rps * size / 1e6
+                mbps = fmt(rate, 1 if rate < 10 else 0)
             lines.append(row([label(spec), ENCODINGS[case], cells[0], mbps, *cells[1:]]))
     return lines
 
