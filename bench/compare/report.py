@@ -38,6 +38,40 @@ def report(
     body_sizes: dict[str, int],
     info: dict[str, str],
 ) -> str:
+    lines = [*setup_lines(args, info), *servers_table(results, specs)]
+    if REST_SMALL in args.cases:
+        lines += ["", "### (a) FP32 [1,4], OIP REST JSON", ""]
+        lines += small_table(results, specs, REST_SMALL)
+    if GRPC_SMALL in args.cases:
+        lines += ["", "### (b) FP32 [1,4], OIP gRPC ModelInfer (fp32_contents)", ""]
+        lines += small_table(results, specs, GRPC_SMALL)
+    for case, (title, what) in TLS_TITLES.items():
+        if case in args.cases:
+            lines += ["", f"### {title}: {what}", ""]
+            lines += small_table(results, [s for s in specs if case in s.cases], case)
+    lines += large_section(results, specs, body_sizes, args.cases)
+    lines += medium_section(results, specs, body_sizes, args.cases)
+    if BATCHING in info:
+        lines += batching_section(results, info[BATCHING])
+    lines += memory_section(args, results, specs)
+    lines += [
+        "",
+        "### Targets",
+        "",
+        "Ratios of rosettaserve's medians to the same run's medians of the other server (the "
+        "best MLServer configuration where there are several); for dynamic batching, the "
+        "server's time per batched request.",
+        "",
+        row(["target", "measured", "result"]),
+        row(["---", "---:", "---"]),
+        *(row(t.cells()) for t in targets(results, specs, body_sizes)),
+        *flagged_lines(results),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def setup_lines(args: argparse.Namespace, info: dict[str, str]) -> list[str]:
+    """The title, the command and how the run was made."""
     lines = [
         "## rosettaserve vs MLServer, KServe, Triton and LitServe (`bench/compare`)",
         "",
@@ -65,7 +99,11 @@ def report(
     ]
     if info.get("peers_note"):
         lines.append(f"- **{info['peers_note']}**")
-    lines += [
+    return lines
+
+
+def servers_table(results: Results, specs: Sequence[ServerSpec]) -> list[str]:
+    lines = [
         "",
         "Servers:",
         "",
@@ -75,22 +113,14 @@ def report(
     for spec in specs:
         versions = sorted({r.version for r in results.runs.get(spec.key, []) if r.version})
         lines.append(row([label(spec), spec.key, ", ".join(versions) or "—", spec.notes]))
-    if REST_SMALL in args.cases:
-        lines += ["", "### (a) FP32 [1,4], OIP REST JSON", ""]
-        lines += small_table(results, specs, REST_SMALL)
-    if GRPC_SMALL in args.cases:
-        lines += ["", "### (b) FP32 [1,4], OIP gRPC ModelInfer (fp32_contents)", ""]
-        lines += small_table(results, specs, GRPC_SMALL)
-    for case, (title, what) in TLS_TITLES.items():
-        if case in args.cases:
-            lines += ["", f"### {title}: {what}", ""]
-            lines += small_table(results, [s for s in specs if case in s.cases], case)
-    lines += large_section(results, specs, body_sizes, args.cases)
-    lines += medium_section(results, specs, body_sizes, args.cases)
-    if BATCHING in info:
-        lines += batching_section(results, info[BATCHING])
+    return lines
+
+
+def memory_section(
+    args: argparse.Namespace, results: Results, specs: Sequence[ServerSpec]
+) -> list[str]:
     memory_specs = [*specs, *(s for s in (EXAMPLES_VIEW, BATCHING_VIEW) if s.key in results.runs)]
-    lines += [
+    return [
         "",
         "### Startup and memory",
         "",
@@ -106,16 +136,12 @@ def report(
         "summed over the server's process tree; MB = 10^6 bytes.",
         "",
         *memory_table(results, memory_specs),
-        "",
-        "### Targets",
-        "",
-        "Ratios of rosettaserve's medians to the same run's medians of the other server (the "
-        "best MLServer configuration where there are several).",
-        "",
-        row(["target", "measured", "result"]),
-        row(["---", "---:", "---"]),
-        *(row(t.cells()) for t in targets(results, specs, body_sizes)),
     ]
+
+
+def flagged_lines(results: Results) -> list[str]:
+    """The runs with errors or without a completed request, and the runs that failed."""
+    lines: list[str] = []
     flagged = sorted(
         k for k, runs in results.cases.items() if any(m.errors or m.note for m in runs)
     )
@@ -134,7 +160,7 @@ def report(
     failures = [f"- {s}/{c}/{n} conns: {'; '.join(w)}" for (s, c, n), w in results.failures.items()]
     if failures:
         lines += ["", "Failures:", "", *failures]
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def write_section(out: Path, section: str) -> None:
