@@ -4,12 +4,14 @@ value; what the project defines is accepted, python parameters stay free-form.""
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+import rosettaserve
 from rosettaserve.repository.config import ConfigError, parse_config
 from rosettaserve.repository.declare import rows
 from rosettaserve.repository.model_yaml import LLM_PARAMETERS, MODEL_YAML, RUNTIMES
@@ -173,3 +175,23 @@ def test_default_files_are_the_runtimes() -> None:
         assert declared is not None
         (file_key,) = [k for k in declared.keys if k.name == "file"]
         assert file_key.default == module.DEFAULT_FILE
+
+
+READS = re.compile(
+    r"""(?:params|options)\.(?:integer|string|number|strings|flag|get)\(\s*["'](\w+)["']"""
+)
+
+
+@pytest.mark.parametrize(
+    ("runtime", "sources"),
+    [("onnx", ["runtimes/onnx.py"]), ("llm", ["runtimes/llm/model.py", "protocols/vllm/rest.py"])],
+)
+def test_every_parameter_a_runtime_reads_is_declared(runtime: str, sources: list[str]) -> None:
+    """A parameter read by a runtime but not declared would fail every model that sets it."""
+    declared = RUNTIMES[runtime].parameters
+    assert declared is not None
+    package = Path(rosettaserve.__file__).parent
+    read = {name for s in sources for name in READS.findall((package / s).read_text())}
+    assert read, sources
+    missing = read - set(declared.names())
+    assert not missing, f"declare parameters {missing} in repository/model_yaml.py"
