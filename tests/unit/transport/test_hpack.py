@@ -423,3 +423,39 @@ def test_list_limit_counts_every_field() -> None:
         decoder.decode(block + b"\x82")  # 137 + 42
     with pytest.raises(HpackError, match="header list larger"):
         decoder.decode(literal(length(200), b"x" * 200))  # fits in the block, not the limit
+
+
+# RFC 9113 8.2.1: fields HPACK carries but HTTP/2 does not allow make the block malformed (a
+# stream error), not undecodable: the block decodes, ``malformed`` says why, the table follows.
+def inc(name: bytes, value: bytes) -> bytes:
+    return b"\x40" + bytes([len(name)]) + name + bytes([len(value)]) + value
+
+
+def test_a_forbidden_literal_is_malformed_and_still_indexed() -> None:
+    decoder = Decoder()
+    assert decoder.decode(inc(b"X-Up", b"1")) == [("X-Up", "1")]
+    assert "X-Up" in decoder.malformed
+    assert table(decoder) == [("X-Up", "1")]
+    assert decoder.decode(b"\x82") == [(":method", "GET")]
+    assert decoder.malformed == ""  # each block on its own
+
+
+def test_a_forbidden_entry_is_malformed_whenever_it_is_indexed() -> None:
+    decoder = Decoder()
+    decoder.decode(inc(b"x-ok", b"1") + inc(b"x-bad", b" lead"))
+    decoder.decode(b"\xbf")  # 63: x-ok
+    assert decoder.malformed == ""
+    decoder.decode(b"\xbe")  # 62: x-bad
+    assert "x-bad" in decoder.malformed
+    decoder.decode(b"\x7e\x01v")  # a literal named after x-bad: the name is fine
+    assert decoder.malformed == ""
+
+
+def test_a_forbidden_entry_evicted_leaves_the_table_clean() -> None:
+    decoder = Decoder()
+    decoder.decode(inc(b"x-bad", b"a\x00b"))
+    decoder.decode(b"\x20\x3f\xe1\x1f")  # size 0, then 4096: every entry evicted
+    decoder.decode(inc(b"x-ok", b"1"))
+    decoder.decode(b"\xbe")
+    assert decoder.malformed == ""
+    assert decoder._tainted == 0
