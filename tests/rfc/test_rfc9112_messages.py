@@ -393,3 +393,71 @@ def test_7_1_a_chunked_request_body_is_read(server: ServerProcess) -> None:
             % (INFER_PATH, chunks)
         )
         assert outputs(c.answer().body) == [2.5, 3.0]
+
+
+# -- §2.2, §5 message and field syntax ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        b"GET /v2/health/ready HTTP/1.1\r\nHost: t\r\nX: a\rb\r\n\r\n",
+        b"GET /v2/health/ready HTTP/1.1\r\n Host: t\r\n\r\n",
+        b"GET /v2/health/ready HTTP/1.1\r\nHost : t\r\n\r\n",
+        b"GET /v2/health/ready HTTP/1.1\r\nHost: t\r\nX: a\r\n folded\r\n\r\n",
+        b"GET /v2/health/ready HTTP/1.1\r\nHost: t\r\nX\x01Y: a\r\n\r\n",
+        b"GET /v2/health/ready\x7f HTTP/1.1\r\nHost: t\r\n\r\n",
+    ],
+    ids=[
+        "bare-cr",
+        "space-before-first-field",
+        "space-before-colon",
+        "obs-fold",
+        "ctl-name",
+        "ctl-target",
+    ],
+)
+def test_2_2_and_5_a_malformed_head_is_400_and_closed(server: ServerProcess, head: bytes) -> None:
+    with Client(server) as c:
+        c.send(head)
+        answer = c.answer()
+        assert answer.status == 400
+        assert answer.header("connection") == "close"
+        assert c.closed()
+
+
+def test_2_2_an_empty_line_before_the_request_line_is_ignored(server: ServerProcess) -> None:
+    with Client(server) as c:
+        c.send(b"\r\n" + get(READY))
+        assert c.answer().status == 200
+
+
+def test_3_2_2_the_absolute_form_target_is_accepted(server: ServerProcess) -> None:
+    with Client(server) as c:
+        c.send(b"GET http://t/v2/health/ready HTTP/1.1\r\nHost: t\r\n\r\n")
+        assert c.answer().status == 200
+
+
+def test_7_1_1_chunk_extensions_are_ignored(server: ServerProcess) -> None:
+    chunks = b"%x;name=value\r\n%s\r\n0\r\n\r\n" % (len(INFER), INFER)
+    request = b"POST %s HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n" % INFER_PATH
+    with Client(server) as c:
+        c.send(request + chunks)
+        assert outputs(c.answer().body) == [2.5, 3.0]
+
+
+def test_7_1_2_a_trailer_section_is_read(server: ServerProcess) -> None:
+    chunks = b"%x\r\n%s\r\n0\r\nX-Checksum: 1\r\n\r\n" % (len(INFER), INFER)
+    request = b"POST %s HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n" % INFER_PATH
+    with Client(server) as c:
+        c.send(request + chunks + get(READY))
+        assert outputs(c.answer().body) == [2.5, 3.0]
+        assert c.answer().status == 200
+
+
+def test_7_1_an_invalid_chunk_size_is_400_and_closed(server: ServerProcess) -> None:
+    request = b"POST %s HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n" % INFER_PATH
+    with Client(server) as c:
+        c.send(request + b"zz\r\nabc\r\n0\r\n\r\n")
+        assert c.answer().status == 400
+        assert c.closed()

@@ -138,7 +138,7 @@ class Connection(Answering):
             raise Refused
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        self.header_bytes += len(name) + len(value)
+        self.header_bytes += len(name) + len(value) + 4  # as on the wire: ": " and CRLF
         if self.header_bytes > self.server.max_head:
             self._refuse(rules.head_too_large(self.server.max_head))
             raise Refused
