@@ -108,7 +108,12 @@ class Running:
         raise RuntimeError(f"not ready after {READY_TIMEOUT:.0f} s; see {self.log}")
 
     def loaded(self) -> str:
-        maps = Path(f"/proc/{self.proc.pid}/maps").read_text()
+        """Which markers a process of the server's tree has mapped (LitServe's HTTP server is a
+        child process)."""
+        maps = ""
+        for pid in process_tree(self.proc.pid):
+            with contextlib.suppress(OSError):
+                maps += Path(f"/proc/{pid}/maps").read_text()
         return " ".join(f"{name}={'yes' if m in maps else 'no'}" for name, m in MARKERS.items())
 
     def stop(self) -> None:
