@@ -27,24 +27,43 @@ _STATUS = re.compile(rb"HTTP/1\.[01] (\d{3})(?: [^\r\n]*)?\r\n")
 
 
 class RequestCounter:
-    """The requests that the bytes hold, as httptools reads them: their methods, in order."""
+    """The requests that the bytes hold, as httptools reads them: their methods, in order. An
+    Upgrade is not taken (RFC 9110 7.8): the request is answered, and after its body (its
+    Content-Length) the next one is read; a CONNECT, or an Upgrade with a chunked body, is the
+    last request."""
 
     def __init__(self, data: bytes) -> None:
         self.methods: list[bytes] = []
         self.begun = 0
         self.failed = False
         self._seen_url = False
-        parser = httptools.HttpRequestParser(self)
-        parser.set_dangerous_leniencies(lenient_version=True)  # HTTP/1.x past 1.1 is served
-        self._parser = parser
-        try:
-            parser.feed_data(data)
-        except (httptools.HttpParserError, httptools.HttpParserUpgrade):
-            self.failed = True
+        self._headers: dict[bytes, bytes] = {}
+        pos = 0
+        while pos < len(data):
+            parser = httptools.HttpRequestParser(self)
+            parser.set_dangerous_leniencies(lenient_version=True)  # HTTP/1.x past 1.1 is served
+            self._parser = parser
+            try:
+                parser.feed_data(data[pos:])
+                return
+            except httptools.HttpParserUpgrade as upgrade:
+                length = self._headers.get(b"content-length", b"0")
+                if parser.get_method() == b"CONNECT" or b"transfer-encoding" in self._headers:
+                    return
+                if not length.isdigit():
+                    return
+                pos += int(upgrade.args[0]) + int(length)
+            except httptools.HttpParserError:
+                self.failed = True
+                return
 
     def on_message_begin(self) -> None:
         self.begun += 1
         self._seen_url = False
+        self._headers = {}
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._headers[name.lower()] = value.strip()
 
     def on_url(self, url: bytes) -> None:
         if not self._seen_url:  # the method is read by now, even if the rest cannot be
