@@ -77,7 +77,18 @@ def test_spec_curl_examples(
     response = curl(command, server.http_hostport)
     assert response.status_code == status
     assert response.headers["content-type"] == "application/json"
-    assert response.json() == expected
+    assert tf_part(response.json()) == expected
+
+
+def tf_part(doc: dict[str, Any]) -> dict[str, Any]:
+    """A model status body without OpenAI's model object, which shares it (models.retrieve)."""
+    if "model_version_status" not in doc:
+        return doc
+    openai = {k: doc.pop(k) for k in ("id", "object", "created", "owned_by")}
+    assert openai["object"] == "model"
+    assert isinstance(openai["id"], str)
+    assert isinstance(openai["created"], int)
+    return doc
 
 
 def get(server: ServerProcess, path: str) -> httpx.Response:
@@ -122,7 +133,7 @@ def test_half_plus_two_predict_classify_regress_as_tf_s_tests_expect(server: Ser
 
 
 def test_half_plus_two_status_and_metadata(server: ServerProcess) -> None:
-    status = get(server, H2).json()
+    status = tf_part(get(server, H2).json())
     assert status == {
         "model_version_status": [
             {

@@ -16,8 +16,10 @@ from typing import Any
 
 from rosettaserve.core.registry import ModelVersion
 from rosettaserve.observability.metrics import (
+    LLM_BUCKETS,
     SECONDS_BUCKETS,
     Counts,
+    LlmCounts,
     ModelKey,
     Snapshot,
     VersionRow,
@@ -30,9 +32,7 @@ PERCENTILE_METHOD = (
 )
 # What the engine or the data plane does not measure today, shown as such on the page.
 NOT_MEASURED = (
-    "LLM time to first token and inter-token latency: the engine does not time them yet",
-    "LLM requests in the per-model request counts and latency: the LLM families do not report "
-    "to the metrics observer yet (their tokens and sequences come from the engine itself)",
+    "LLM queue time (waiting to join the engine's batch) apart from the time to first token",
     "Latency maximum: histograms keep bucket counts, not the largest value",
 )
 WORKERS_NOTE = (
@@ -63,6 +63,7 @@ class _Model:
     queue: Counts | None = None
     compute: Counts | None = None
     row: VersionRow | None = None
+    llm: LlmCounts | None = None
 
 
 def document(
@@ -114,7 +115,20 @@ def _merge(snapshots: list[Snapshot]) -> dict[ModelKey, _Model]:
         for key, row in snap.versions.items():
             m = models.setdefault(key, _Model())
             m.row = row if m.row is None else _add_rows(m.row, row)
+        for key, llm in snap.llm.items():
+            m = models.setdefault(key, _Model())
+            m.llm = llm if m.llm is None else _add_llm(m.llm, llm)
     return models
+
+
+def _add_llm(a: LlmCounts, b: LlmCounts) -> LlmCounts:
+    return LlmCounts(
+        a.prompt_tokens + b.prompt_tokens,
+        a.generation_tokens + b.generation_tokens,
+        _add(a.ttft, b.ttft),
+        _add(a.itl, b.itl),
+        _add(a.e2e, b.e2e),
+    )
 
 
 def _add(have: Counts | None, more: Counts) -> Counts:
@@ -157,15 +171,31 @@ def _model_doc(key: ModelKey, m: _Model, mv: ModelVersion | None) -> dict[str, A
         "mean_batch_size": (
             round(sum(s * n for s, n in batches.items()) / executions, 3) if executions else None
         ),
-        "llm": llm_doc(mv) if mv is not None else None,
+        "llm": _llm(m.llm, llm_doc(mv) if mv is not None else None),
     }
     return doc
 
 
-def histogram_doc(counts: Counts | None) -> dict[str, Any]:
+def _llm(counts: LlmCounts | None, engine: dict[str, Any] | None) -> dict[str, Any] | None:
+    """An LLM version's figures: the engine's gauges and the generation plane's timings."""
+    if counts is None:
+        return engine
+    return {
+        **(engine or {}),
+        "prompt_tokens": counts.prompt_tokens,
+        "generation_tokens": counts.generation_tokens,
+        "ttft": histogram_doc(counts.ttft, LLM_BUCKETS),
+        "itl": histogram_doc(counts.itl, LLM_BUCKETS),
+        "e2e": histogram_doc(counts.e2e, LLM_BUCKETS),
+    }
+
+
+def histogram_doc(
+    counts: Counts | None, bounds: tuple[float, ...] = SECONDS_BUCKETS
+) -> dict[str, Any]:
     """Count, mean and the percentiles of one histogram, in milliseconds, with its buckets."""
     if counts is None:
-        counts = ([0] * (len(SECONDS_BUCKETS) + 1), 0)
+        counts = ([0] * (len(bounds) + 1), 0)
     buckets, total_ns = counts
     n = sum(buckets)
     doc: dict[str, Any] = {
@@ -175,13 +205,15 @@ def histogram_doc(counts: Counts | None) -> dict[str, Any]:
         "buckets": list(buckets),
     }
     for q in QUANTILES:
-        value = quantile(q, buckets)
+        value = quantile(q, buckets, bounds)
         doc[f"p{round(q * 100)}_ms"] = None if value is None else round(value * 1e3, 4)
     return doc
 
 
-def quantile(q: float, buckets: list[int]) -> float | None:
-    """The ``q`` quantile (seconds) of per-bucket counts over SECONDS_BUCKETS (+Inf last)."""
+def quantile(
+    q: float, buckets: list[int], bounds: tuple[float, ...] = SECONDS_BUCKETS
+) -> float | None:
+    """The ``q`` quantile (seconds) of per-bucket counts over ``bounds`` (+Inf last)."""
     total = sum(buckets)
     if total == 0:
         return None
@@ -189,13 +221,13 @@ def quantile(q: float, buckets: list[int]) -> float | None:
     running = 0
     for i, count in enumerate(buckets):
         if count and running + count >= rank:
-            if i >= len(SECONDS_BUCKETS):  # the +Inf bucket: its lower bound is all we know
-                return SECONDS_BUCKETS[-1]
-            lower = SECONDS_BUCKETS[i - 1] if i > 0 else 0.0
-            upper = SECONDS_BUCKETS[i]
+            if i >= len(bounds):  # the +Inf bucket: its lower bound is all we know
+                return bounds[-1]
+            lower = bounds[i - 1] if i > 0 else 0.0
+            upper = bounds[i]
             return lower + (upper - lower) * (rank - running) / count
         running += count
-    return SECONDS_BUCKETS[-1]
+    return bounds[-1]
 
 
 def llm_doc(mv: ModelVersion) -> dict[str, Any] | None:

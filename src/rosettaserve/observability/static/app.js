@@ -139,7 +139,9 @@ function llmRow(m, tps) {
     cell("waiting", int(l.waiting)), cell("kv", kv), cell("prefills", int(l.prefills)),
     cell("decode-steps", int(l.decode_steps)), cell("peak-batch", int(l.peak_batch)),
     cell("preempted", int(l.preempted)), cell("cancelled", int(l.cancelled)),
-    el("td", { class: "num muted", title: "not measured by the engine yet" }, "n/a"),
+    l.ttft ? cell("ttft-p50", ms(l.ttft.p50_ms)) : el("td", { class: "num muted" }, "–"),
+    l.itl ? cell("itl-p50", ms(l.itl.p50_ms)) : el("td", { class: "num muted" }, "–"),
+    l.itl ? cell("itl-p99", ms(l.itl.p99_ms)) : el("td", { class: "num muted" }, "–"),
   );
 }
 

@@ -4,14 +4,22 @@ Like TF, one handler parses every path under ``/v1/models`` with TF's own two pa
 case-insensitively; the verb and ``metadata`` are then compared in lower case, so ``:PREDICT``
 is malformed and ``/METADATA`` is a status request), and anything else there, or any other
 method, is ``400 Malformed request: <METHOD> <path>``.
+
+``GET /v1/models/{model}`` is also OpenAI's ``models.retrieve()``: its one body carries OpenAI's
+model object (``id``, ``object``, ``created``, ``owned_by``) beside TF Serving's
+``model_version_status``; each client reads its own fields and ignores the others.
 """
 
 from __future__ import annotations
 
 import re
+import time
+from typing import Any
 
 from rosettaserve.core.dataplane import DataPlane
 from rosettaserve.core.errors import InvalidInput
+from rosettaserve.core.generate import TextGenerator
+from rosettaserve.protocols.openai.convert import model_card
 from rosettaserve.protocols.tfserving import convert, examples, jsonio, schema, signatures
 from rosettaserve.protocols.tfserving.status import (
     Target,
@@ -44,10 +52,20 @@ def routes(dp: DataPlane) -> list[Route]:
                 raise InvalidInput("Missing model name in request.")
             if found.group(4) == "metadata":
                 return pretty(signatures.metadata(servable(dp, _target(found))))
-            return pretty(model_status(dp, _target(found)))
+            target = _target(found)
+            return pretty(_openai_model(dp, target.model) | model_status(dp, target))
         raise InvalidInput(f"Malformed request: {req.method} {req.path}")
 
     return [Route(method, PATH, handle, render_error) for method in METHODS]
+
+
+def _openai_model(dp: DataPlane, name: str) -> dict[str, Any]:
+    """OpenAI's model object for ``name`` (an LLM's card, with its context window)."""
+    versions = dp.registry.versions(name) or []
+    model = versions[-1].model if versions else None
+    if isinstance(model, TextGenerator):
+        return model_card(name, model.info.created, model.info.max_model_len)
+    return {"id": name, "object": "model", "created": int(time.time()), "owned_by": "rosettaserve"}
 
 
 def _target(found: re.Match[str]) -> Target:

@@ -58,6 +58,7 @@ ERROR_TYPES = {
     429: "Too Many Requests",
     500: "Incomplete Generation",
     503: "Service Unavailable",
+    504: "Incomplete Generation",  # the request timeout stopped the generation
 }
 
 
