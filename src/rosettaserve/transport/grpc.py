@@ -34,6 +34,7 @@ from rosettaserve.core.status import ErrorKind
 from rosettaserve.security.keys import Guard
 from rosettaserve.transport import h2
 from rosettaserve.transport.eager import Adopted
+from rosettaserve.transport.h2_wire import NO_ERROR
 from rosettaserve.transport.hpack import encode
 
 log = logging.getLogger("rosettaserve.grpc")
@@ -255,7 +256,7 @@ class Call:
                     f"Received message larger than max ({length} vs. "
                     f"{self.server.max_message_size})",
                 )
-                self.conn.reset(self.stream.id, h2.NO_ERROR)  # stop the client's upload
+                self.conn.reset(self.stream.id, NO_ERROR)  # stop the client's upload
                 return
             end = pos + 5 + length
             if end > size:
@@ -551,7 +552,7 @@ def _refuse(conn: h2.Connection, stream: h2.Stream, block: bytes) -> h2.Receiver
     """Answer at once and end the stream; a reset tells the client to stop sending on it."""
     conn.send_headers(stream, block, end_stream=True)
     if not stream.remote_closed:
-        conn.reset(stream.id, h2.NO_ERROR)
+        conn.reset(stream.id, NO_ERROR)
     return _REFUSED
 
 

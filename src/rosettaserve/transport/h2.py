@@ -7,9 +7,10 @@ clients open with the connection preface; an HTTP/1.1 request gets a plain-text 
 preface (its SETTINGS) waits for the client's (RFC 9113 3.4 allows it): an HTTP/1.1 client is
 answered in HTTP/1.1 from the first byte.
 
-A malformed request (``h2_fields``; the characters of its fields: ``hpack``) is reset with
-PROTOCOL_ERROR, and the connection goes on; the errors RFC 9113 names for a frame are those
-answered, connection errors with a GOAWAY carrying the RFC's code, then a close.
+The protocol's vocabulary (frame types, codes, settings, what this server advertises) is in
+``h2_wire``. A malformed request (``h2_fields``; the characters of its fields: ``hpack``) is
+reset with PROTOCOL_ERROR, and the connection goes on; the errors RFC 9113 names for a frame are
+those answered, connection errors with a GOAWAY carrying the RFC's code, then a close.
 
 Limits are checked on the frame header, before a frame's payload is buffered: a frame above the
 advertised SETTINGS_MAX_FRAME_SIZE, a header block above the header-list limit, more streams than
@@ -23,40 +24,63 @@ import asyncio
 import logging
 import socket
 import ssl
-import struct
 import time
 from collections import deque
 from typing import Any, Protocol
 
 from rosettaserve.transport.coalesce import WriteRound
 from rosettaserve.transport.h2_fields import NO_LENGTH, request_fault, trailer_fault
+from rosettaserve.transport.h2_wire import (
+    ACK,
+    COMPRESSION_ERROR,
+    CONCURRENT_STREAMS,
+    CONNECTION_WINDOW,
+    CONTINUATION,
+    DATA,
+    DEFAULT_FRAME,
+    DEFAULT_WINDOW,
+    ENABLE_PUSH,
+    END_HEADERS,
+    END_STREAM,
+    ENHANCE_YOUR_CALM,
+    FLOW_CONTROL_ERROR,
+    FRAME_LIMIT,
+    FRAME_SIZE_ERROR,
+    GOAWAY,
+    HEADER_LIST_LIMIT,
+    HEADERS,
+    INITIAL_WINDOW_SIZE,
+    INTERNAL_ERROR,
+    MAX_FRAME_SIZE,
+    MAX_WINDOW,
+    NO_ERROR,
+    PADDED,
+    PING,
+    PREFACE,
+    PRIORITY,
+    PRIORITY_FLAG,
+    PROTOCOL_ERROR,
+    PUSH_PROMISE,
+    REFUSED_STREAM,
+    RST_STREAM,
+    SERVER_PREFACE,
+    SETTING,
+    SETTINGS,
+    STREAM_CLOSED,
+    STREAM_WINDOW,
+    U32,
+    WINDOW_UPDATE,
+    ConnectionFailure,
+    StreamError,
+    check_priority,
+    frame,
+    unpad,
+)
 from rosettaserve.transport.hpack import Decoder, HpackError
 from rosettaserve.transport.sockets import listen, no_delay
 
 log = logging.getLogger("rosettaserve.grpc")
 
-PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
-DATA, HEADERS, PRIORITY, RST_STREAM, SETTINGS, PUSH_PROMISE, PING, GOAWAY = range(8)
-WINDOW_UPDATE, CONTINUATION = 8, 9
-END_STREAM = ACK = 0x1
-END_HEADERS, PADDED, PRIORITY_FLAG = 0x4, 0x8, 0x20
-# error codes
-NO_ERROR, PROTOCOL_ERROR, INTERNAL_ERROR, FLOW_CONTROL_ERROR = 0, 1, 2, 3
-STREAM_CLOSED, FRAME_SIZE_ERROR, REFUSED_STREAM, CANCEL = 5, 6, 7, 8
-COMPRESSION_ERROR, ENHANCE_YOUR_CALM = 9, 11
-# settings
-HEADER_TABLE_SIZE, ENABLE_PUSH, MAX_CONCURRENT_STREAMS, INITIAL_WINDOW_SIZE = 1, 2, 3, 4
-MAX_FRAME_SIZE, MAX_HEADER_LIST_SIZE = 5, 6
-
-DEFAULT_WINDOW = 65535
-DEFAULT_FRAME = 16384
-MAX_WINDOW = (1 << 31) - 1
-# what this server advertises
-STREAM_WINDOW = 16 << 20  # a 1 MiB request never waits for a window update
-CONNECTION_WINDOW = 64 << 20
-FRAME_LIMIT = 1 << 20
-HEADER_LIST_LIMIT = 64 * 1024
-CONCURRENT_STREAMS = 1024
 RESET_LIMIT = 1000  # beyond this many client resets, when they are most of its streams: GOAWAY
 RESET_MEMORY = 512  # reset streams remembered, twice this many at most (their late frames)
 SKIP_MEMORY = 64  # ranges of stream ids a client skipped (never opened), remembered
@@ -64,52 +88,9 @@ PENDING_LIMIT = 4 << 20  # a stream's queued reply bytes beyond which its writer
 WRITE_BUFFER_HIGH = 8 << 20  # written but not yet taken by the client: beyond it, reads pause
 IDLE_TIMEOUT_S = 300.0  # a connection with no stream and nothing received this long is closed
 
-_FRAME_HEAD = struct.Struct(">BHBBL")  # length as a byte and a short, type, flags, stream id
-_U32 = struct.Struct(">L")
-_SETTING = struct.Struct(">HL")
+_HTTP1_METHODS = (b"GET ", b"POST", b"PUT ", b"HEAD", b"DELE", b"OPTI", b"PATC", b"CONN", b"TRAC")
 # how a stream that is no longer open ended, as remembered for the frames that may follow
 _RESET_HERE, _RESET_BY_CLIENT = 1, 2
-_HTTP1_METHODS = (b"GET ", b"POST", b"PUT ", b"HEAD", b"DELE", b"OPTI", b"PATC", b"CONN", b"TRAC")
-
-
-class ConnectionFailure(Exception):
-    """Ends the connection with a GOAWAY carrying ``code``."""
-
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-class StreamError(Exception):
-    """Ends one stream with a RST_STREAM carrying ``code``."""
-
-    def __init__(self, stream_id: int, code: int, message: str) -> None:
-        super().__init__(message)
-        self.stream_id, self.code = stream_id, code
-
-
-def frame(kind: int, flags: int, stream_id: int, length: int) -> bytes:
-    """A frame's 9-byte header."""
-    return _FRAME_HEAD.pack(length >> 16, length & 0xFFFF, kind, flags, stream_id)
-
-
-def _server_preface() -> bytes:
-    """SETTINGS with what this server advertises, and the connection's window opened."""
-    settings = b"".join(
-        _SETTING.pack(key, value)
-        for key, value in (
-            (MAX_CONCURRENT_STREAMS, CONCURRENT_STREAMS),
-            (INITIAL_WINDOW_SIZE, STREAM_WINDOW),
-            (MAX_FRAME_SIZE, FRAME_LIMIT),
-            (MAX_HEADER_LIST_SIZE, HEADER_LIST_LIMIT),
-        )
-    )
-    increment = _U32.pack(CONNECTION_WINDOW - DEFAULT_WINDOW)
-    window = frame(WINDOW_UPDATE, 0, 0, 4) + increment
-    return frame(SETTINGS, 0, 0, len(settings)) + settings + window
-
-
-_SERVER_PREFACE = _server_preface()
 
 
 class Receiver(Protocol):
@@ -265,7 +246,7 @@ class Connection(asyncio.Protocol):
                 self._not_http2(data)
                 return b""
             self.preface = False
-            self._emit([_SERVER_PREFACE])
+            self._emit([SERVER_PREFACE])
             pos = len(PREFACE)
         size = len(data)
         while size - pos >= 9:
@@ -279,7 +260,7 @@ class Connection(asyncio.Protocol):
                 self.need = end - pos
                 return data[pos:]
             kind, flags = data[pos + 3], data[pos + 4]
-            stream_id = _U32.unpack_from(data, pos + 5)[0] & 0x7FFFFFFF
+            stream_id = U32.unpack_from(data, pos + 5)[0] & 0x7FFFFFFF
             try:
                 self._frame(kind, flags, stream_id, data[pos + 9 : end])
             except StreamError as exc:
@@ -313,7 +294,7 @@ class Connection(asyncio.Protocol):
         elif kind == RST_STREAM:
             self._rst_stream(stream_id, payload)
         elif kind == PRIORITY:
-            _priority(stream_id, payload)
+            check_priority(stream_id, payload)
         elif kind == GOAWAY:
             if stream_id != 0:
                 raise ConnectionFailure(PROTOCOL_ERROR, "GOAWAY on a stream")
@@ -342,7 +323,7 @@ class Connection(asyncio.Protocol):
         if stream.recv_window < 0:
             raise StreamError(stream_id, FLOW_CONTROL_ERROR, "DATA beyond the stream's window")
         if flags & PADDED:
-            payload = _unpad(payload, stream_id)
+            payload = unpad(payload, stream_id)
         end_stream = bool(flags & END_STREAM)
         if stream.length != NO_LENGTH:
             _count_length(stream, len(payload), end_stream)
@@ -358,7 +339,7 @@ class Connection(asyncio.Protocol):
 
     def _reopen(self, stream: Stream) -> None:
         """Give the client back the stream's window it used."""
-        self._emit([frame(WINDOW_UPDATE, 0, stream.id, 4), _U32.pack(stream.recv_unacked)])
+        self._emit([frame(WINDOW_UPDATE, 0, stream.id, 4), U32.pack(stream.recv_unacked)])
         stream.recv_window += stream.recv_unacked
         stream.recv_unacked = 0
 
@@ -372,7 +353,7 @@ class Connection(asyncio.Protocol):
     def _consumed(self, size: int) -> None:
         self.recv_unacked += size
         if self.recv_unacked >= CONNECTION_WINDOW // 2:
-            self._emit([frame(WINDOW_UPDATE, 0, 0, 4), _U32.pack(self.recv_unacked)])
+            self._emit([frame(WINDOW_UPDATE, 0, 0, 4), U32.pack(self.recv_unacked)])
             self.recv_window += self.recv_unacked
             self.recv_unacked = 0
 
@@ -380,12 +361,12 @@ class Connection(asyncio.Protocol):
         if stream_id == 0:
             raise ConnectionFailure(PROTOCOL_ERROR, "HEADERS on stream 0")
         if flags & PADDED:
-            payload = _unpad(payload, stream_id)
+            payload = unpad(payload, stream_id)
         self.header_fault = ""
         if flags & PRIORITY_FLAG:
             if len(payload) < 5:
                 raise ConnectionFailure(FRAME_SIZE_ERROR, "a HEADERS frame too short")
-            if _U32.unpack_from(payload)[0] & 0x7FFFFFFF == stream_id:
+            if U32.unpack_from(payload)[0] & 0x7FFFFFFF == stream_id:
                 self.header_fault = "a stream cannot depend on itself"  # RFC 9113 5.3.1
             payload = payload[5:]
         self.header_end_stream = bool(flags & END_STREAM)
@@ -496,7 +477,7 @@ class Connection(asyncio.Protocol):
         if len(payload) % 6:
             raise ConnectionFailure(FRAME_SIZE_ERROR, "a SETTINGS payload not a multiple of 6")
         for pos in range(0, len(payload), 6):
-            key, value = _SETTING.unpack_from(payload, pos)
+            key, value = SETTING.unpack_from(payload, pos)
             if key == INITIAL_WINDOW_SIZE:
                 if value > MAX_WINDOW:
                     raise ConnectionFailure(FLOW_CONTROL_ERROR, "SETTINGS_INITIAL_WINDOW_SIZE")
@@ -520,7 +501,7 @@ class Connection(asyncio.Protocol):
     def _window_update(self, stream_id: int, payload: bytes) -> None:
         if len(payload) != 4:
             raise ConnectionFailure(FRAME_SIZE_ERROR, "a WINDOW_UPDATE must carry 4 bytes")
-        increment = _U32.unpack(payload)[0] & 0x7FFFFFFF
+        increment = U32.unpack(payload)[0] & 0x7FFFFFFF
         if stream_id == 0:
             if increment == 0:
                 raise ConnectionFailure(PROTOCOL_ERROR, "a WINDOW_UPDATE of 0")
@@ -575,7 +556,7 @@ class Connection(asyncio.Protocol):
             )
             transport.close()
             return
-        self._emit([_SERVER_PREFACE])  # a GOAWAY is no server's first frame
+        self._emit([SERVER_PREFACE])  # a GOAWAY is no server's first frame
         self.fail(PROTOCOL_ERROR, "the connection did not start with the HTTP/2 preface")
 
     # -- writing -------------------------------------------------------------------------------
@@ -680,7 +661,7 @@ class Connection(asyncio.Protocol):
 
     def reset(self, stream_id: int, code: int) -> None:
         """RST_STREAM: the stream ends here (its work, if any, is cancelled)."""
-        self._emit([frame(RST_STREAM, 0, stream_id, 4), _U32.pack(code)])
+        self._emit([frame(RST_STREAM, 0, stream_id, 4), U32.pack(code)])
         self._remember_reset(stream_id, _RESET_HERE)
         stream = self.streams.pop(stream_id, None)
         if stream is not None:
@@ -711,8 +692,8 @@ class Connection(asyncio.Protocol):
         self._emit(
             [
                 frame(GOAWAY, 0, 0, 8 + len(debug)),
-                _U32.pack(self.last_stream_id),
-                _U32.pack(code),
+                U32.pack(self.last_stream_id),
+                U32.pack(code),
                 debug,
             ]
         )
@@ -740,16 +721,6 @@ class Connection(asyncio.Protocol):
         return bool(self.streams)
 
 
-def _priority(stream_id: int, payload: bytes) -> None:
-    """A PRIORITY frame: checked, then ignored (this server does not prioritize)."""
-    if stream_id == 0:
-        raise ConnectionFailure(PROTOCOL_ERROR, "PRIORITY on stream 0")
-    if len(payload) != 5:
-        raise StreamError(stream_id, FRAME_SIZE_ERROR, "a PRIORITY frame must carry 5 bytes")
-    if _U32.unpack_from(payload)[0] & 0x7FFFFFFF == stream_id:
-        raise StreamError(stream_id, PROTOCOL_ERROR, "a stream cannot depend on itself")
-
-
 def _count_length(stream: Stream, size: int, end_stream: bool) -> None:
     """DATA on a stream whose request declared its content-length: no more than that, and all
     of it by the end of the stream (RFC 9113 8.1.1)."""
@@ -757,15 +728,6 @@ def _count_length(stream: Stream, size: int, end_stream: bool) -> None:
     if left < 0 or (end_stream and left):
         raise StreamError(stream.id, PROTOCOL_ERROR, "DATA that does not add up to content-length")
     stream.length = left
-
-
-def _unpad(payload: bytes, stream_id: int) -> bytes:
-    if not payload:
-        raise ConnectionFailure(PROTOCOL_ERROR, "a padded frame without its pad length")
-    pad = payload[0]
-    if pad >= len(payload):
-        raise ConnectionFailure(PROTOCOL_ERROR, f"padding longer than the frame on {stream_id}")
-    return payload[1 : len(payload) - pad]
 
 
 class H2Server:

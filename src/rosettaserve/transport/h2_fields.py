@@ -16,27 +16,24 @@ The module is compiled with mypyc (scripts/compile_native.py).
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Final, cast
 
+# what a field's name says of it: a request's pseudo-header (a bit each), or a regular field this
+# module looks at; any other name is 0. One dictionary lookup a field.
 _METHOD: Final = 1
 _SCHEME: Final = 2
 _PATH: Final = 4
 _AUTHORITY: Final = 8
-_PSEUDO: Final[dict[str, int]] = {
+_PSEUDO_BITS: Final = 15
+_CONNECTION: Final = 16
+_TE: Final = 32
+_CONTENT_LENGTH: Final = 64
+_HOST: Final = 128
+_KIND: Final[dict[str, int]] = {
     ":method": _METHOD,
     ":scheme": _SCHEME,
     ":path": _PATH,
     ":authority": _AUTHORITY,
-}
-_REQUIRED: Final = _METHOD | _SCHEME | _PATH
-_NAMES: Final[dict[int, str]] = {_METHOD: ":method", _SCHEME: ":scheme", _PATH: ":path"}
-
-# regular fields that need a look: connection-specific ones, and those checked here
-_CONNECTION: Final = 1
-_TE: Final = 2
-_CONTENT_LENGTH: Final = 3
-_HOST: Final = 4
-_SPECIAL: Final[dict[str, int]] = {
     "connection": _CONNECTION,
     "keep-alive": _CONNECTION,
     "proxy-connection": _CONNECTION,
@@ -46,6 +43,8 @@ _SPECIAL: Final[dict[str, int]] = {
     "content-length": _CONTENT_LENGTH,
     "host": _HOST,
 }
+_REQUIRED: Final = _METHOD | _SCHEME | _PATH
+_NAMES: Final[dict[int, str]] = {_METHOD: ":method", _SCHEME: ":scheme", _PATH: ":path"}
 _LENGTH_DIGITS: Final = 18  # a content-length of more digits is no body this server reads
 
 NO_LENGTH: Final = -1  # no content-length field
@@ -58,27 +57,30 @@ def request_fault(headers: list[tuple[str, str]]) -> tuple[str, int]:
     regular = False
     method = authority = host = ""
     length = NO_LENGTH
-    for name, value in headers:
-        if name.startswith(":"):
+    # the fields as the decoder's tables hold them: read, not unpacked into new tuples
+    for field in cast(list[tuple[str, ...]], headers):
+        name = field[0]
+        kind = _KIND.get(name, 0)
+        if not kind:
+            if name.startswith(":"):
+                return f"{name} is not a pseudo-header field of a request", length
+            regular = True
+            continue
+        value = field[1]
+        if kind <= _PSEUDO_BITS:
             if regular:
                 return f"pseudo-header field {name} after a regular field", length
-            bit = _PSEUDO.get(name, 0)
-            if not bit:
-                return f"{name} is not a pseudo-header field of a request", length
-            if seen & bit:
+            if seen & kind:
                 return f"{name} twice", length
-            seen |= bit
-            if bit == _AUTHORITY:
+            seen |= kind
+            if kind == _AUTHORITY:
                 authority = value
             elif not value:
                 return f"an empty {name}", length
-            elif bit == _METHOD:
+            elif kind == _METHOD:
                 method = value
             continue
         regular = True
-        kind = _SPECIAL.get(name, 0)
-        if not kind:
-            continue
         if kind == _HOST:
             host = value
             continue
@@ -102,7 +104,7 @@ def trailer_fault(headers: list[tuple[str, str]]) -> str:
     for name, value in headers:
         if name.startswith(":"):
             return f"pseudo-header field {name} in trailers"
-        kind = _SPECIAL.get(name, 0)
+        kind = _KIND.get(name, 0)
         if kind in (_CONNECTION, _TE):
             fault, length = _special(kind, name, value, length)
             if fault:
