@@ -326,7 +326,8 @@ def add_scaling_options(serve: argparse.ArgumentParser) -> None:
         default=0,
         metavar="N",
         help="per model version: requests waiting beyond N are refused at once with 429 / "
-        "RESOURCE_EXHAUSTED (0 = no limit; model.yaml max_queue_size wins)",
+        "RESOURCE_EXHAUSTED (0 = no limit; model.yaml max_queue_size wins); for an LLM, the "
+        "requests waiting are those beyond its engine's max_num_seqs",
     )
     serve.add_argument(
         "--request-timeout",
@@ -335,7 +336,8 @@ def add_scaling_options(serve: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="default timeout covering queue and execution: 504 / DEADLINE_EXCEEDED and the "
         "work is dropped (0 = none; model.yaml default_timeout_microseconds and a request's "
-        "own timeout win)",
+        "own timeout win); an LLM request's covers its whole generation (a stream then ends "
+        "with its API's error chunk)",
     )
     serve.add_argument(
         "--drain-grace",

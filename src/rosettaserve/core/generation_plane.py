@@ -230,9 +230,6 @@ class Generation:
         """Every sequence ended (not a prefill instance's part that stopped at the handover)."""
         return self.finished >= self.n
 
-    def reply_identity(self, prefix: str) -> tuple[str, int]:
-        return reply_identity(self.split, prefix)
-
     def __aiter__(self) -> Generation:
         return self
 
