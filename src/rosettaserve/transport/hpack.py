@@ -324,6 +324,8 @@ def name_fault(name: str) -> str:
 
 def value_fault(name: str, value: str) -> str:
     """Why ``value`` cannot be a field value in HTTP/2 ('' if it can)."""
+    if not value or (value.isprintable() and value[0] != " " and value[-1] != " "):
+        return ""  # the common value, without the regular expression
     if _BAD_VALUE.search(value) is not None:
         return f"the value of {name} has NUL, CR, LF or surrounding white space"
     return ""
