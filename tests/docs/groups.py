@@ -54,6 +54,7 @@ class Group:
             cmd = ["bash", "-e", "-o", "pipefail", "-c", SH_PRELUDE + text]
         return subprocess.run(
             cmd,
+            check=False,
             cwd=self.folder,
             env=self.env(),
             capture_output=True,
