@@ -17,7 +17,7 @@ VAR: contextvars.ContextVar[str] = contextvars.ContextVar("test_h1_var", default
 
 class EchoApp:
     async def respond(
-        self, method: str, raw_url: bytes, headers: dict[str, str], body: bytes
+        self, method: str, raw_url: bytes, headers: dict[str, str], body: bytes | bytearray
     ) -> HttpResponse:
         if raw_url == b"/context":  # set before its first wait, reset after it
             token = VAR.set("inside")
