@@ -163,6 +163,24 @@ def test_bad_input_gets_the_familys_error(
     assert shape(reply.json()), reply.json()
 
 
+@pytest.mark.parametrize(
+    ("ids", "message"),
+    [
+        ([-1], "Parameter input_id holds token id -1, which is out of the vocabulary"),
+        ([5, -7], "token id -7, which is out of the vocabulary"),
+        (["a"], "Parameter input_id must be integer"),
+        ([1.0], "Parameter input_id must be integer"),
+        ([10**6], "token id 1000000 is out of range [0, "),  # past the end: the engine says so
+    ],
+)
+def test_mindie_input_id_errors_name_the_real_fault(
+    http: httpx.Client, ids: list[Any], message: str
+) -> None:
+    reply = http.post("/infer_token", content=orjson.dumps({"input_id": ids}))
+    assert reply.status_code == 400, reply.text
+    assert message in reply.json()["error"]
+
+
 def test_the_server_keeps_serving_every_family(http: httpx.Client) -> None:
     for path, body in [
         (DONE, oa(max_tokens=2)),

@@ -127,6 +127,8 @@ BODY = {"inputs": "The quick brown", "parameters": {"max_new_tokens": 8}}
         ("d-target", {}, "'d-target' is required"),
         ("", {"req-type": "decode"}, "must be 'prefill'"),
         ("", {"req-id": "not-a-number"}, "hex digits"),
+        ("", {"req-id": "zz!"}, "header 'req-id' must be hex digits, got 'zz!'"),
+        ("", {"req-id": "a" * 1025}, "header 'req-id' is 1025 digits long; at most 1024"),
         ("", {"d-target": "decode.local;80"}, "IPv4"),
         ("", {"is-recompute": "maybe"}, "true or false"),
     ],
@@ -144,6 +146,27 @@ def test_bad_pd_headers_are_400_in_the_family_error_shape(
     )
     assert chat.status_code == 400
     assert set(chat.json()["error"]) == {"message", "type", "param", "code"}  # OpenAI's
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (b"{}", "'reqId', 'pNodeAddr', 'path', 'body', 'promptIds', 'deltas', 'seed'"),
+        (b'{"reqId": "ab", "pNodeAddr": "127.0.0.1;1", "path": "/generate", "body": "{}", '
+         b'"promptIds": [1], "deltas": [{"text": "x"}], "seed": 1, "kvTokens": 1, "kvBytes": 9}',
+         "'deltas[0]': a delta needs 'ids'"),
+        (b"[]", "must be a JSON object"),
+    ],
+)  # fmt: skip
+def test_malformed_decode_parameters_name_the_field(
+    decode: ServerProcess, body: bytes, message: str
+) -> None:
+    r = httpx.post(decode.http_url + "/v1/pd/decode", content=body, timeout=10)
+    assert r.status_code == 400
+    doc = r.json()
+    assert doc["isValidDecodeParameters"] is False
+    assert message in doc["errorMessage"]
+    assert "KeyError" not in doc["errorMessage"]
 
 
 def test_instances_in_other_roles_refuse_pd_requests(

@@ -42,11 +42,15 @@ def test_prefill_headers_as_the_coordinator_sends_them() -> None:
         ({"req-id": ""}, "'req-id' is required"),
         ({"req-type": "decode"}, "must be 'prefill'"),
         ({"req-id": "12-3"}, "hex digits"),
-        ({"req-id": "1" * 1025}, "hex digits"),
+        ({"req-id": "zz!"}, r"^header 'req-id' must be hex digits, got 'zz!'$"),
+        ({"req-id": "f" * 1025}, r"^header 'req-id' is 1025 digits long; at most 1024 "),
+        ({"req-id": "z" * 2000}, r"must be hex digits, got 'z{40}'\.\.\.$"),  # quoted, cut short
         ({"d-target": "d-host;80"}, "IPv4"),
         ({"d-target": "::1"}, "IPv4"),
         ({"d-target": "10.0.0.1"}, "no port"),
         ({"d-target": "10.0.0.1;0"}, r"\[1, 65535\]"),
+        ({"d-target": "10.0.0.1;x"}, r"^header 'd-target': .* a number in \[1, 65535\], got 'x'"),
+        ({"d-target": "10.0.0.1", "d-port": "99999"}, r"^header 'd-port': .*got '99999'"),
         ({"d-target": "10.0.0.1;80;90"}, "'<ip>' or '<ip>;<port>'"),
         ({"is-recompute": "yes"}, "true or false"),
     ],
@@ -179,6 +183,22 @@ def test_deltas_round_trip_with_logprobs() -> None:
 )
 def test_malformed_deltas_are_refused(doc: object) -> None:
     with pytest.raises(ValueError, match=r"delta|list|logprob"):
+        wire.delta_from_doc(doc)
+
+
+@pytest.mark.parametrize(
+    ("doc", "message"),
+    [
+        ({"ids": [1], "special": [False]}, "a delta needs 'text'"),
+        ({"text": "", "special": [False]}, "a delta needs 'ids'"),
+        ({"text": "", "ids": [1]}, "a delta needs 'special'"),
+        ({"text": None, "ids": [1], "special": [False]}, "'text' must be a string"),
+        ({"text": "", "ids": [-1], "special": [False]}, "'ids' must be a list of token ids"),
+        ({"text": "", "ids": [1], "special": [1]}, "'special' must hold one boolean per token"),
+    ],
+)
+def test_malformed_deltas_name_the_field(doc: object, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
         wire.delta_from_doc(doc)
 
 

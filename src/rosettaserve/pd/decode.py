@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import binascii
 import logging
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +25,7 @@ import orjson
 from rosettaserve.core.errors import InvalidInput, Overloaded, ServingError
 from rosettaserve.core.generate import (
     DeltaStream,
+    Fields,
     GenerateDelta,
     GenerateRequest,
     TextGenerator,
@@ -72,42 +74,93 @@ class DecodeParams:
         return [t for d in self.deltas for t in d.token_ids]
 
 
+_REQUIRED = ("reqId", "pNodeAddr", "path", "body", "promptIds", "deltas", "seed", "kvTokens",
+             "kvBytes")  # fmt: skip
+
+
 def parse_decode_params(body: bytes | bytearray, limit: int) -> DecodeParams:
-    doc = json_object(body)
+    """The parameters a prefill instance sends (``PrefillRole._decode_params``); InvalidInput
+    (400) names the field that is missing or wrong."""
+    fields = Fields(json_object(body))
+    missing = [key for key in _REQUIRED if not fields.has(key)]
+    if missing:
+        names = ", ".join(f"'{key}'" for key in missing)
+        raise InvalidInput(f"malformed decode parameters: {names} missing")
     try:
-        return _params(doc, limit)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise InvalidInput(f"malformed decode parameters: {exc}") from None
+        return _params(fields, limit)
+    except (InvalidInput, ValueError) as exc:
+        text = exc.message if isinstance(exc, InvalidInput) else str(exc)
+        raise InvalidInput(f"malformed decode parameters: {text}") from None
 
 
-def _params(doc: dict[str, Any], limit: int) -> DecodeParams:
-    req_id, path, text = str(doc["reqId"]), doc["path"], doc["body"]
-    if not req_id or not req_id.isalnum() or not isinstance(path, str) or not isinstance(text, str):
-        raise ValueError("'reqId', 'path' and 'body' must be strings")
-    host, _, port = str(doc["pNodeAddr"]).partition(";")
-    prompt, deltas = doc["promptIds"], [wire.delta_from_doc(d) for d in doc["deltas"]]
-    if not wire._ints(prompt) or not prompt or not deltas:
-        raise ValueError("'promptIds' and 'deltas' must be non-empty")
-    size, tokens, seed = int(doc["kvBytes"]), int(doc["kvTokens"]), int(doc["seed"])
-    if not 0 < size <= limit:
-        raise ValueError(f"'kvBytes' must be in [1, {limit}] (--max-kv-bytes)")
-    state = doc.get("samplerState")
-    identity = doc.get("identity") or {}
-    if not isinstance(identity, dict):
-        raise ValueError("'identity' must be an object")
+def _params(f: Fields, limit: int) -> DecodeParams:
+    doc = f.doc
+    req_id = doc["reqId"]
+    if type(req_id) is int:
+        req_id = str(req_id)
+    if not isinstance(req_id, str) or not (req_id.isascii() and req_id.isalnum()):
+        raise ValueError(f"'reqId' must be a string of letters and digits, got {req_id!r:.40}")
+    prompt = list(f.token_ids("promptIds"))
+    if not prompt:
+        raise ValueError("'promptIds' must not be empty")
+    size = _integer(f, "kvBytes", 1)
+    if size > limit:
+        raise ValueError(f"'kvBytes' must be in [1, {limit}] (--max-kv-bytes), got {size}")
     return DecodeParams(
         req_id,
-        Address(host, int(port)),
-        path,
-        text.encode(),
+        _p_node(doc["pNodeAddr"]),
+        _string(f, "path"),
+        _string(f, "body").encode(),
         prompt,
-        deltas,
-        seed,
-        base64.b64decode(state, validate=True) if state else None,
-        tokens,
+        _deltas(doc["deltas"]),
+        _integer(f, "seed", 0),
+        _sampler_state(f.string("samplerState")),
+        _integer(f, "kvTokens", 0),
         size,
-        identity,
+        dict(f.object("identity").doc),
     )
+
+
+def _string(f: Fields, key: str) -> str:
+    value = f.string(key)
+    if value is None:
+        raise ValueError(f"'{key}' is missing")
+    return value
+
+
+def _integer(f: Fields, key: str, lo: int) -> int:
+    value = f.integer(key, None, lo)
+    if value is None:
+        raise ValueError(f"'{key}' is missing")
+    return value
+
+
+def _p_node(value: Any) -> Address:
+    host, _, port = value.partition(";") if isinstance(value, str) else ("", "", "")
+    if not host or not (port.isascii() and port.isdigit()) or not 0 < int(port) < 65536:
+        raise ValueError(f"'pNodeAddr' must be '<host>;<port>', got {value!r:.80}")
+    return Address(host, int(port))
+
+
+def _deltas(value: Any) -> list[GenerateDelta]:
+    if not isinstance(value, list) or not value:
+        raise ValueError("'deltas' must be a non-empty list of deltas")
+    deltas = []
+    for i, doc in enumerate(value):
+        try:
+            deltas.append(wire.delta_from_doc(doc))
+        except ValueError as exc:
+            raise ValueError(f"'deltas[{i}]': {exc}") from None
+    return deltas
+
+
+def _sampler_state(value: str | None) -> bytes | None:
+    if not value:
+        return None
+    try:
+        return base64.b64decode(value, validate=True)
+    except binascii.Error:
+        raise ValueError("'samplerState' must be base64") from None
 
 
 @dataclass
@@ -246,8 +299,11 @@ class DecodeRole:
 
     async def _relay(self, p: DecodeParams, response: HttpResponse, split: DecodeSplit) -> None:
         if response.status != 200:  # a family that renders its errors itself (vLLM's)
-            if split.failure is not None:
-                self._interrupted(p, split.failure)
+            failure = split.failure
+            if failure is None and response.status == Overloaded.kind.http:
+                failure = Overloaded(_message(response.body))  # full here: recompute elsewhere
+            if failure is not None:
+                self._interrupted(p, failure)
             else:
                 self._fail(p, _message(response.body))
             return

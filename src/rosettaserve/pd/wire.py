@@ -69,13 +69,17 @@ def parse_prefill_headers(headers: Mapping[str, str]) -> PrefillHeaders:
         if not headers.get(name, "").strip():
             raise InvalidInput(f"header '{name}' is required on a prefill instance")
     if headers[REQ_TYPE].strip() != "prefill":
-        raise InvalidInput(f"header 'req-type' must be 'prefill', got {headers[REQ_TYPE]!r}")
+        raise InvalidInput(f"header 'req-type' must be 'prefill', got {_shown(headers[REQ_TYPE])}")
     req_id = headers[REQ_ID].strip()
-    if len(req_id) > MAX_REQ_ID or not _HEX.fullmatch(req_id):
-        raise InvalidInput(f"header 'req-id' must be at most {MAX_REQ_ID} hex digits")
+    if not _HEX.fullmatch(req_id):
+        raise InvalidInput(f"header 'req-id' must be hex digits, got {_shown(req_id)}")
+    if len(req_id) > MAX_REQ_ID:
+        raise InvalidInput(
+            f"header 'req-id' is {len(req_id)} digits long; at most {MAX_REQ_ID} are accepted"
+        )
     recompute = headers.get(IS_RECOMPUTE, "").strip()
     if recompute not in ("", "true", "false"):
-        raise InvalidInput(f"header 'is-recompute' must be true or false, got {recompute!r}")
+        raise InvalidInput(f"header 'is-recompute' must be true or false, got {_shown(recompute)}")
     host, port = _d_target(headers[D_TARGET].strip(), headers.get(D_PORT, "").strip())
     return PrefillHeaders(req_id, host, port, recompute == "true")
 
@@ -83,17 +87,30 @@ def parse_prefill_headers(headers: Mapping[str, str]) -> PrefillHeaders:
 def _d_target(target: str, d_port: str) -> tuple[str, int]:
     parts = target.split(";")
     if len(parts) > 2:
-        raise InvalidInput(f"header 'd-target' must be '<ip>' or '<ip>;<port>', got {target!r}")
+        raise InvalidInput(
+            f"header 'd-target' must be '<ip>' or '<ip>;<port>', got {_shown(target)}"
+        )
     try:
         host = str(ipaddress.IPv4Address(parts[0]))
     except ValueError:
-        raise InvalidInput(f"header 'd-target' must hold an IPv4 address, got {target!r}") from None
+        raise InvalidInput(
+            f"header 'd-target' must hold an IPv4 address, got {_shown(target)}"
+        ) from None
     port = parts[1] if len(parts) == 2 else d_port
     if not port:
         raise InvalidInput("header 'd-target' names no port ('<ip>;<port>') and 'd-port' is absent")
     if not (port.isascii() and port.isdigit()) or not 0 < int(port) < 65536:
-        raise InvalidInput(f"the decode instance's port must be in [1, 65535], got {port!r}")
+        where = "header 'd-target'" if len(parts) == 2 else "header 'd-port'"
+        raise InvalidInput(
+            f"{where}: the decode instance's port must be a number in [1, 65535], "
+            f"got {_shown(port)}"
+        )
     return host, int(port)
+
+
+def _shown(text: str) -> str:
+    """A header value quoted in an error message, cut short."""
+    return repr(text) if len(text) <= 40 else repr(text[:40]) + "..."
 
 
 def prefill_headers(req_id: str, d_host: str, d_port: int, recompute: bool) -> dict[str, str]:
@@ -214,13 +231,20 @@ def delta_doc(d: GenerateDelta) -> dict[str, Any]:
 
 
 def delta_from_doc(doc: Any) -> GenerateDelta:
+    """A shipped delta; ValueError names the field that is missing or wrong."""
     if not isinstance(doc, dict):
         raise ValueError("a delta must be an object")
-    text, ids, special = doc.get("text"), doc.get("ids"), doc.get("special")
-    if not isinstance(text, str) or not isinstance(special, list) or not _ints(ids):
-        raise ValueError("a delta needs 'text', 'ids' (token ids) and 'special'")
+    for key in ("text", "ids", "special"):
+        if key not in doc:
+            raise ValueError(f"a delta needs '{key}'")
+    text, ids, special = doc["text"], doc["ids"], doc["special"]
+    if not isinstance(text, str):
+        raise ValueError("a delta's 'text' must be a string")
+    if not _ints(ids):
+        raise ValueError("a delta's 'ids' must be a list of token ids (integers >= 0)")
     assert isinstance(ids, list)
-    if len(special) != len(ids) or not all(isinstance(s, bool) for s in special):
+    booleans = isinstance(special, list) and all(isinstance(s, bool) for s in special)
+    if not booleans or len(special) != len(ids):
         raise ValueError("a delta's 'special' must hold one boolean per token")
     raw = doc.get("logprobs")
     lps = None if raw is None else [_logprob(item) for item in _list(raw)]

@@ -58,8 +58,14 @@ def prompt_of(doc: dict[str, Any], request: GenerateRequest) -> None:
         raise InvalidInput("Not found inputs.")
     if not isinstance(ids, list) or not ids:
         raise InvalidInput("Parameter input_id must be a non-empty array")
-    if not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in ids):
+    if not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
         raise InvalidInput("Parameter input_id must be integer")
+    negative = [i for i in ids if i < 0]
+    if negative:  # (ids past the vocabulary's end: the engine, which knows its size, says so)
+        raise InvalidInput(
+            f"Parameter input_id holds token id {negative[0]}, which is out of the vocabulary "
+            "(token ids start at 0)"
+        )
     request.prompt_token_ids = list(ids)
 
 
