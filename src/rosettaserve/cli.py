@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 
 from rosettaserve import __version__
+from rosettaserve.cli_logs import add_log_options
+from rosettaserve.observability import logging_setup
 from rosettaserve.security.keys import ENV_VAR, KeySourceError, gather_keys
 from rosettaserve.security.tls import TlsError, TlsFiles
 from rosettaserve.settings import (
@@ -105,6 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
         choices=LOG_LEVELS,
         help="log verbosity (logs go to stderr)",
     )
+    add_log_options(serve)
     add_pd_options(serve)
     add_security_options(serve)
     add_scheduler_command(commands)
@@ -402,6 +405,9 @@ def main(argv: list[str] | None = None) -> int:
         strict_readiness=args.strict_readiness,
         grps_default_model=args.grps_default_model,
         log_level=args.log_level,
+        log_format=args.log_format,
+        access_log=args.access_log,
+        cors_origins=tuple(args.cors_origin),
         workers=args.workers,
         max_queue_size=args.max_queue_size,
         request_timeout_us=max(0, round(args.request_timeout * 1e6)),
@@ -420,11 +426,7 @@ def main(argv: list[str] | None = None) -> int:
         ),
         security=security,
     )
-    logging.basicConfig(
-        level=args.log_level.upper(),
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    logging_setup.configure(args.log_level, args.log_format)
     return run(settings)
 
 

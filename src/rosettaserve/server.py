@@ -13,6 +13,7 @@ from rosettaserve.core.dataplane import DataPlane, Limits, ServerInfo
 from rosettaserve.core.generation_plane import GenerationPlane
 from rosettaserve.core.registry import ModelVersion
 from rosettaserve.observability import status_doc, status_page
+from rosettaserve.observability.access_log import AccessLog
 from rosettaserve.observability.metrics import Metrics, Snapshot, metrics_route, render
 from rosettaserve.observability.startup import model_line, say, summary_line
 from rosettaserve.observability.trend import Trend
@@ -29,10 +30,12 @@ from rosettaserve.repository.manager import ModelRepository
 from rosettaserve.repository.watchdog import watch
 from rosettaserve.security import setup as security
 from rosettaserve.settings import Settings
+from rosettaserve.transport.cors import Cors
 from rosettaserve.transport.grpc import CallTracker, GrpcServer, ServiceTable
-from rosettaserve.transport.h1 import HttpServer
+from rosettaserve.transport.h1 import App, HttpServer
 from rosettaserve.transport.h1_head import http_limits
 from rosettaserve.transport.http import HttpApp
+from rosettaserve.transport.http_edge import HttpEdge
 from rosettaserve.transport.sockets import bind
 
 if TYPE_CHECKING:
@@ -75,6 +78,14 @@ class Server:
             routes.append(metrics_route(self.metrics_text))
         self.app = HttpApp(routes + tfserving_rest.routes(self.dataplane))
         self.app.guard = security.guard(settings.security)
+        self.app.max_inflated = settings.max_request_size
+        # what the HTTP port answers with: the app, or the app with request ids, access lines,
+        # CORS and compressed answers around it (none of it when the access log and CORS are off)
+        self.access = AccessLog() if settings.access_log else None
+        cors = Cors(settings.cors_origins) if settings.cors_origins else None
+        self.http_app: App = self.app
+        if self.access is not None or cors is not None:
+            self.http_app = HttpEdge(self.app, self.access, cors)
         self.tls = security.server_tls(settings.security)
         security.configure_peers(settings.security)
         self._stopping = asyncio.Event()
@@ -97,6 +108,7 @@ class Server:
         ]
         server = GrpcServer(services, s.grpc_max_message_size, self.calls)
         server.guard = self.app.guard
+        server.access = self.access
         return server
 
     async def run(self) -> None:
@@ -106,7 +118,7 @@ class Server:
         tls = self.tls
         self.http_url = security.http_address(s.host, sock.getsockname()[1], tls)
         self.pd.bound(s.host, sock.getsockname()[1])
-        http = HttpServer(self.app, s.max_request_size, limits=http_limits(s))
+        http = HttpServer(self.http_app, s.max_request_size, limits=http_limits(s))
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._stopping.set)

@@ -61,6 +61,9 @@ class Settings:
     strict_readiness: bool = True
     grps_default_model: str = ""  # grps requests that name no model: `name` or `name-version`
     log_level: str = "info"
+    log_format: str = "text"  # text | json: every line of the server (observability.logging_setup)
+    access_log: bool = True  # one line per request (logger rosettaserve.access, at INFO)
+    cors_origins: tuple[str, ...] = ()  # origins a browser page may call from (*: any); (): off
     workers: int = 1  # processes serving the same ports (SO_REUSEPORT), each with its own models
     max_queue_size: int = 0  # requests waiting per model version beyond which 429; 0: no limit
     request_timeout_us: int = 0  # default timeout covering queue and execution; 0: none

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import logging
+
 from rosettaserve.core.status import ErrorKind
+
+log = logging.getLogger("rosettaserve.model")
 
 
 class ServingError(Exception):
@@ -78,27 +82,37 @@ class ModelError(ServingError):
     kind = ErrorKind.INTERNAL
 
 
-def served_as(exc: Exception) -> ServingError | None:
+def served_as(exc: Exception, model: str = "") -> ServingError | None:
     """What a model's exception becomes: a ValueError means bad input (400), anything else is
-    the model's fault (None: it is a ServingError already, and goes on as it is)."""
+    the model's fault (None: it is a ServingError already, and goes on as it is).
+
+    This is where a model's failure is logged, once: its traceback at ERROR (the client gets
+    the short message); a ValueError, the caller's fault, at INFO without one. ``model``: which
+    model (``name version N``); the request id comes with the line (logging_setup)."""
     if isinstance(exc, ServingError):
         return None
+    which = f"model {model}" if model else "a model"
     if isinstance(exc, ValueError):
+        log.info("%s rejected its input: %s", which, exc)
         return InvalidInput(str(exc) or "the model rejected the input")
+    log.error("%s failed: %s: %s", which, type(exc).__name__, exc, exc_info=exc)
     return ModelError(f"{type(exc).__name__}: {exc}")
 
 
-class _ModelErrors:
+class ModelErrors:
     """``served_as`` around a block (a class rather than a generator-based context manager)."""
+
+    def __init__(self, model: str = "") -> None:
+        self.model = model
 
     def __enter__(self) -> None:
         return None
 
     def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
         if isinstance(exc, Exception):
-            error = served_as(exc)
+            error = served_as(exc, self.model)
             if error is not None:
                 raise error from exc
 
 
-MODEL_ERRORS = _ModelErrors()  # stateless: one for every model call
+MODEL_ERRORS = ModelErrors()  # for a model call that names no model

@@ -54,6 +54,7 @@ class Invoker:
     def __init__(self, model: Model, instances: ThreadInstances | None = None) -> None:
         fn = model.predict
         self.fn: Callable[..., Any] = fn
+        self.label = f"{model.name} version {model.version}"  # in the log line of a failure
         self.instances = instances or ThreadInstances(model.name or "model", 1)
         self.is_async = inspect.iscoroutinefunction(fn)
         self.is_async_gen = inspect.isasyncgenfunction(fn)
@@ -107,7 +108,7 @@ class Invoker:
                 if call.done:
                     self._measured(call.done - call.ran)
         except Exception as exc:
-            error = served_as(exc)
+            error = served_as(exc, self.label)
             if error is None:
                 raise
             raise error from exc

@@ -12,7 +12,7 @@ from time import perf_counter_ns
 from typing import TYPE_CHECKING, Any
 
 from rosettaserve.core.call import Call
-from rosettaserve.core.errors import MODEL_ERRORS, ServingError
+from rosettaserve.core.errors import ModelErrors, ServingError
 from rosettaserve.core.model import Arrays
 
 if TYPE_CHECKING:
@@ -26,7 +26,7 @@ async def model_items(
 ) -> AsyncIterator[Any]:
     """What a model's predict yields, one item at a time (a plain predict: its one answer)."""
     kwargs = invoker.kwargs(parameters)
-    with MODEL_ERRORS:
+    with ModelErrors(invoker.label):
         if invoker.is_async_gen:
             async for item in invoker.fn(inputs, **kwargs):
                 yield item

@@ -109,7 +109,7 @@ class ModelRepository:
             try:
                 await run_loading(_load_blocking, mv, path, entry.config)
             except Exception as exc:  # any failure keeps the server and other models serving
-                _fail(mv, load_failure(exc))
+                _fail(mv, load_failure(exc), None if isinstance(exc, ConfigError) else exc)
         mv.load_seconds = time.perf_counter() - start
 
     # -- unloading -----------------------------------------------------------------------------
@@ -273,9 +273,10 @@ def _instances(config: ModelConfig) -> int:
     return (os.cpu_count() or 1) if config.runtime in PARALLEL_RUNTIMES else 1
 
 
-def _fail(mv: ModelVersion, reason: str) -> None:
+def _fail(mv: ModelVersion, reason: str, exc: Exception | None = None) -> None:
+    """``exc``: what the model's code raised, its traceback logged (the reason says it short)."""
     mv.state, mv.reason = VersionState.UNAVAILABLE, reason
-    log.error("model %s version %s failed to load: %s", mv.name, mv.version, reason)
+    log.error("model %s version %s failed to load: %s", mv.name, mv.version, reason, exc_info=exc)
 
 
 def load_failure(exc: Exception) -> str:

@@ -226,6 +226,7 @@ class DynamicBatcher:
                 _settle(item, error=Cancelled("the server stopped while the batch ran"))
             raise
         except Exception as exc:  # concatenation or splitting failed: the server's fault
+            log.error("batching for model %s failed", self.name, exc_info=exc)
             error = ModelError(f"batching for model '{self.name}' failed: {exc}")
             for item in batch:
                 _settle(item, error=error)

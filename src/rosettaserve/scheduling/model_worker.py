@@ -75,7 +75,7 @@ def _serve(sock: socket.socket, invoker: Invoker) -> None:
                 result = loop.run_until_complete(result)
             reply: tuple[Any, ...] = ("ok", result)
         except Exception as exc:
-            reply = ("error", served_as(exc) or exc)
+            reply = ("error", served_as(exc, invoker.label) or exc)
         try:
             send_blocking(sock, *reply)
         except (pickle.PicklingError, TypeError, AttributeError, ValueError) as exc:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import logging
 import socket
 import sys
 from collections.abc import Callable
@@ -86,17 +85,14 @@ def main(argv: list[str]) -> int:
     gc_tuning.pause()  # until its models are loaded (its Server settles it)
     malloc_tuning.tune()
 
+    from rosettaserve.observability import logging_setup
     from rosettaserve.server import Server
 
     fd, index = int(argv[0]), int(argv[1])
     sock = socket.socket(fileno=fd)
     message: Any = receive_blocking(sock)
     settings, replacement = message[1], message[2]
-    logging.basicConfig(
-        level=settings.log_level.upper(),
-        stream=sys.stderr,
-        format=f"%(asctime)s %(levelname)s %(name)s[worker {index}]: %(message)s",
-    )
+    logging_setup.configure(settings.log_level, settings.log_format, tag=f"worker {index}")
     try:
         uvloop.run(Server(settings, WorkerLink(sock, index, replacement)).run())
     except (OSError, RuntimeError) as exc:  # a port taken: OSError (HTTP), RuntimeError (gRPC)

@@ -31,6 +31,8 @@ from urllib.parse import quote
 
 from rosettaserve.core.errors import ServingError
 from rosettaserve.core.status import ErrorKind
+from rosettaserve.observability.access_log import AccessLog, CallRecord
+from rosettaserve.observability.request_ids import HEADER, REQUEST_ID
 from rosettaserve.security.keys import Guard
 from rosettaserve.transport import h2
 from rosettaserve.transport.eager import Adopted
@@ -234,6 +236,7 @@ class Call:
         self.timer: asyncio.TimerHandle | None = None
         self.headers_sent = False
         self.done = False
+        self.record: CallRecord | None = None  # set: the access log is on
 
     # -- receiving -----------------------------------------------------------------------------
 
@@ -343,6 +346,8 @@ class Call:
     def start(self, coroutine: Any) -> None:
         """Run it at once, up to its first wait; a task takes it over from there."""
         context = contextvars.copy_context()
+        if self.record is not None:  # the call's log lines carry its request id
+            context.run(REQUEST_ID.set, self.record.request_id)
         try:
             waits_for = context.run(coroutine.send, None)
         except StopIteration:
@@ -433,9 +438,15 @@ class Call:
                 f"the reply of {size} bytes is larger than max ({self.server.max_message_size})",
             )
             return
+        record = self.record
         if not self.headers_sent:
             self.headers_sent = True
-            self.conn.send_headers(self.stream, _REPLY_HEADERS)
+            if record is None:
+                self.conn.send_headers(self.stream, _REPLY_HEADERS)
+            else:  # the request id, in the initial metadata
+                self.conn.send_headers(self.stream, _REPLY_HEADERS + _id_field(record))
+        if record is not None:
+            record.sent += size
         self.conn.send_data(self.stream, _PREFIX + size.to_bytes(4, "big") + data)
 
     def finish(self, code: int, message: str, extra: tuple[tuple[str, str], ...] = ()) -> None:
@@ -443,11 +454,16 @@ class Call:
         if self.done:
             return
         self.done = True
+        record = self.record
         if self.headers_sent:
             block = _OK_TRAILERS if code == OK and not extra else trailers(code, message, extra)
             self.conn.send_trailers(self.stream, block)
         else:
+            if record is not None:  # trailers-only: the request id among them
+                extra = (*extra, (HEADER, record.request_id))
             self.conn.send_headers(self.stream, trailers_only(code, message, extra), True)
+        if record is not None:
+            record.finished(code)
         if self.requests is not None:
             self.requests.end()
         self._stop_work()
@@ -478,6 +494,7 @@ class GrpcServer:
         self.tracker = tracker
         self.h2 = h2.H2Server(self)
         self.guard: Guard | None = None  # set: calls need an API key (rosettaserve.security)
+        self.access: AccessLog | None = None  # set: an access line per call, request ids
 
     def open(
         self, conn: h2.Connection, stream: h2.Stream, headers: list[tuple[str, str]]
@@ -526,6 +543,8 @@ class GrpcServer:
             deadline = time.monotonic() + seconds
         context = Context(deadline, tuple(metadata))
         call = Call(self, conn, stream, found, context=context, wbits=wbits)
+        if self.access is not None:
+            call.record = CallRecord(self.access, path, metadata)
         if found.kind is True:
             call.requests = RequestStream(conn, stream)
             call.start(call._bidi())
@@ -546,6 +565,10 @@ async def _close(replies: AsyncIterator[Any]) -> None:
     aclose = getattr(replies, "aclose", None)
     if aclose is not None:
         await aclose()
+
+
+def _id_field(record: CallRecord) -> bytes:
+    return encode([(HEADER, record.request_id)])
 
 
 def _refuse(conn: h2.Connection, stream: h2.Stream, block: bytes) -> h2.Receiver:

@@ -22,7 +22,7 @@ def head(
     """The status line and headers; ``legacy``: for an HTTP/1.0 client, which must be told
     that the connection stays open."""
     start = _head_start(response.status, response.content_type)
-    if framing == LENGTH:
+    if framing == LENGTH and response.status != 204:  # 204: none (RFC 9110 §8.6)
         parts = [start, b"content-length: %d\r\n" % response.length]
     elif framing == CHUNKED:
         parts = [start, b"transfer-encoding: chunked\r\n"]

@@ -10,6 +10,7 @@ import httptools
 
 from rosettaserve.core.errors import InvalidInput, ServingError
 from rosettaserve.security.keys import Guard
+from rosettaserve.transport.content_coding import inflated
 from rosettaserve.transport.routing import (
     HttpRequest,
     HttpResponse,
@@ -25,6 +26,7 @@ log = logging.getLogger("rosettaserve.http")
 # Routed URLs remembered: clients repeat a few (a model's infer URL), and a lookup costs less than
 # splitting and matching again. Only short URLs, and the memory is dropped when full.
 MAX_ROUTED, MAX_ROUTED_URL = 1024, 256
+DEFAULT_MAX_INFLATED = 256 * 1024 * 1024  # the server sets its --max-request-size
 
 Routed = tuple[str, bytes, Route, dict[str, str]]  # path, query, route, path parameters
 
@@ -34,6 +36,7 @@ class HttpApp:
         self.router = Router(routes)
         self._routed: dict[tuple[str, bytes], Routed] = {}
         self.guard: Guard | None = None  # set: requests need an API key (rosettaserve.security)
+        self.max_inflated = DEFAULT_MAX_INFLATED  # a compressed body inflates to this at most
 
     async def respond(
         self, method: str, raw_url: bytes, headers: dict[str, str], body: bytes | bytearray
@@ -49,6 +52,8 @@ class HttpApp:
         if self.guard is not None and not self.guard.admits_http(method, route.pattern, headers):
             return route.on_error(self.guard.refusal())  # API keys: rosettaserve.security
         try:
+            if "content-encoding" in headers:  # gzip or deflate (transport.content_coding)
+                body = inflated(headers["content-encoding"], body, self.max_inflated)
             # HEAD runs the GET route as GET (the transport sends the head alone)
             request = HttpRequest(route.method, path, query, headers, body, params=dict(params))
             return await route.handler(request)

@@ -1,0 +1,36 @@
+"""The serve command's options for logs and for browsers: the log format, the access log, CORS."""
+
+from __future__ import annotations
+
+import argparse
+
+from rosettaserve.observability.logging_setup import FORMATS
+from rosettaserve.suggest import one_of
+
+
+def add_log_options(serve: argparse.ArgumentParser) -> None:
+    serve.add_argument(
+        "--log-format",
+        default="text",
+        type=one_of(FORMATS),
+        choices=FORMATS,
+        help="every log line as text, or as one JSON object (ts, level, logger, msg, "
+        "request_id; an access line's fields as keys) for log shippers",
+    )
+    serve.add_argument(
+        "--access-log",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="one line per request at INFO (logger rosettaserve.access): protocol, method or "
+        "rpc, path or model, status, bytes, duration, request id; X-Request-ID / x-request-id "
+        "echoed or made (off: none of it, not a cost per request)",
+    )
+    serve.add_argument(
+        "--cors-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="let browser pages from ORIGIN (e.g. https://app.example.com; * for any) call the "
+        "REST APIs: preflights answered, answers carry Access-Control-Allow-Origin "
+        "(repeatable; off by default)",
+    )
