@@ -76,8 +76,9 @@ def output_names(result: httpclient.InferResult) -> list[str]:
 
 
 def sample(dtype: str, binary: bool) -> np.ndarray:
-    """Non-finite floats and non-UTF-8 bytes only in binary mode (JSON cannot carry them)."""
-    return v2data.sample(dtype, "", non_finite=binary, non_utf8=binary)
+    """Non-UTF-8 bytes only in binary mode (JSON strings cannot carry them); NaN and the
+    infinities both ways (JSON carries them as NaN, Infinity, -Infinity)."""
+    return v2data.sample(dtype, "", non_finite=True, non_utf8=binary)
 
 
 def assert_still_serving(client: httpclient.InferenceServerClient) -> None:
