@@ -221,7 +221,8 @@ class Generation:
         self.finished = 0  # sequences whose last delta was handed out
         self.tokens = 0  # tokens generated on this instance
         self.prompt_tokens = 0
-        self.last = 0  # perf_counter_ns of the latest token
+        self.timed = False  # the first token was timed
+        self.last: dict[int, int] = {}  # perf_counter_ns of each sequence's latest token
         self.closed = False
         mv.__enter__()  # in flight until closed
 
@@ -278,11 +279,13 @@ class Generation:
         now = perf_counter_ns()
         series = self.series
         if series is not None:
-            if self.last:
-                series.inter_token(now - self.last)
-            elif self.sent == 0:
+            last = self.last.get(delta.index)
+            if last is not None:
+                series.inter_token(now - last)
+            elif not self.timed and self.sent == 0:
                 series.first_token(now - self.start)
-        self.last = now
+        self.timed = True
+        self.last[delta.index] = now
         self.tokens += len(delta.token_ids)
         if self.complete:
             self.close("success")
