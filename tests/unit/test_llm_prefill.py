@@ -98,7 +98,7 @@ def test_prompts_admitted_together_share_passes_and_match_generate(seed: int) ->
         done = all_at_once(llm, [greedy(t) for t in texts])
         stats = llm.engine.stats
         assert stats.prefills == len(texts)
-        assert stats.prefill_steps <= len(texts) // 2  # several prompts per pass
+        assert stats.prefill_steps <= len(texts) // 3  # several prompts per pass
         for text, completion in zip(texts, done, strict=True):
             assert completion.token_ids == reference(llm, text), text
 
@@ -122,7 +122,7 @@ def test_long_prompts_are_chunked_between_decode_steps_and_match_generate() -> N
         short, done = asyncio.run(scenario())
         lengths = [len(engine.tokenize(t)) for t in long_texts]
         assert all(n > 150 for n in lengths)
-        assert all(max(takes) * len(takes) <= 32 for takes, _, _ in seen)
+        assert all(sum(takes) <= 32 for takes, _, _ in seen)
         long_passes = [(rows, steps) for takes, rows, steps in seen[1:]]
         assert len(long_passes) >= sum(lengths) // 32
         assert all(rows >= 1 for rows, _ in long_passes)  # the short one kept decoding
@@ -214,20 +214,18 @@ def job(remaining: int, keep: int = 1) -> PrefillJob:
     return PrefillJob(None, [1] * remaining, keep)
 
 
-def test_a_pass_stays_within_its_budget_padding_included() -> None:
+def test_a_pass_takes_prompts_in_order_within_its_budget() -> None:
     def takes(jobs: list[PrefillJob]) -> list[int]:
         return [t for _, t in plan(jobs, 64)]
 
     assert takes([job(500)]) == [64]  # the first is cut to a chunk
     assert takes([job(10), job(10), job(10)]) == [10, 10, 10]
-    assert takes([job(10), job(500)]) == [10, 32]  # the short one finishes, the long one goes on
-    assert takes([job(500), job(10), job(10)]) == [21, 10, 10]
-    assert takes([job(40), job(40)]) == [40]  # two rows of 40 would not fit: one finishes
+    assert takes([job(10), job(500), job(4)]) == [10, 54]  # the last one chosen is cut
+    assert takes([job(40), job(40)]) == [40, 24]
     assert takes([job(90, keep=3)]) == [90]  # never cut: it needs 3 positions' logits
     assert takes([job(90, keep=3), job(4)]) == [90]
     assert takes([job(4), job(90, keep=3)]) == [4]
     assert takes([job(4)] * 100) == [4] * 16
-    assert takes([job(1)] * 100) == [1] * 64
 
 
 def fake_kv(tokens: int, tag: float) -> list[tuple[torch.Tensor, torch.Tensor]]:

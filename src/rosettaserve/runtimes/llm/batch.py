@@ -52,8 +52,9 @@ class Runner:
             else {}
         )
 
-    def keep_logits(self, keep: int) -> dict[str, int]:
-        """The forward argument that computes logits of the last ``keep`` positions only."""
+    def keep_logits(self, keep: int | torch.Tensor) -> dict[str, int | torch.Tensor]:
+        """The forward argument that computes only the logits of the last ``keep`` positions
+        (an int) or of the positions listed (a tensor of indices); none if the model has none."""
         return dict.fromkeys(self._last_only, keep)
 
     def prefill(self, prompt_ids: list[int]) -> tuple[torch.Tensor, KV]:

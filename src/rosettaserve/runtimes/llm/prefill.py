@@ -2,14 +2,15 @@
 
 A prompt being prefilled is a ``PrefillJob``: its tokens, how many of them already have their
 KV cache (from the prefix cache or from earlier chunks), and that cache. Each engine step runs
-at most one prefill forward pass of at most ``budget`` tokens, padding included (``plan``), then
-a decode step: a long prompt is prefilled a chunk per step, interleaved with the decode steps of
-the running sequences, and prompts that arrive together share passes.
+at most one prefill forward pass of at most ``budget`` new tokens (``plan``), then a decode
+step: a long prompt is prefilled a chunk per step, interleaved with the decode steps of the
+running sequences, and prompts that arrive together share passes.
 
-In that pass the rows are left-padded twice: their past (the cached part) to the longest past,
-their new tokens to the longest chunk. An additive 4-D mask lets each real token see its own
-past and its own earlier new tokens; position ids count from each row's own past length. A pass
-with one row and no padding runs without a mask, exactly as an unbatched prefill does.
+The pass packs its prompts into one row, without padding: their cached parts one after the
+other as the past, their new tokens one after the other as the input. An additive 4-D mask
+lets each token see its own prompt's past and its own prompt's earlier tokens; position ids
+count from each prompt's own past length. A pass over one prompt runs without a mask, exactly
+as an unbatched prefill does.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 
 from rosettaserve.runtimes.llm.batch import KV, Runner, cache_kv, make_cache
 
@@ -39,98 +39,97 @@ class PrefillJob:
 
 
 def plan(jobs: list[PrefillJob], budget: int) -> list[tuple[PrefillJob, int]]:
-    """The first jobs and their chunk lengths for one pass of at most ``budget`` tokens,
-    padding included (rows x longest chunk). With ``k`` rows each chunk is at most
-    ``budget // k`` tokens; the ``k`` chosen finishes the most prompts (their first tokens
-    leave after this pass), then computes the most tokens. A job that needs the logits of
-    several positions (a replay with logprobs) is never cut, so it may go alone past the budget.
-    """
-    best: list[tuple[PrefillJob, int]] = []
-    score = (-1, -1)
-    for k in range(1, min(len(jobs), budget) + 1):
-        width = budget // k
-        takes = [min(job.remaining, width) for job in jobs[:k]]
-        uncut = [job.keep == 1 or t == job.remaining for job, t in zip(jobs, takes, strict=False)]
-        if not all(uncut):
-            if k > 1:
-                break  # more rows only narrow the chunks further
-            takes = [jobs[0].remaining]
-        finished = sum(t == job.remaining for job, t in zip(jobs, takes, strict=False))
-        if (finished, sum(takes)) > score:
-            score, best = (finished, sum(takes)), list(zip(jobs, takes, strict=False))
-    return best
+    """The first jobs, in order, and their chunk lengths for one pass of at most ``budget``
+    new tokens; the last one chosen may get only part of what it has left. A job that needs
+    the logits of several positions (a replay with logprobs) is never cut: it waits for a pass
+    of its own, where it may go past the budget."""
+    chosen: list[tuple[PrefillJob, int]] = []
+    left = budget
+    for job in jobs:
+        take = min(job.remaining, left)
+        if job.keep > 1 and take < job.remaining:
+            if chosen:
+                break
+            take = job.remaining
+        chosen.append((job, take))
+        left -= take
+        if left <= 0:
+            break
+    return chosen
 
 
 @torch.inference_mode()
 def run(runner: Runner, chunks: list[tuple[PrefillJob, int]]) -> list[torch.Tensor | None]:
     """One forward pass over ``chunks``; each job's ``done`` and ``kv`` move on. Returns the
     logits ``[keep, V]`` of each job that finished its prompt (None for the others)."""
-    logits, new = _forward(runner, chunks)
+    ends = torch.tensor([take for _, take in chunks]).cumsum(0).tolist()
+    wanted = [
+        list(range(end - job.keep, end)) if job.remaining == take else []
+        for (job, take), end in zip(chunks, ends, strict=True)
+    ]
+    rows = [i for want in wanted for i in want]
+    logits, new = _forward(runner, chunks, rows)
     out: list[torch.Tensor | None] = []
-    for row, (job, take) in enumerate(chunks):
-        mine = [(k[row : row + 1, :, -take:], v[row : row + 1, :, -take:]) for k, v in new]
+    at, start = 0, sum(job.done for job, _ in chunks)  # the new tokens' cache follows the pasts
+    for (job, take), want in zip(chunks, wanted, strict=True):
+        mine = [(k[:, :, start : start + take], v[:, :, start : start + take]) for k, v in new]
         job.kv = _extend(job.kv, mine)
         job.done += take
-        out.append(logits[row, -job.keep :] if job.remaining == 0 else None)
+        out.append(logits[at : at + len(want)] if want else None)
+        at, start = at + len(want), start + take
     return out
 
 
-def _forward(runner: Runner, chunks: list[tuple[PrefillJob, int]]) -> tuple[torch.Tensor, KV]:
-    past = max(job.done for job, _ in chunks)
-    width = max(take for _, take in chunks)
-    rows = len(chunks)
-    ids = torch.zeros(rows, width, dtype=torch.long)
-    positions = torch.zeros(rows, width, dtype=torch.long)
-    for row, (job, take) in enumerate(chunks):
-        ids[row, width - take :] = torch.tensor(job.tokens[job.done : job.done + take])
-        positions[row, width - take :] = torch.arange(job.done, job.done + take)
-    # one row has no padding: the model's own causal mask, as without batching
-    mask = _mask(chunks, past, width, runner.dtype).to(runner.device) if rows > 1 else None
-    cache = make_cache(_stack_past(chunks, past) if past else [])
-    out = runner.model(
-        input_ids=ids.to(runner.device),
-        position_ids=positions.to(runner.device),
-        attention_mask=mask,
-        past_key_values=cache,
-        use_cache=True,
-        **runner.keep_logits(max(job.keep for job, _ in chunks)),
+def _forward(
+    runner: Runner, chunks: list[tuple[PrefillJob, int]], rows: list[int]
+) -> tuple[torch.Tensor, KV]:
+    """The packed pass: logits ``[len(rows), V]`` of the input positions ``rows``, and the
+    whole cache (the pasts, then the new tokens)."""
+    ids = [t for job, take in chunks for t in job.tokens[job.done : job.done + take]]
+    positions = [p for job, take in chunks for p in range(job.done, job.done + take)]
+    pasts = [job.kv for job, _ in chunks if job.kv is not None]
+    past = (
+        [
+            (
+                torch.cat([kv[layer][0] for kv in pasts], 2),
+                torch.cat([kv[layer][1] for kv in pasts], 2),
+            )
+            for layer in range(len(pasts[0]))
+        ]
+        if pasts
+        else []
     )
-    return out.logits.float().cpu(), cache_kv(out.past_key_values)
+    keep: int | torch.Tensor = torch.tensor(rows, dtype=torch.long, device=runner.device)
+    if len(chunks) == 1 and rows:
+        keep = len(rows)  # the last positions: what an unbatched prefill computes
+    mask = _mask(chunks, runner.dtype).to(runner.device) if len(chunks) > 1 else None
+    out = runner.model(
+        input_ids=torch.tensor([ids], dtype=torch.long, device=runner.device),
+        position_ids=torch.tensor([positions], dtype=torch.long, device=runner.device),
+        attention_mask=mask,
+        past_key_values=make_cache(past),
+        use_cache=True,
+        **runner.keep_logits(keep),
+    )
+    logits = out.logits[0]
+    if logits.shape[0] == len(ids):  # the model computed every position's logits
+        logits = logits[rows]
+    return logits.float().cpu(), cache_kv(out.past_key_values)
 
 
-def _mask(
-    chunks: list[tuple[PrefillJob, int]], past: int, width: int, dtype: torch.dtype
-) -> torch.Tensor:
-    """The additive mask ``[rows, 1, width, past + width]``: 0 where a token may look."""
-    allowed = torch.zeros(len(chunks), width, past + width, dtype=torch.bool)
-    causal = torch.ones(width, width, dtype=torch.bool).tril()
-    for row, (job, take) in enumerate(chunks):
-        pad = width - take
-        allowed[row, pad:, past - job.done : past] = True  # its own past
-        allowed[row, :, past:] = causal
-        allowed[row, :, past : past + pad] = False
-        allowed[row, torch.arange(pad), past + torch.arange(pad)] = True  # padding sees itself
+def _mask(chunks: list[tuple[PrefillJob, int]], dtype: torch.dtype) -> torch.Tensor:
+    """The additive mask ``[1, 1, new, past + new]``: 0 where a token may look."""
+    past = sum(job.done for job, _ in chunks)
+    width = sum(take for _, take in chunks)
+    allowed = torch.zeros(width, past + width, dtype=torch.bool)
+    p = q = 0
+    for job, take in chunks:
+        allowed[q : q + take, p : p + job.done] = True  # its own past
+        own = allowed[q : q + take, past + q : past + q + take]
+        own.copy_(torch.ones(take, take, dtype=torch.bool).tril())
+        p, q = p + job.done, q + take
     bias = torch.zeros(allowed.shape, dtype=dtype).masked_fill(~allowed, torch.finfo(dtype).min)
-    return bias[:, None]
-
-
-def _stack_past(chunks: list[tuple[PrefillJob, int]], past: int) -> KV:
-    """The rows' cached KV, left-padded to ``past`` tokens and stacked."""
-    first = next(job.kv for job, _ in chunks if job.kv is not None)
-    layers = []
-    for layer, (k0, v0) in enumerate(first):
-        keys, values = [], []
-        for job, _ in chunks:
-            if job.kv is None:
-                shape = (1, k0.shape[1], past, k0.shape[3])
-                keys.append(k0.new_zeros(shape))
-                values.append(v0.new_zeros((1, v0.shape[1], past, v0.shape[3])))
-            else:
-                k, v = job.kv[layer]
-                keys.append(F.pad(k, (0, 0, past - k.shape[2], 0)))
-                values.append(F.pad(v, (0, 0, past - v.shape[2], 0)))
-        layers.append((torch.cat(keys), torch.cat(values)))
-    return layers
+    return bias[None, None]
 
 
 def _extend(kv: KV | None, new: KV) -> KV:
