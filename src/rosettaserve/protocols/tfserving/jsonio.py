@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import re
-import zlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +19,6 @@ import orjson
 from rosettaserve.core.errors import InvalidInput
 from rosettaserve.protocols.tfserving.floats import float_text
 
-MAX_GUNZIPPED = 100 << 20  # TF's limit for a gzip request body
 SNIPPET_LIMIT = 256  # JSON values quoted in error messages are cut here
 _TRAILING = "unexpected content after document"
 _NONFINITE = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|(-?)(?:Infinity|Inf|NaN)')
@@ -42,16 +40,6 @@ _MESSAGES = {
 class Body:
     doc: Any
     maybe_bools: bool  # the text has true/false somewhere: numeric leaves need a full check
-
-
-def gunzip(body: bytes | bytearray) -> bytes:
-    """TF's handling of ``Content-Encoding: gzip``: undecodable means empty."""
-    try:
-        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        out = inflater.decompress(body, MAX_GUNZIPPED)
-    except zlib.error:
-        return b""
-    return b"" if inflater.unconsumed_tail else out
 
 
 def load(body: bytes | bytearray) -> Body:

@@ -46,7 +46,7 @@ def routes(dp: DataPlane) -> list[Route]:
         if req.method == "POST" and (found := _POST.fullmatch(req.path)):
             verb = verbs.get(found.group(4))
             if verb is not None:
-                return await verb(dp, _target(found), _body(req))
+                return await verb(dp, _target(found), req.body)  # inflated already
         elif req.method == "GET" and (found := _GET.fullmatch(req.path)):
             if not found.group(1):
                 raise InvalidInput("Missing model name in request.")
@@ -73,12 +73,6 @@ def _target(found: re.Match[str]) -> Target:
     if version is not None and int(version) > _INT64_MAX:
         raise InvalidInput(f"Failed to convert version: {version} to numeric.")
     return Target(name, None if version is None else int(version), label)
-
-
-def _body(req: HttpRequest) -> bytes | bytearray:
-    if "gzip" in (req.header("content-encoding") or ""):
-        return jsonio.gunzip(req.body)
-    return req.body
 
 
 async def _predict(dp: DataPlane, target: Target, raw: bytes | bytearray) -> HttpResponse:
