@@ -28,7 +28,9 @@ def version(
     reason: str = "",
 ) -> ModelVersion:
     model = Model(name="m", version=number, config=config or {})
-    return ModelVersion("m", number, "python", state, reason, model, None, [X], outputs or [Y])
+    return ModelVersion(
+        "m", number, "python", state, reason, model, inputs=[X], outputs=outputs or [Y]
+    )
 
 
 class Repo:
