@@ -14,6 +14,7 @@ reaches the handler, as it would have had it been awaited all along.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Coroutine, Generator
 from typing import Any, Generic, TypeVar, cast
 
@@ -51,6 +52,17 @@ class Adopted(Generic[T]):
         return self.coroutine.throw(exc)
 
     def close(self) -> None:
+        self.coroutine.close()
+
+    def abandon(self) -> None:
+        """Nothing will drive it on (the task that was to await it was cancelled before its
+        first step): what it waits for is cancelled and the handler unwinds, its ``with`` and
+        ``finally`` blocks run, as a cancellation would have made them."""
+        if self.started:
+            return
+        # it ends (as it should) or waits again: then ``close`` ends it
+        with contextlib.suppress(Exception, asyncio.CancelledError):
+            self.throw(asyncio.CancelledError())
         self.coroutine.close()
 
     def __await__(self) -> Generator[Any, Any, T]:

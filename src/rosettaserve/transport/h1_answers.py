@@ -58,6 +58,7 @@ class Answering(asyncio.BufferedProtocol):
         self.transport: asyncio.Transport | None = None
         self.queue: deque[Pending] = deque()
         self.task: asyncio.Task[None] | None = None
+        self.first: Adopted[HttpResponse] | None = None  # the task's first handler, until it runs
         self.last_active = time.monotonic()  # the last read (or drain of the answers)
         self.head_since = 0.0  # when the head being read began
         self.held = 0  # HELD_*: why reading is paused
@@ -74,6 +75,9 @@ class Answering(asyncio.BufferedProtocol):
         self.transport = None
         if self.task is not None:
             self.task.cancel()  # the client went away: stop its work
+        first, self.first = self.first, None
+        if first is not None:  # the task never ran: the handler it was to resume unwinds here
+            first.abandon()
 
     def pause_writing(self) -> None:
         self.writable.clear()
@@ -125,7 +129,7 @@ class Answering(asyncio.BufferedProtocol):
                 return
             first: Awaitable[HttpResponse] = _ready(response)
         else:
-            first = Adopted(handler, waits_for)
+            first = self.first = Adopted(handler, waits_for)
         self.task = asyncio.get_running_loop().create_task(
             self._serve_queue((first, pending)), context=context
         )
@@ -134,6 +138,7 @@ class Answering(asyncio.BufferedProtocol):
         self, first: tuple[Awaitable[HttpResponse], Pending] | None = None
     ) -> None:
         """Answer the queued requests in order (after ``first``: a response on its way)."""
+        self.first = None  # running: the handler is driven (and cancelled) from here
         try:
             if first is not None and not await self._answer(await first[0], first[1]):
                 return

@@ -414,3 +414,41 @@ def test_a_refused_request_is_answered_after_the_one_still_computed() -> None:
     assert first.startswith(b"200 OK")
     assert first.endswith(b"inside")
     assert refused.startswith(b"414 ")
+
+
+class WaitingApp:
+    """A handler that waits on a future it was handed, and says when it was unwound."""
+
+    def __init__(self) -> None:
+        self.waiting: asyncio.Future[None] | None = None
+        self.unwound = False
+
+    async def respond(
+        self, method: str, raw_url: bytes, headers: dict[str, str], body: bytes | bytearray
+    ) -> HttpResponse:
+        self.waiting = asyncio.get_running_loop().create_future()
+        try:
+            await self.waiting
+            return HttpResponse(200, b"late", "text/plain")
+        finally:
+            self.unwound = True
+
+
+def test_a_client_gone_in_the_round_of_its_request_unwinds_the_handler_that_waits() -> None:
+    """The task that was to resume the handler is cancelled before its first step: the handler
+    is unwound all the same (its ``finally`` runs, what it waits for is cancelled), not left
+    suspended until a collection, which a compiled coroutine never unwinds."""
+
+    async def scenario() -> WaitingApp:
+        app = WaitingApp()
+        conn = Connection(HttpServer(app, 1 << 20))
+        conn.connection_made(RecordingTransport())
+        conn.data_received(_post(b"/wait", b"x"))
+        conn.connection_lost(None)
+        await asyncio.sleep(0)
+        return app
+
+    app = run(scenario())
+    assert app.unwound
+    assert app.waiting is not None
+    assert app.waiting.cancelled()
