@@ -22,8 +22,15 @@ DEFAULT_COMMAND = "rosettaserve serve examples/models\n"
 BLOCK_TIMEOUT_S = 180.0
 HOSTPORT = re.compile(r"\b(127\.0\.0\.1|localhost):(\d{2,5})\b")
 PORT_FLAGS = {"--http-port": 8000, "--grpc-port": 8001, "--metrics-port": None}
-# A curl that fails on an HTTP error status, so a block whose request is refused fails.
-SH_PRELUDE = 'curl() { command curl --fail-with-body --max-time 120 "$@"; }\n'
+# A curl that fails on an HTTP error status, so a block whose request is refused fails; unless
+# the block prints the status itself (-w), as one showing a refusal does.
+SH_PRELUDE = """curl() {
+  case " $* " in
+    *" -w "*|*" --write-out "*) command curl --max-time 120 "$@" ;;
+    *) command curl --fail-with-body --max-time 120 "$@" ;;
+  esac
+}
+"""
 
 
 @dataclass
