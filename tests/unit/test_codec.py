@@ -11,6 +11,9 @@ import ml_dtypes
 import numpy as np
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 from numpy.testing import assert_array_equal
 
 from rosettaserve.core.codec import (
@@ -646,3 +649,24 @@ def test_typed_values_beyond_fp16_are_refused(carrier: str) -> None:
         from_values([1.0, 70000.0], np.dtype(carrier), DTYPES["FP16"], (2,), "h")
     out = from_values([1.0, np.inf], np.dtype(carrier), DTYPES["FP16"], (2,), "h")
     assert out.tolist() == [1.0, np.inf]
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    hnp.arrays(np.float64, st.integers(0, 40), elements={"allow_nan": True}),
+    st.sampled_from(["FP16", "FP32", "BF16"]),
+)
+def test_narrowing_refuses_exactly_the_values_a_cast_turns_infinite(
+    wide: np.ndarray, name: str
+) -> None:
+    dtype = DTYPES[name]
+    with np.errstate(over="ignore"):
+        cast = wide.astype(dtype.numpy)
+    lost = np.isfinite(wide) & np.isinf(cast.astype(np.float64))
+    if lost.any():
+        with pytest.raises(InvalidInput, match=f"tensor 'x' holds .* outside the {name} range"):
+            narrow(wide, dtype, "x")
+    else:
+        out = narrow(wide, dtype, "x")
+        assert out.dtype == dtype.numpy
+        np.testing.assert_array_equal(out.astype(np.float64), cast.astype(np.float64))

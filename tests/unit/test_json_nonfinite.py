@@ -12,6 +12,9 @@ import numpy as np
 import orjson
 import pytest
 import rapidjson
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 from rosettaserve.core import json_nonfinite
 from rosettaserve.core.errors import InvalidInput
@@ -234,3 +237,18 @@ def test_grps_message_answers_quote_the_tokens() -> None:
     response = InferenceResponse("m", "1", [Tensor("y", "FP32", (2,), values)])
     body, _ = jsonwire.encode_any(response, "gtensors")
     assert orjson.loads(body)["gtensors"]["tensors"][0]["flat_float32"] == ["NaN", "Infinity"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    hnp.arrays(
+        st.sampled_from([np.float32, np.float64]),
+        hnp.array_shapes(min_dims=1, max_dims=3, min_side=0, max_side=12),
+        elements={"allow_nan": True, "allow_infinity": True},
+    )
+)
+def test_any_float_array_reads_back_from_its_json(values: np.ndarray) -> None:
+    text = written(json_nonfinite.array(values))
+    for parse in (json.loads, rapidjson.loads):
+        back = np.array(parse(text), dtype=values.dtype).reshape(values.shape)
+        np.testing.assert_array_equal(back, values)
