@@ -1,7 +1,7 @@
 """The server's own cost of one OIP gRPC ModelInfer call, in-process: frames in, frames out.
 
     taskset -c 0 .venv/bin/python bench/grpc_path_cost.py REPO [--requests 20000] [--rounds 7]
-        [--model identity] [--raw]
+        [--model identity] [--raw] [--access-log off|text|json]
 
 Loads REPO (by default one with a python identity model named ``identity``, as
 ``identity_repo`` in bench/compare/rosetta.py writes it), makes the server's gRPC port
@@ -26,12 +26,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import time
 from pathlib import Path
 
 import numpy as np
 import uvloop
 
+from rosettaserve.observability import logging_setup
 from rosettaserve.protocols.oip.grpc import RPCS, SERVICE, OipServicer
 from rosettaserve.protocols.oip.pb import grpc_service_pb2 as pb
 from rosettaserve.server import Server
@@ -99,12 +101,17 @@ def infer_request(model: str, raw: bool) -> bytes:
     return bytes(request.SerializeToString())
 
 
-async def measure(repo: Path, message: bytes, requests: int, rounds: int) -> None:
-    server = Server(Settings(repository=repo))
+async def measure(
+    repo: Path, message: bytes, requests: int, rounds: int, *, access_log: str
+) -> None:
+    server = Server(Settings(repository=repo, access_log=access_log != "off", log_level="info"))
     await server.repository.load_all()
     server.dataplane.started = True
     services = [(SERVICE, OipServicer(server.dataplane, server.calls), RPCS)]
     port = GrpcServer(services, 1 << 30, server.calls)
+    if access_log != "off":  # its lines formatted and written, to /dev/null
+        logging_setup.configure("info", access_log, stream=open(os.devnull, "w"))  # noqa: SIM115
+        port.access = server.access
     conn = h2.Connection(port.h2)
     transport = CountingTransport()
     conn.connection_made(transport)
@@ -140,9 +147,17 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--model", default="identity")
     parser.add_argument("--raw", action="store_true", help="raw_input_contents, not fp32_contents")
+    parser.add_argument(
+        "--access-log",
+        choices=("off", "text", "json"),
+        default="off",
+        help="the server's access log (and request ids): off, or on in this format",
+    )
     args = parser.parse_args()
     message = infer_request(args.model, args.raw)
-    uvloop.run(measure(args.repository, message, args.requests, args.rounds))
+    uvloop.run(
+        measure(args.repository, message, args.requests, args.rounds, access_log=args.access_log)
+    )
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """The server's own cost of one OIP REST infer request, in-process (no sockets).
 
     taskset -c 0 .venv/bin/python bench/rest_path_cost.py REPO [--requests 20000] [--rounds 7]
-        [--model identity] [--body FILE] [--connections 1]
+        [--model identity] [--body FILE] [--connections 1] [--access-log off|text|json]
 
 Loads REPO (by default one with a python identity model named ``identity``, as
 ``identity_repo`` in bench/compare/rosetta.py writes it), then feeds the raw bytes of
@@ -25,12 +25,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import time
 from pathlib import Path
 from typing import Any
 
 import uvloop
 
+from rosettaserve.observability import logging_setup
 from rosettaserve.server import Server
 from rosettaserve.settings import Settings
 from rosettaserve.transport.h1 import Connection, HttpServer
@@ -71,11 +73,15 @@ class CountingTransport:
         pass
 
 
-async def measure(repo: Path, request: bytes, requests: int, rounds: int, connections: int) -> None:
-    server = Server(Settings(repository=repo))
+async def measure(
+    repo: Path, request: bytes, requests: int, rounds: int, connections: int, *, access_log: str
+) -> None:
+    server = Server(Settings(repository=repo, access_log=access_log != "off", log_level="info"))
     await server.repository.load_all()
     server.dataplane.started = True
-    http = HttpServer(server.app, 1 << 26)
+    if access_log != "off":  # its lines formatted and written, to /dev/null
+        logging_setup.configure("info", access_log, stream=open(os.devnull, "w"))  # noqa: SIM115
+    http = HttpServer(server.http_app, 1 << 26)
     transport = CountingTransport()
     conns = [Connection(http) for _ in range(connections)]
     for conn in conns:
@@ -106,10 +112,25 @@ def main() -> None:
     parser.add_argument("--model", default="identity")
     parser.add_argument("--body", type=Path, help="a JSON infer body (default: FP32 [1,4])")
     parser.add_argument("--connections", type=int, default=1)
+    parser.add_argument(
+        "--access-log",
+        choices=("off", "text", "json"),
+        default="off",
+        help="the server's access log (and request ids): off, or on in this format",
+    )
     args = parser.parse_args()
     body = args.body.read_bytes() if args.body else SMALL_BODY
     request = infer_request(args.model, body)
-    uvloop.run(measure(args.repository, request, args.requests, args.rounds, args.connections))
+    uvloop.run(
+        measure(
+            args.repository,
+            request,
+            args.requests,
+            args.rounds,
+            args.connections,
+            access_log=args.access_log,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ def add_log_options(serve: argparse.ArgumentParser) -> None:
         default=True,
         help="one line per request at INFO (logger rosettaserve.access): protocol, method or "
         "rpc, path or model, status, bytes, duration, request id; X-Request-ID / x-request-id "
-        "echoed or made (off: none of it, not a cost per request)",
+        "echoed or made (off, or at --log-level warning or error: none of it, no cost)",
     )
     serve.add_argument(
         "--cors-origin",

@@ -13,7 +13,7 @@ from rosettaserve.core.dataplane import DataPlane, Limits, ServerInfo
 from rosettaserve.core.generation_plane import GenerationPlane
 from rosettaserve.core.registry import ModelVersion
 from rosettaserve.observability import status_doc, status_page
-from rosettaserve.observability.access_log import AccessLog
+from rosettaserve.observability.access_log import AccessLog, access_logged
 from rosettaserve.observability.metrics import Metrics, Snapshot, metrics_route, render
 from rosettaserve.observability.startup import model_line, say, summary_line
 from rosettaserve.observability.trend import Trend
@@ -79,9 +79,9 @@ class Server:
         self.app = HttpApp(routes + tfserving_rest.routes(self.dataplane))
         self.app.guard = security.guard(settings.security)
         self.app.max_inflated = settings.max_request_size
-        # what the HTTP port answers with: the app, or the app with request ids, access lines,
-        # CORS and compressed answers around it (none of it when the access log and CORS are off)
-        self.access = AccessLog() if settings.access_log else None
+        # what the HTTP port answers with: the app, or the app with request ids, access lines
+        # and CORS around it (none of it when the access log and CORS are off)
+        self.access = AccessLog() if access_logged(settings) else None
         cors = Cors(settings.cors_origins) if settings.cors_origins else None
         self.http_app: App = self.app
         if self.access is not None or cors is not None:

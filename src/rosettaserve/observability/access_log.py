@@ -19,9 +19,16 @@ import logging
 from time import perf_counter
 
 from rosettaserve.observability.request_ids import HEADER, accepted
+from rosettaserve.settings import Settings
 
 LOGGER = logging.getLogger("rosettaserve.access")
 TEXT = "%s %s %s %s %d %.3fms %s"
+
+
+def access_logged(settings: Settings) -> bool:
+    """The access log is on with --access-log (the default) at --log-level info or debug (at
+    warning, its lines would be dropped: the requests do not pay for them)."""
+    return settings.access_log and settings.log_level in ("debug", "info")
 
 
 class AccessLog:

@@ -10,7 +10,7 @@ import httptools
 
 from rosettaserve.core.errors import InvalidInput, ServingError
 from rosettaserve.security.keys import Guard
-from rosettaserve.transport.content_coding import inflated
+from rosettaserve.transport.content_coding import compressed, inflated
 from rosettaserve.transport.routing import (
     HttpRequest,
     HttpResponse,
@@ -56,7 +56,10 @@ class HttpApp:
                 body = inflated(headers["content-encoding"], body, self.max_inflated)
             # HEAD runs the GET route as GET (the transport sends the head alone)
             request = HttpRequest(route.method, path, query, headers, body, params=dict(params))
-            return await route.handler(request)
+            response = await route.handler(request)
+            if "accept-encoding" in headers:  # gzip or deflate over 1 KiB (content_coding)
+                return compressed(response, headers["accept-encoding"])
+            return response
         except ServingError as exc:
             return route.on_error(exc)
         except Exception:

@@ -1,13 +1,13 @@
 """What the HTTP port adds around the application, when asked for: request ids, the access log,
-CORS, compressed answers.
+CORS.
 
 The HTTP server answers with ``HttpEdge(app)`` in place of the application when the access log
-is on (the default) or CORS origins are set; otherwise with the application itself, and none of
-this costs a request anything. Per request, in order: the request id (the client's
-``X-Request-ID`` when it is fit, else a new one) is set for the request's log lines and echoed
-in the answer; a CORS preflight is answered before routing (and before API keys); the answer is
-compressed when the client accepts it (``content_coding``), given its CORS headers, and its
-access line written (a streamed answer's at its end).
+is on (the default, at --log-level info or debug) or CORS origins are set; otherwise with the
+application itself, and none of this costs a request anything. Per request, in order: the
+request id (the client's ``X-Request-ID`` when it is fit, else a new one) is set for the
+request's log lines and echoed in the answer; a CORS preflight is answered before routing (and
+before API keys); the answer is given its CORS headers, and its access line is written (a
+streamed answer's at its end).
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from time import perf_counter
 
 from rosettaserve.observability.access_log import AccessLog
 from rosettaserve.observability.request_ids import HEADER, REQUEST_ID, accepted
-from rosettaserve.transport.content_coding import compressed
 from rosettaserve.transport.cors import Cors
 from rosettaserve.transport.h1 import App
 from rosettaserve.transport.routing import HttpResponse
@@ -43,9 +42,6 @@ class HttpEdge:
             response = cors.preflight(headers)
         if response is None:
             response = await self.app.respond(method, raw_url, headers, body)
-        accept = headers.get("accept-encoding")
-        if accept is not None:
-            response = compressed(response, accept)
         out = dict(response.headers)  # the answer's own (a handler's may be shared)
         out[HEADER] = request_id
         if cors is not None:
