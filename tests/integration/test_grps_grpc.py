@@ -76,6 +76,18 @@ def test_gtensors_of_every_dtype_round_trip(
     assert list(getattr(out, field)) == values
 
 
+def test_fp16_beyond_its_range_is_a_400_naming_the_tensor(stub: Any) -> None:
+    """flat_float16 is a protobuf float: 70000 fits it, not FP16 (no silent infinity)."""
+    request = pb.GrpsMessage(model="identity_fp16")
+    request.gtensors.tensors.add(
+        name="INPUT0", dtype=pb.DT_FLOAT16, shape=[1, 3], flat_float16=[1.0, 70000.0, 2.0]
+    )
+    failed(stub.Predict(request, timeout=TIMEOUT_S), 400, "tensor 'INPUT0' holds 70000", "FP16")
+    request.gtensors.tensors[0].flat_float16[1] = float("inf")  # sent as such: kept
+    (out,) = ok(stub.Predict(request, timeout=TIMEOUT_S)).gtensors.tensors
+    assert list(out.flat_float16) == [1.0, float("inf"), 2.0]
+
+
 def test_gmap_of_every_map_round_trips(stub: Any) -> None:
     request = pb.GrpsMessage(model="grps_map_echo")
     request.gmap.s_s["text"] = "héllo"
