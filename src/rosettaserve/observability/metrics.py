@@ -310,33 +310,6 @@ PROCESS_HELP = {
 }
 
 
-# vLLM's names and meanings (labelled by model_name), so that a vLLM dashboard reads them
-VLLM_HELP = {
-    "vllm:num_requests_running": ("gauge", "Number of requests in model execution batches"),
-    "vllm:num_requests_waiting": ("gauge", "Number of requests waiting to be processed"),
-    "vllm:kv_cache_usage_perc": ("gauge", "KV-cache usage. 1 means 100 percent usage"),
-    "vllm:prompt_tokens_total": ("counter", "Number of prefill tokens processed"),
-    "vllm:generation_tokens_total": ("counter", "Number of generation tokens processed"),
-    "vllm:request_success_total": ("counter", "Count of successfully processed requests"),
-    "vllm:time_to_first_token_seconds": (
-        "histogram",
-        "Histogram of time to first token in seconds",
-    ),
-    "vllm:inter_token_latency_seconds": (
-        "histogram",
-        "Histogram of inter-token latency in seconds",
-    ),
-    "vllm:time_per_output_token_seconds": (
-        "histogram",
-        "Histogram of time per output token in seconds (inter-token latency, its older name)",
-    ),
-    "vllm:e2e_request_latency_seconds": (
-        "histogram",
-        "Histogram of end to end request latency in seconds",
-    ),
-}
-
-
 def render(snapshots: list[Snapshot]) -> bytes:
     """The Prometheus text exposition of one or more processes' snapshots, summed."""
     lines: list[str] = []
@@ -358,79 +331,10 @@ def render(snapshots: list[Snapshot]) -> bytes:
         values = [s.process[key] for s in snapshots if key in s.process]
         value = min(values) if key == "start" else sum(values)
         lines += [f"# HELP {name} {text}.", f"# TYPE {name} {kind}", f"{name} {float(value)!r}"]
-    for name, samples in _vllm_families(snapshots).items():
-        if samples:
-            kind, text = VLLM_HELP[name]
-            lines += [f"# HELP {name} {text}.", f"# TYPE {name} {kind}", *samples]
+    from rosettaserve.observability import vllm_names  # (it reads this module's types)
+
+    lines += vllm_names.exposition(snapshots)
     return ("\n".join(lines) + "\n").encode()
-
-
-def _vllm_families(snapshots: list[Snapshot]) -> dict[str, list[str]]:
-    """The LLM figures under vLLM's names, summed over versions and worker processes."""
-    gauges: dict[str, list[float]] = {}  # model -> running, waiting, kv tokens, kv capacity
-    for snap in snapshots:
-        for (model, _), row in snap.versions.items():
-            if row.llm is not None:
-                g = gauges.setdefault(model, [0.0, 0.0, 0.0, 0.0])
-                g[0] += row.llm.running
-                g[1] += row.llm.waiting
-                g[2] += row.llm.kv_tokens
-                g[3] += row.llm.kv_capacity
-    counts: dict[str, list[int]] = {}  # model -> prompt, generation tokens
-    hists: dict[tuple[str, int], Counts] = {}  # (model, 0 ttft / 1 itl / 2 e2e) -> counts
-    for snap in snapshots:
-        for (model, _), llm in snap.llm.items():
-            c = counts.setdefault(model, [0, 0])
-            c[0] += llm.prompt_tokens
-            c[1] += llm.generation_tokens
-            for i, h in enumerate((llm.ttft, llm.itl, llm.e2e)):
-                hists[(model, i)] = _add_counts(hists.get((model, i)), h)
-    out: dict[str, list[str]] = {name: [] for name in VLLM_HELP}
-    for model, (running, waiting, kv, capacity) in sorted(gauges.items()):
-        label = _labels(model_name=model)
-        out["vllm:num_requests_running"].append(f"vllm:num_requests_running{{{label}}} {running:g}")
-        out["vllm:num_requests_waiting"].append(f"vllm:num_requests_waiting{{{label}}} {waiting:g}")
-        usage = kv / capacity if capacity else 0.0
-        out["vllm:kv_cache_usage_perc"].append(f"vllm:kv_cache_usage_perc{{{label}}} {usage:.6g}")
-    for model, (prompt, generated) in sorted(counts.items()):
-        label = _labels(model_name=model)
-        out["vllm:prompt_tokens_total"].append(f"vllm:prompt_tokens_total{{{label}}} {prompt}")
-        out["vllm:generation_tokens_total"].append(
-            f"vllm:generation_tokens_total{{{label}}} {generated}"
-        )
-        success = sum(hists[(model, 2)][0])
-        out["vllm:request_success_total"].append(f"vllm:request_success_total{{{label}}} {success}")
-        for name, index, bounds in (
-            ("vllm:time_to_first_token_seconds", 0, TTFT_BUCKETS),
-            ("vllm:inter_token_latency_seconds", 1, ITL_BUCKETS),
-            ("vllm:time_per_output_token_seconds", 1, ITL_BUCKETS),
-            ("vllm:e2e_request_latency_seconds", 2, E2E_BUCKETS),
-        ):
-            out[name] += _llm_histogram(name, label, hists[(model, index)], bounds)
-    return out
-
-
-def _add_counts(have: Counts | None, more: Counts) -> Counts:
-    if have is None:
-        return list(more[0]), more[1]
-    return [a + b for a, b in zip(have[0], more[0], strict=True)], have[1] + more[1]
-
-
-def _llm_histogram(
-    name: str, labels: str, counts: Counts, bounds: tuple[float, ...]
-) -> Iterator[str]:
-    """An LLM_BUCKETS histogram rendered at ``bounds`` (each one of LLM_BUCKETS)."""
-    per_bucket, total_ns = counts
-    running, i = 0, 0
-    for bound in bounds:
-        while i < len(LLM_BUCKETS) and LLM_BUCKETS[i] <= bound:
-            running += per_bucket[i]
-            i += 1
-        yield f'{name}_bucket{{{labels},le="{bound:g}"}} {running}'
-    count = sum(per_bucket)
-    yield f'{name}_bucket{{{labels},le="+Inf"}} {count}'
-    yield f"{name}_sum{{{labels}}} {total_ns / 1e9:.9g}"
-    yield f"{name}_count{{{labels}}} {count}"
 
 
 def _requests_total(snapshots: list[Snapshot]) -> Iterator[str]:
@@ -440,14 +344,14 @@ def _requests_total(snapshots: list[Snapshot]) -> Iterator[str]:
             for outcome, count in outcomes.items():
                 totals[(*key, outcome)] = totals.get((*key, outcome), 0) + count
     for (model, version, protocol, outcome), count in sorted(totals.items()):
-        labels = _labels(model=model, version=version, protocol=protocol, outcome=outcome)
+        labels = label_set(model=model, version=version, protocol=protocol, outcome=outcome)
         yield f"{PREFIX}requests_total{{{labels}}} {count}"
 
 
 def _latency(snapshots: list[Snapshot]) -> Iterator[str]:
     merged = _merge((key, counts) for s in snapshots for key, (_, counts) in s.requests.items())
     for (model, version, protocol), (counts, total) in sorted(merged.items()):
-        labels = _labels(model=model, version=version, protocol=protocol)
+        labels = label_set(model=model, version=version, protocol=protocol)
         yield from _histogram("request_duration_seconds", labels, counts, total)
 
 
@@ -455,7 +359,7 @@ def _model_histogram(snapshots: list[Snapshot], index: int) -> Iterator[str]:
     name = "queue_duration_seconds" if index == 0 else "compute_duration_seconds"
     merged = _merge((key, row[index]) for s in snapshots for key, row in s.models.items())
     for (model, version), (counts, total) in sorted(merged.items()):
-        yield from _histogram(name, _labels(model=model, version=version), counts, total)
+        yield from _histogram(name, label_set(model=model, version=version), counts, total)
 
 
 def _merge(rows: Iterable[tuple[Any, Counts]]) -> dict[Any, Counts]:
@@ -488,7 +392,7 @@ def _batch_sizes(snapshots: list[Snapshot]) -> Iterator[str]:
             for size, count in row.batches.items():
                 sizes[size] = sizes.get(size, 0) + count
     for (model, version), sizes in sorted(merged.items()):
-        labels = _labels(model=model, version=version)
+        labels = label_set(model=model, version=version)
         running = 0
         for bound in BATCH_BUCKETS:
             running = sum(c for s, c in sizes.items() if s <= bound)
@@ -505,7 +409,7 @@ def _gauge(snapshots: list[Snapshot], attr: str) -> Iterator[str]:
         for key, row in snap.versions.items():
             totals[key] = totals.get(key, 0) + getattr(row, attr)
     for (model, version), value in sorted(totals.items()):
-        yield f"{PREFIX}{attr}_requests{{{_labels(model=model, version=version)}}} {value}"
+        yield f"{PREFIX}{attr}_requests{{{label_set(model=model, version=version)}}} {value}"
 
 
 def _states(snapshots: list[Snapshot]) -> Iterator[str]:
@@ -516,11 +420,11 @@ def _states(snapshots: list[Snapshot]) -> Iterator[str]:
             states[row.state] = states.get(row.state, 0) + 1
     for (model, version), states in sorted(counts.items()):
         for state, n in states.items():
-            labels = _labels(model=model, version=version, state=state)
+            labels = label_set(model=model, version=version, state=state)
             yield f"{PREFIX}model_state{{{labels}}} {n}"
 
 
-def _labels(**values: str) -> str:
+def label_set(**values: str) -> str:
     return ",".join(f'{k}="{_escape(v)}"' for k, v in values.items())
 
 
