@@ -111,6 +111,21 @@ class VersionRow:
     queued: int
     batches: dict[int, int]  # executions per batch size
     llm: LlmGauges | None = None  # an LLM engine's gauges
+    totals: TensorTotals | None = None  # its statistics' running totals (Triton's names)
+
+
+@dataclass
+class TensorTotals:
+    """A version's cumulative statistics (core/stats.py), read at scrape time: Triton's counters
+    (observability/triton_names.py) are these, so a request pays nothing more for them."""
+
+    inferences: int  # batch rows of successful requests
+    executions: int  # model executions (a dynamic batch of many requests is one)
+    success_ns: int  # end-to-end time of the successful requests
+    queue_ns: int
+    input_ns: int
+    infer_ns: int
+    output_ns: int
 
 
 @dataclass
@@ -239,8 +254,18 @@ class Metrics:
 
 def _row(mv: ModelVersion) -> VersionRow:
     waiting = mv.invoker.waiting if mv.invoker is not None else None
-    batches = {size: b.compute_infer.count for size, b in mv.stats.batches.items()}
-    return VersionRow(mv.state.value, mv.inflight, waiting or 0, batches, llm_gauges(mv))
+    stats = mv.stats
+    batches = {size: b.compute_infer.count for size, b in stats.batches.items()}
+    totals = TensorTotals(
+        stats.inference_count,
+        stats.execution_count,
+        stats.success.ns,
+        stats.queue.ns,
+        stats.compute_input.ns,
+        stats.compute_infer.ns,
+        stats.compute_output.ns,
+    )
+    return VersionRow(mv.state.value, mv.inflight, waiting or 0, batches, llm_gauges(mv), totals)
 
 
 def llm_gauges(mv: ModelVersion) -> LlmGauges | None:
@@ -331,8 +356,9 @@ def render(snapshots: list[Snapshot]) -> bytes:
         values = [s.process[key] for s in snapshots if key in s.process]
         value = min(values) if key == "start" else sum(values)
         lines += [f"# HELP {name} {text}.", f"# TYPE {name} {kind}", f"{name} {float(value)!r}"]
-    from rosettaserve.observability import vllm_names  # (it reads this module's types)
+    from rosettaserve.observability import triton_names, vllm_names  # (they read its types)
 
+    lines += triton_names.exposition(snapshots)
     lines += vllm_names.exposition(snapshots)
     return ("\n".join(lines) + "\n").encode()
 
