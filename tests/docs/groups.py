@@ -78,9 +78,13 @@ class Group:
                 self.procs.append(self.start_scheduler(words[2:]))
 
     def start_serve(self, args: list[str]) -> ServerProcess:
-        repo = self.folder / "models"
-        if not repo.exists():
-            assemble_repo(repo, EXAMPLES)
+        """``examples/models`` is a copy of the examples; another REPO, a folder that the
+        group's setup blocks made."""
+        repo = self.folder / args[0]
+        if args[0].rstrip("/") == "examples/models":
+            repo = self.folder / "examples_copy"
+            if not repo.exists():
+                assemble_repo(repo, EXAMPLES)
         rest, wanted = self.take_ports(args[1:], ("--http-port", "--grpc-port", "--metrics-port"))
         cmd = [sys.executable, "-m", "rosettaserve", "serve", str(repo), *rest]
         kinds = ["http", "grpc"] + (["metrics"] if "--metrics-port" in wanted else [])
