@@ -6,6 +6,7 @@ is one that prometheus_client's parser reads as a sample of a declared family.""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from typing import Any
 
 import numpy as np
@@ -61,6 +62,12 @@ class OneModel:
 
     def version_for_label(self, name: str, label: str) -> str | None:
         return None
+
+
+class Counting(Model):
+    async def predict(self, inputs: dict[str, np.ndarray]) -> AsyncIterator[dict[str, Any]]:
+        for v in range(3):
+            yield {"Y": np.array([[v]], np.int32)}
 
 
 def served(name: str = "m") -> tuple[DataPlane, ModelVersion, Metrics]:
@@ -191,3 +198,23 @@ def test_the_parser_reads_every_line_as_a_sample_of_a_declared_family() -> None:
     assert set(TRITON_HELP) <= names  # Triton's names as written (no _total added)
     assert "rosettaserve_requests_total" in names
     assert {"vllm:time_to_first_token_seconds_bucket", "process_cpu_seconds_total"} <= names
+
+
+def test_a_stream_the_client_leaves_is_counted_as_cancelled() -> None:
+    dp, mv, metrics = served()
+    mv.model, mv.invoker = Counting(), Invoker(Counting())
+
+    async def body() -> None:
+        done = [r async for r in dp.infer_stream(request([1], "grps_grpc"))]
+        assert len(done) == 3
+        stream = dp.infer_stream(request([1], "oip_grpc"))
+        await anext(stream)
+        await stream.aclose()  # what the transport does when the client goes away
+
+    asyncio.run(body())
+    got = samples(render([metrics.snapshot([mv])]))
+    m = {"model": "m", "version": "1"}
+    total = "rosettaserve_requests_total"
+    assert got[key(total, **m, protocol="grps_grpc", outcome="success")] == 1
+    assert got[key(total, **m, protocol="oip_grpc", outcome="cancelled")] == 1
+    assert got[key("nv_inference_request_failure", **m, reason="CANCELED")] == 1

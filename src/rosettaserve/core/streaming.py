@@ -7,6 +7,7 @@ request path (``scripts/compile_native.py``): ``Invoker.stream``, ``Batcher.stre
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from time import perf_counter_ns
 from typing import TYPE_CHECKING, Any
@@ -61,6 +62,9 @@ async def responses(dp: DataPlane, request: InferenceRequest) -> AsyncIterator[I
                 yield to_response(mv, request, result)
     except ServingError as exc:
         dp.failed(mv, request, call, exc.kind.name.lower())
+        raise
+    except (asyncio.CancelledError, GeneratorExit):  # the client went away mid-stream
+        dp.failed(mv, request, call, "cancelled")
         raise
     call.done = perf_counter_ns()
     dp.succeeded(mv, request, call, call.done)
