@@ -7,7 +7,7 @@ import logging
 import sys
 from pathlib import Path
 
-from rosettaserve import __version__
+from rosettaserve import __version__, cli_help
 from rosettaserve.cli_logs import add_log_options
 from rosettaserve.observability import logging_setup
 from rosettaserve.security.keys import ENV_VAR, KeySourceError, gather_keys
@@ -33,16 +33,18 @@ POLICIES = ("load", "round-robin")  # how the scheduler picks an instance
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="rosettaserve",
-        description="One model server for every serving protocol: the Open Inference Protocol (V2) "
-        "over REST and gRPC today; see the README for what is built.",
+        description=cli_help.DESCRIPTION,
+        epilog=cli_help.EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"rosettaserve {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     serve = commands.add_parser(
         "serve",
         help="serve a model repository",
-        description="Serve every model of a model repository (see the README for its layout).",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        description=cli_help.SERVE_DESCRIPTION,
+        epilog=cli_help.SERVE_EPILOG,
+        formatter_class=cli_help.HelpFormatter,
     )
     serve.add_argument("repository", type=Path, metavar="REPO", help="model repository folder")
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (0.0.0.0 for all)")
@@ -116,7 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def add_security_options(parser: argparse.ArgumentParser) -> None:
     """TLS and API keys for the process's own ports, and what it sends its PD peers."""
-    own = parser.add_argument_group("TLS and API keys (see the README's Security section)")
+    own = parser.add_argument_group("TLS and API keys (see docs/security.md)")
     own.add_argument("--tls-cert", type=Path, metavar="FILE", help="serve TLS: certificate (PEM)")
     own.add_argument("--tls-key", type=Path, metavar="FILE", help="serve TLS: private key (PEM)")
     own.add_argument(
@@ -239,7 +241,8 @@ def add_scheduler_command(commands: argparse._SubParsersAction[argparse.Argument
         help="split LLM requests between prefill and decode instances",
         description="Accept the five LLM API families and serve each request with a prefill "
         "instance and a decode instance (rosettaserve serve REPO --role prefill|decode).",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        epilog=cli_help.SCHEDULER_EPILOG,
+        formatter_class=cli_help.HelpFormatter,
     )
     for role in ("prefill", "decode"):
         sched.add_argument(
@@ -284,7 +287,7 @@ def add_scheduler_command(commands: argparse._SubParsersAction[argparse.Argument
 
 def add_http_limits(serve: argparse.ArgumentParser) -> None:
     """What an HTTP/1.1 client may hold of the server: bytes of a request head, and time."""
-    limits = serve.add_argument_group("HTTP/1.1 limits (see the README's Security and limits)")
+    limits = serve.add_argument_group("HTTP/1.1 limits (see docs/security.md)")
     limits.add_argument(
         "--header-timeout",
         type=_positive_float,

@@ -32,3 +32,32 @@ def test_every_flag_is_on_the_page() -> None:
             for option in action.option_strings:
                 if option.startswith("--") and option != "--help":
                     assert f"`{option}" in page, option
+
+
+def test_help_says_what_the_server_is_with_an_example() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "rosettaserve", "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    for name in ("Open Inference Protocol", "TensorFlow Serving", "grps", "OpenAI", "TGI"):
+        assert name in done.stdout, name
+    for name in ("vLLM", "Triton", "MindIE", "prefill", "/metrics", "status page"):
+        assert name in done.stdout, name
+    assert "examples:\n  rosettaserve serve examples/models\n" in done.stdout
+
+
+def test_the_examples_in_the_help_parse() -> None:
+    from rosettaserve import cli_help
+
+    parser = build_parser()
+    parsed = 0
+    for text in (cli_help.EPILOG, cli_help.SERVE_EPILOG, cli_help.SCHEDULER_EPILOG):
+        for line in text.replace("\\\n", " ").splitlines():
+            words = line.split("#")[0].replace(" &", " ").split()
+            if words[:1] == ["rosettaserve"] and "--help" not in words:
+                parser.parse_args(words[1:])
+                parsed += 1
+    assert parsed >= 7
