@@ -4,9 +4,9 @@ real gRPC services and models.
 
 Properties: nothing escapes the protocol's methods; what it writes is whole, well-formed frames
 (python-hyper's hyperframe parses each one, its header blocks decode with python-hyper's hpack)
-after its SETTINGS; no GOAWAY says INTERNAL_ERROR and the server logs no error (an exception
-it did not expect: gRPC's INTERNAL is also its answer to a malformed call, as grpc-go's); and a
-valid call on a new connection afterwards succeeds.
+after its SETTINGS, none larger than the client allowed; no GOAWAY says INTERNAL_ERROR and the
+server logs no error (an exception it did not expect: gRPC's INTERNAL is also its answer to a
+malformed call, as grpc-go's); and a valid call on a new connection afterwards succeeds.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from tests.fuzz.fakes import Harness, RecordingTransport, deliver, pieces, settl
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 INTERNAL_ERROR = 2
+SETTINGS, MAX_FRAME_SIZE, DEFAULT_MAX_FRAME = 4, 5, 16384
 HEALTH = "/grpc.health.v1.Health/Check"
 
 
@@ -64,8 +65,39 @@ def header_blocks(written: list[hf.Frame]) -> list[tuple[int, list[tuple[bytes, 
     return blocks
 
 
-def check_written(data: bytes) -> list[tuple[int, list[tuple[bytes, bytes]]]]:
+def frame_lengths(data: bytes) -> list[tuple[int, int, int]]:
+    """(type, flags, payload length) of each whole frame in ``data``, in order."""
+    out = []
+    pos = 0
+    while len(data) - pos >= 9:
+        length = int.from_bytes(data[pos : pos + 3], "big")
+        out.append((data[pos + 3], data[pos + 4], length))
+        pos += 9 + length
+    return out
+
+
+def largest_frame_allowed(sent: bytes) -> int:
+    """The largest frame the client let the server send: SETTINGS_MAX_FRAME_SIZE, the largest
+    value any of its SETTINGS named (16384 when none did)."""
+    allowed = DEFAULT_MAX_FRAME
+    pos = 0
+    while len(sent) - pos >= 9:
+        length = int.from_bytes(sent[pos : pos + 3], "big")
+        if sent[pos + 3] == SETTINGS and not sent[pos + 4] & 1:
+            payload = sent[pos + 9 : pos + 9 + length]
+            for at in range(0, len(payload) - 5, 6):
+                if int.from_bytes(payload[at : at + 2], "big") == MAX_FRAME_SIZE:
+                    allowed = max(allowed, int.from_bytes(payload[at + 2 : at + 6], "big"))
+        pos += 9 + length
+    return allowed
+
+
+def check_written(
+    data: bytes, largest: int = DEFAULT_MAX_FRAME
+) -> list[tuple[int, list[tuple[bytes, bytes]]]]:
     written = frames(data)
+    for kind, _, length in frame_lengths(data):
+        assert length <= largest, f"a frame of type {kind} of {length} bytes, above {largest}"
     assert written, "nothing written, not even SETTINGS"
     assert isinstance(written[0], hf.SettingsFrame), "no SETTINGS first"
     for frame in written:
@@ -125,7 +157,7 @@ async def _one_connection(reads: list[bytes]) -> bytes:
 def check(data: bytes) -> None:
     harness = Harness.get()
     written = harness.run(_one_connection(list(pieces(PREFACE + data))))
-    check_written(written)
+    check_written(written, largest_frame_allowed(data))
     blocks = check_written(harness.run(_one_connection([HEALTH_CALL])))
     statuses = [dict(fields).get(b"grpc-status") for _, fields in blocks]
     assert b"0" in statuses, f"a valid call afterwards ended {statuses}"
