@@ -96,3 +96,13 @@ def test_one_table_of_families_feeds_the_scheduler() -> None:
     assert pd_families.family_of("/generate", families.TGI, vllm_body) is families.VLLM
     assert pd_families.family_of("/generate", families.TGI, b'{"inputs": "hi"}') is families.TGI
     assert families.VLLM.stream_content_type(b'{"text":[""]}\0') == "application/octet-stream"
+
+
+def test_the_table_names_each_endpoints_prompt_field() -> None:
+    assert families.text_field("/v1/chat/completions", b"{}") == "messages"
+    assert families.text_field("/v1/completions", b"{}") == "prompt"
+    assert families.text_field("/generate", b'{"inputs": "x"}') == "inputs"
+    assert families.text_field("/generate", b'{"prompt": "x"}') == "prompt"  # vLLM's body
+    assert families.text_field("/v2/models/m/versions/2/generate_stream", b"{}") == "text_input"
+    assert families.text_field("/infer_token", b"{}") == "inputs"
+    assert families.text_field("/v2/models/m/infer", b"{}") == ""  # not an LLM family's

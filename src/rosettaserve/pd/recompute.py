@@ -2,9 +2,10 @@
 
 A decode instance that gives a sequence up sends the request's own body back to the scheduler
 with its text field replaced by ``"<prompt length>,<prompt ids...>,<output ids...>"`` and the
-original value kept in ``origin_inputs`` (MindIE's recompute body). The text field is
-``inputs`` (TGI, MindIE native), ``prompt`` (vLLM, OpenAI completions), ``text_input`` (Triton
-generate) or, for OpenAI chat, ``messages`` (one user message holding the token string). A
+original value kept in ``origin_inputs`` (MindIE's recompute body). The text field is the
+one the families' table names (protocols/families.py): ``inputs`` (TGI, MindIE native),
+``prompt`` (vLLM, OpenAI completions), ``text_input`` (Triton generate) or, for OpenAI chat,
+``messages`` (one user message holding the token string). A
 sampled request also carries ``pd_sampler`` (its seed and sampler state), so a recomputed
 sequence draws what it would have drawn. The prefill instance puts the original text back,
 then prefills the prompt and the output so far and goes on from there.
@@ -20,22 +21,16 @@ import orjson
 
 from rosettaserve.core.errors import InvalidInput
 from rosettaserve.core.generate import json_object
+from rosettaserve.protocols import families
 
 ORIGIN = "origin_inputs"
 SAMPLER = "pd_sampler"
 MAX_TOKENS = 1 << 20
 
 
-def text_field(path: str, doc: dict[str, Any]) -> str:
-    if path == "/v1/chat/completions":
-        return "messages"
-    if path == "/v1/completions":
-        return "prompt"
-    if path == "/generate" and "inputs" not in doc and "prompt" in doc:
-        return "prompt"  # the vLLM flavour of /generate
-    if path.startswith("/v2/models/"):
-        return "text_input"
-    return "inputs"
+def text_field(path: str, body: bytes | bytearray) -> str:
+    """The prompt's field, as the families' table says (protocols/families.py)."""
+    return families.text_field(path, body) or "inputs"
 
 
 def retry_body(
@@ -46,7 +41,7 @@ def retry_body(
     sampler: tuple[int, bytes | None] | None = None,
 ) -> bytes:
     doc = orjson.loads(body)
-    key = text_field(path, doc)
+    key = text_field(path, body)
     original = "input_id" if key == "inputs" and "input_id" in doc else key
     tokens = ",".join(str(i) for i in [len(prompt_ids), *prompt_ids, *output_ids])
     doc[ORIGIN] = doc.pop(original, None)
@@ -68,7 +63,7 @@ class Recompute:
 def restore(path: str, body: bytes | bytearray) -> tuple[bytes, Recompute]:
     """The original body (``origin_inputs`` put back) and what the token string says."""
     doc = json_object(body)
-    key = text_field(path, doc)
+    key = text_field(path, body)
     value = doc.get(key)
     if key == "messages" and isinstance(value, list) and value and isinstance(value[-1], dict):
         value = value[-1].get("content")

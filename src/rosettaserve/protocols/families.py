@@ -9,6 +9,7 @@ its own: ``POST /generate`` is TGI's unless the body says vLLM (``prompt`` witho
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -35,6 +36,7 @@ class Family:
     stream_error: Callable[[ServingError, bytes], bytes]  # (error, the stream so far) -> chunk
     stream_content_type: Callable[[bytes], str]  # a stream's media type, from its first chunk
     sampling: SamplingTable
+    text_field: str = ""  # the prompt's field when no endpoint of its own says (vLLM's)
 
 
 def _sse(first: bytes) -> str:
@@ -64,6 +66,7 @@ VLLM = Family(
     vllm.stream_error,
     vllm.stream_content_type,
     vllm.SAMPLING,
+    text_field="prompt",
 )
 TRITON_GENERATE = Family(
     triton.FAMILY,
@@ -93,6 +96,25 @@ def family_of(family: Family, path: str, body: bytes | bytearray) -> Family:
     except ServingError:
         return family
     return VLLM if "inputs" not in doc and "prompt" in doc else family
+
+
+def endpoint_of(path: str) -> tuple[Family, Endpoint] | None:
+    """The family and POST endpoint whose pattern ``path`` matches."""
+    for family in FAMILIES:
+        for endpoint in family.endpoints:
+            if endpoint.method == "POST" and re.fullmatch(endpoint.pattern, path):
+                return family, endpoint
+    return None
+
+
+def text_field(path: str, body: bytes | bytearray) -> str:
+    """The field holding the prompt of a request to ``path`` with this body."""
+    found = endpoint_of(path)
+    if found is None:
+        return ""
+    family, endpoint = found
+    owner = family_of(family, path, body)
+    return owner.text_field if owner is not family else endpoint.text_field
 
 
 def bind(plane: GenerationPlane, endpoint: Endpoint, family: Family) -> Route:

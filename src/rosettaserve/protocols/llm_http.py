@@ -17,11 +17,13 @@ Serve = Callable[[GenerationPlane, HttpRequest, Split | None], Awaitable[HttpRes
 
 @dataclass(frozen=True)
 class Endpoint:
-    """One route of a family; ``serve`` takes the request's split (None: served whole)."""
+    """One route of a family; ``serve`` takes the request's split (None: served whole).
+    ``text_field``: the body field holding the prompt (a PD recompute body rewrites it)."""
 
     method: str
     pattern: str
     serve: Serve
+    text_field: str = ""
 
 
 def streamed(

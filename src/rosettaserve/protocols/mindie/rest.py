@@ -100,7 +100,10 @@ async def infer(plane: GenerationPlane, req: HttpRequest, split: Split | None) -
     return json_response(body)
 
 
-ENDPOINTS = [Endpoint("POST", "/infer", infer), Endpoint("POST", "/infer_token", infer)]
+ENDPOINTS = [
+    Endpoint("POST", "/infer", infer, "inputs"),  # or "input_id" (recompute.py)
+    Endpoint("POST", "/infer_token", infer, "inputs"),
+]
 
 
 class MindieFramer:

@@ -67,8 +67,8 @@ async def models(plane: GenerationPlane, req: HttpRequest, split: Split | None) 
 
 
 ENDPOINTS = [
-    Endpoint("POST", "/v1/chat/completions", chat),
-    Endpoint("POST", "/v1/completions", completions),
+    Endpoint("POST", "/v1/chat/completions", chat, "messages"),
+    Endpoint("POST", "/v1/completions", completions, "prompt"),
     Endpoint("GET", "/v1/models", models),
 ]
 

@@ -87,9 +87,9 @@ async def health(plane: GenerationPlane, req: HttpRequest, split: Split | None) 
 
 
 ENDPOINTS = [
-    Endpoint("POST", "/generate", generate),
-    Endpoint("POST", "/generate_stream", generate_stream),
-    Endpoint("POST", "/", compat),
+    Endpoint("POST", "/generate", generate, "inputs"),  # vLLM's body: its family's "prompt"
+    Endpoint("POST", "/generate_stream", generate_stream, "inputs"),
+    Endpoint("POST", "/", compat, "inputs"),
     Endpoint("GET", "/info", info),
     Endpoint("GET", "/health", health),
 ]

@@ -116,8 +116,8 @@ async def generate_stream(
 
 
 ENDPOINTS = [
-    Endpoint("POST", MODEL + "/generate", generate),
-    Endpoint("POST", MODEL + "/generate_stream", generate_stream),
+    Endpoint("POST", MODEL + "/generate", generate, "text_input"),
+    Endpoint("POST", MODEL + "/generate_stream", generate_stream, "text_input"),
 ]
 
 
