@@ -23,9 +23,10 @@ from rosettaserve.transport.routing import HttpRequest, HttpResponse, Route
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 PREFIX = "rosettaserve_"
+# 100 us (a small tensor request) to a minute (an LLM generation is counted here too)
 SECONDS_BUCKETS = (
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
-    0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+    0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
 )  # fmt: skip
 _BOUNDS_NS = tuple(round(b * 1e9) for b in SECONDS_BUCKETS)
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
