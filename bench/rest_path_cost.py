@@ -63,6 +63,12 @@ class CountingTransport:
     def get_extra_info(self, name: str) -> None:
         return None
 
+    def set_write_buffer_limits(self, high: int) -> None:
+        pass
+
+    def is_closing(self) -> bool:
+        return False
+
     def close(self) -> None:
         pass
 

@@ -17,10 +17,10 @@ from typing import Any, TextIO
 
 import orjson
 
+from rosettaserve.observability.access_log import fields as access_fields
 from rosettaserve.observability.request_ids import REQUEST_ID
 
 FORMATS = ("text", "json")
-TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s{tag}: %(message)s"
 
 
 class RequestIdFilter(logging.Filter):
@@ -32,15 +32,45 @@ class RequestIdFilter(logging.Filter):
         return True
 
 
+class _Stamps:
+    """A record's time as text, the strftime part made once a second."""
+
+    def __init__(self, pattern: str, convert: Any, decimal: str, suffix: str = "") -> None:
+        self.pattern, self.convert, self.decimal, self.suffix = pattern, convert, decimal, suffix
+        self.cached: tuple[int, str] = (-1, "")
+
+    def __call__(self, created: float) -> str:
+        second = int(created)
+        cached = self.cached  # (one read: another thread may replace it meanwhile)
+        if cached[0] != second:
+            cached = (second, time.strftime(self.pattern, self.convert(second)))
+            self.cached = cached
+        return f"{cached[1]}{self.decimal}{int((created - second) * 1000):03d}{self.suffix}"
+
+
 class TextFormatter(logging.Formatter):
     """``time LEVEL logger: message``, then `` request_id=ID`` for a line of a request (an
-    access line has the id in its message already)."""
+    access line has the id in its message already), then a traceback if there is one."""
 
-    def formatMessage(self, record: logging.LogRecord) -> str:
-        line = super().formatMessage(record)  # (a traceback follows it)
+    def __init__(self, tag: str = "") -> None:
+        super().__init__()
+        self.tag = f"[{tag}]" if tag else ""
+        self.stamp = _Stamps("%Y-%m-%d %H:%M:%S", time.localtime, ",")
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = (
+            f"{self.stamp(record.created)} {record.levelname} {record.name}{self.tag}: "
+            f"{record.getMessage()}"
+        )
         request_id = getattr(record, "request_id", "")
         if request_id and not hasattr(record, "access"):
-            return f"{line} request_id={request_id}"
+            line = f"{line} request_id={request_id}"
+        if record.exc_info and not record.exc_text:
+            record.exc_text = self.formatException(record.exc_info)
+        if record.exc_text:
+            line = f"{line}\n{record.exc_text}"
+        if record.stack_info:
+            line = f"{line}\n{self.formatStack(record.stack_info)}"
         return line
 
 
@@ -51,12 +81,11 @@ class JsonFormatter(logging.Formatter):
     def __init__(self, tag: str = "") -> None:
         super().__init__()
         self.tag = tag
+        self.stamp = _Stamps("%Y-%m-%dT%H:%M:%S", time.gmtime, ".", "Z")
 
     def format(self, record: logging.LogRecord) -> str:
-        created = record.created
-        stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(created))
         doc: dict[str, Any] = {
-            "ts": f"{stamp}.{int(created % 1 * 1000):03d}Z",
+            "ts": self.stamp(record.created),
             "level": record.levelname,
             "logger": record.name,
             "msg": record.getMessage(),
@@ -64,12 +93,11 @@ class JsonFormatter(logging.Formatter):
         }
         if self.tag:
             doc["worker"] = self.tag
-        access = getattr(record, "access", None)
-        if access is not None:
-            doc.update(access)
-        if record.exc_info:
-            doc["exc"] = self.formatException(record.exc_info)
-        elif record.exc_text:
+        if getattr(record, "access", False) and isinstance(record.args, tuple):
+            doc.update(access_fields(record.args))
+        if record.exc_info and not record.exc_text:
+            record.exc_text = self.formatException(record.exc_info)
+        if record.exc_text:
             doc["exc"] = record.exc_text
         return orjson.dumps(doc).decode()
 
@@ -139,7 +167,7 @@ def configure(level: str, fmt: str = "text", tag: str = "", stream: TextIO | Non
     if fmt == "json":
         handler.setFormatter(JsonFormatter(tag))
     else:
-        handler.setFormatter(TextFormatter(TEXT_FORMAT.format(tag=f"[{tag}]" if tag else "")))
+        handler.setFormatter(TextFormatter(tag))
     handler.addFilter(RequestIdFilter())
     root = logging.getLogger()
     for old in list(root.handlers):
