@@ -10,6 +10,7 @@ from pathlib import Path
 from rosettaserve import __version__, cli_help
 from rosettaserve.cli_logs import add_log_options
 from rosettaserve.observability import logging_setup
+from rosettaserve.observability.tracing import EXPORTERS
 from rosettaserve.security.keys import ENV_VAR, KeySourceError, gather_keys
 from rosettaserve.security.tls import TlsError, TlsFiles
 from rosettaserve.settings import (
@@ -110,6 +111,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="log verbosity (logs go to stderr)",
     )
     add_log_options(serve)
+    serve.add_argument(
+        "--otel-exporter",
+        default="none",
+        type=one_of(EXPORTERS),
+        choices=EXPORTERS,
+        help="OpenTelemetry spans, one per request and per model execution, W3C traceparent "
+        "honoured: console (JSON lines on stderr) or otlp (OTLP/HTTP to "
+        "OTEL_EXPORTER_OTLP_ENDPOINT); needs the [tracing] extra (none: off, no cost)",
+    )
     add_pd_options(serve)
     add_security_options(serve)
     add_scheduler_command(commands)
@@ -410,6 +420,7 @@ def main(argv: list[str] | None = None) -> int:
         log_level=args.log_level,
         log_format=args.log_format,
         access_log=args.access_log,
+        otel_exporter=args.otel_exporter,
         cors_origins=tuple(args.cors_origin),
         workers=args.workers,
         max_queue_size=args.max_queue_size,

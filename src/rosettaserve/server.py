@@ -12,7 +12,7 @@ from rosettaserve import __version__, exit_backstop, gc_tuning
 from rosettaserve.core.dataplane import DataPlane, Limits, ServerInfo
 from rosettaserve.core.generation_plane import GenerationPlane
 from rosettaserve.core.registry import ModelVersion
-from rosettaserve.observability import status_doc, status_page
+from rosettaserve.observability import status_doc, status_page, tracing
 from rosettaserve.observability.access_log import AccessLog, access_logged
 from rosettaserve.observability.metrics import Metrics, Snapshot, metrics_route, render
 from rosettaserve.observability.startup import model_line, say, summary_line
@@ -86,6 +86,13 @@ class Server:
         self.http_app: App = self.app
         if self.access is not None or cors is not None:
             self.http_app = HttpEdge(self.app, self.access, cors)
+        # OpenTelemetry spans (--otel-exporter): off, none of it is imported or installed
+        self.tracing = (
+            None if settings.otel_exporter == "none" else tracing.Tracing(settings.otel_exporter)
+        )
+        if self.tracing is not None:
+            self.http_app = self.tracing.http(self.http_app)
+            self.dataplane.observer = self.tracing.observer(self.metrics)
         self.tls = security.server_tls(settings.security)
         security.configure_peers(settings.security)
         self._stopping = asyncio.Event()
@@ -109,6 +116,7 @@ class Server:
         server = GrpcServer(services, s.grpc_max_message_size, self.calls)
         server.guard = self.app.guard
         server.access = self.access
+        server.tracing = self.tracing
         return server
 
     async def run(self) -> None:
@@ -145,6 +153,8 @@ class Server:
         if metrics is not None:
             await metrics.shutdown(timeout=1.0)
         await self.repository.unload_all(deadline)
+        if self.tracing is not None:
+            self.tracing.shutdown()
         if self.link is None:
             say("rosettaserve stopped")
 

@@ -63,6 +63,7 @@ class Settings:
     log_level: str = "info"
     log_format: str = "text"  # text | json: every line of the server (observability.logging_setup)
     access_log: bool = True  # one line per request (logger rosettaserve.access, at INFO)
+    otel_exporter: str = "none"  # none | console | otlp: OpenTelemetry spans ([tracing] extra)
     cors_origins: tuple[str, ...] = ()  # origins a browser page may call from (*: any); (): off
     workers: int = 1  # processes serving the same ports (SO_REUSEPORT), each with its own models
     max_queue_size: int = 0  # requests waiting per model version beyond which 429; 0: no limit

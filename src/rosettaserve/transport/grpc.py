@@ -33,6 +33,7 @@ from rosettaserve.core.errors import ServingError
 from rosettaserve.core.status import ErrorKind
 from rosettaserve.observability.access_log import AccessLog, CallRecord
 from rosettaserve.observability.request_ids import HEADER, REQUEST_ID
+from rosettaserve.observability.tracing import CallSpan, Tracing
 from rosettaserve.security.keys import Guard
 from rosettaserve.transport import h2
 from rosettaserve.transport.eager import Adopted
@@ -237,6 +238,7 @@ class Call:
         self.headers_sent = False
         self.done = False
         self.record: CallRecord | None = None  # set: the access log is on
+        self.span: CallSpan | None = None  # set: --otel-exporter (observability/tracing.py)
 
     # -- receiving -----------------------------------------------------------------------------
 
@@ -348,6 +350,8 @@ class Call:
         context = contextvars.copy_context()
         if self.record is not None:  # the call's log lines carry its request id
             context.run(REQUEST_ID.set, self.record.request_id)
+        if self.span is not None:  # the model's span is a child of the call's
+            context.run(self.span.enter)
         try:
             waits_for = context.run(coroutine.send, None)
         except StopIteration:
@@ -464,6 +468,8 @@ class Call:
             self.conn.send_headers(self.stream, trailers_only(code, message, extra), True)
         if record is not None:
             record.finished(code)
+        if self.span is not None:
+            self.span.finished(code)
         if self.requests is not None:
             self.requests.end()
         self._stop_work()
@@ -495,6 +501,7 @@ class GrpcServer:
         self.h2 = h2.H2Server(self)
         self.guard: Guard | None = None  # set: calls need an API key (rosettaserve.security)
         self.access: AccessLog | None = None  # set: an access line per call, request ids
+        self.tracing: Tracing | None = None  # set: a span per call (--otel-exporter)
 
     def open(
         self, conn: h2.Connection, stream: h2.Stream, headers: list[tuple[str, str]]
@@ -545,6 +552,8 @@ class GrpcServer:
         call = Call(self, conn, stream, found, context=context, wbits=wbits)
         if self.access is not None:
             call.record = CallRecord(self.access, path, metadata)
+        if self.tracing is not None:
+            call.span = self.tracing.call_span(path, metadata)
         if found.kind is True:
             call.requests = RequestStream(conn, stream)
             call.start(call._bidi())

@@ -1,0 +1,126 @@
+"""OpenTelemetry spans from a real server (--otel-exporter console: one JSON line per span on
+stderr): a W3C traceparent sent over HTTP (httpx) and gRPC metadata (grpcio) is honoured, each
+request has its SERVER span and each model execution a child span; off, nothing is installed."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import httpx
+import pytest
+
+from rosettaserve.protocols.oip.pb import grpc_service_pb2 as pb
+from tests.conftest import EXAMPLES
+from tests.serverproc import ServerProcess, served, start_server
+
+TIMEOUT_S = 30.0
+HTTP_TRACE, HTTP_PARENT = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+GRPC_TRACE, GRPC_PARENT = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"
+
+
+def traceparent(trace: str, parent: str) -> str:
+    return f"00-{trace}-{parent}-01"
+
+
+@pytest.fixture(scope="module")
+def traced(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    repo = tmp_path_factory.mktemp("traced")
+    shutil.copytree(EXAMPLES / "half_plus_two", repo / "half_plus_two")
+    yield from served(start_server(repo, "--otel-exporter", "console"))
+
+
+def spans(server: ServerProcess, wanted: int) -> list[dict[str, Any]]:
+    """The spans the server printed, once there are ``wanted`` (bounded wait)."""
+    deadline = time.monotonic() + TIMEOUT_S
+    while True:
+        found = []
+        for line in list(server.lines):
+            if line.startswith("{") and '"context"' in line:
+                found.append(json.loads(line))
+        if len(found) >= wanted or time.monotonic() > deadline:
+            return found
+        time.sleep(0.05)
+
+
+def by_name(found: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
+    return [s for s in found if s["name"] == name]
+
+
+def test_traceparent_is_honoured_over_http_and_grpc(traced: ServerProcess) -> None:
+    body = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1], "data": [1.0]}]}
+    headers = {"traceparent": traceparent(HTTP_TRACE, HTTP_PARENT)}
+    url = f"{traced.http_url}/v2/models/half_plus_two/infer"
+    assert httpx.post(url, json=body, headers=headers, timeout=TIMEOUT_S).is_success
+    msg = pb.ModelInferRequest(model_name="half_plus_two")
+    msg.inputs.add(name="x", datatype="FP32", shape=[1]).contents.fp32_contents.append(3.0)
+    with grpc.insecure_channel(traced.grpc_address) as channel:
+        infer = channel.unary_unary(
+            "/inference.GRPCInferenceService/ModelInfer",
+            request_serializer=pb.ModelInferRequest.SerializeToString,
+            response_deserializer=pb.ModelInferResponse.FromString,
+        )
+        metadata = (("traceparent", traceparent(GRPC_TRACE, GRPC_PARENT)),)
+        infer(msg, timeout=TIMEOUT_S, metadata=metadata)
+    assert httpx.post(url, json=body, timeout=TIMEOUT_S).is_success  # no traceparent: a root
+    found = spans(traced, 6)
+
+    (http,) = [s for s in by_name(found, "POST /v2/models/half_plus_two/infer") if s["parent_id"]]
+    assert http["context"]["trace_id"] == "0x" + HTTP_TRACE
+    assert http["parent_id"] == "0x" + HTTP_PARENT
+    assert http["kind"] == "SpanKind.SERVER"
+    assert http["attributes"]["http.response.status_code"] == 200
+    (rpc,) = by_name(found, "inference.GRPCInferenceService/ModelInfer")
+    assert rpc["context"]["trace_id"] == "0x" + GRPC_TRACE
+    assert rpc["parent_id"] == "0x" + GRPC_PARENT
+    assert rpc["attributes"]["rpc.grpc.status_code"] == 0
+    executions = by_name(found, "execute half_plus_two")
+    assert len(executions) == 3
+    for request in (http, rpc):
+        (child,) = [s for s in executions if s["parent_id"] == request["context"]["span_id"]]
+        assert child["context"]["trace_id"] == request["context"]["trace_id"]
+        assert child["attributes"]["model.version"] == "123"
+        assert child["attributes"]["rosettaserve.outcome"] == "success"
+    (root,) = [
+        s for s in by_name(found, "POST /v2/models/half_plus_two/infer") if not s["parent_id"]
+    ]
+    assert root["context"]["trace_id"] not in ("0x" + HTTP_TRACE, "0x" + GRPC_TRACE)
+
+
+def test_a_failed_request_has_an_error_span(traced: ServerProcess) -> None:
+    before = len(spans(traced, 0))
+    url = f"{traced.http_url}/v2/models/half_plus_two/infer"
+    assert httpx.post(url, content=b"{", timeout=TIMEOUT_S).status_code == 400
+    found = spans(traced, before + 1)[before:]
+    (span,) = by_name(found, "POST /v2/models/half_plus_two/infer")
+    assert span["attributes"]["http.response.status_code"] == 400
+    assert not by_name(found, "execute half_plus_two")  # it never reached the model
+
+
+def test_off_by_default_nothing_is_installed(tmp_path: Path) -> None:
+    script = (
+        "import sys\n"
+        "from rosettaserve.server import Server\n"
+        "from rosettaserve.settings import Settings\n"
+        f"server = Server(Settings(repository={str(tmp_path)!r}))\n"
+        "assert server.tracing is None and server._grpc_server().tracing is None\n"
+        "assert type(server.dataplane.observer).__name__ == 'Metrics'\n"
+        "assert type(server.http_app).__name__ in ('HttpApp', 'HttpEdge')\n"
+        "assert not [m for m in sys.modules if m.startswith('opentelemetry')]\n"
+        "print('off')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
+    assert done.stdout.strip() == "off", done.stderr
