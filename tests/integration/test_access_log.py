@@ -270,3 +270,13 @@ def test_no_access_log_means_no_lines_and_no_request_ids(repo: Path) -> None:
     finally:
         assert server.stop() == 0
     assert not [line for line in server.lines if "rosettaserve.access" in line]
+
+
+def test_a_grpc_call_refused_before_it_starts_has_its_access_line(server: ServerProcess) -> None:
+    with grpc.insecure_channel(server.grpc_address) as channel:
+        unknown = channel.unary_unary("/no.Such/Method")
+        with pytest.raises(grpc.RpcError) as failed:
+            unknown(b"", metadata=[("x-request-id", "grpc-unknown")], timeout=30)
+    assert failed.value.code() == grpc.StatusCode.UNIMPLEMENTED
+    (line,) = access_lines(server, "grpc-unknown")
+    assert " grpc /no.Such/Method - 12 0 " in line

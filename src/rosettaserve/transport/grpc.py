@@ -531,22 +531,22 @@ class GrpcServer:
         found = self.methods.get(path)
         if found is None:
             message = f"Method not found: {path}"
-            return _refuse(conn, stream, trailers_only(UNIMPLEMENTED, message))
+            return self._refused(conn, stream, UNIMPLEMENTED, message, (path, metadata))
         if self.guard is not None and not self.guard.admits_grpc(path, metadata):
             message = self.guard.refusal().message  # API keys: rosettaserve.security
-            return _refuse(conn, stream, trailers_only(UNAUTHENTICATED, message))
+            return self._refused(conn, stream, UNAUTHENTICATED, message, (path, metadata))
         wbits = 0
         if encoding and encoding != "identity":
             wbits = _WBITS.get(encoding, -1)
             if wbits < 0:
                 message = f"grpc-encoding {encoding} is not supported (use {ACCEPT_ENCODING})"
-                return _refuse(conn, stream, trailers_only(UNIMPLEMENTED, message))
+                return self._refused(conn, stream, UNIMPLEMENTED, message, (path, metadata))
         deadline = None
         if timeout:
             seconds = _timeout_seconds(timeout)
             if seconds is None:
                 message = f"malformed grpc-timeout: {timeout!r}"
-                return _refuse(conn, stream, trailers_only(INTERNAL, message))
+                return self._refused(conn, stream, INTERNAL, message, (path, metadata))
             deadline = time.monotonic() + seconds
         context = Context(deadline, tuple(metadata))
         call = Call(self, conn, stream, found, context=context, wbits=wbits)
@@ -558,6 +558,20 @@ class GrpcServer:
             call.requests = RequestStream(conn, stream)
             call.start(call._bidi())
         return call
+
+    def _refused(
+        self,
+        conn: h2.Connection,
+        stream: h2.Stream,
+        code: int,
+        message: str,
+        call: tuple[str, list[tuple[str, str]]],
+    ) -> h2.Receiver:
+        """A call answered with ``code`` before it started; its access line (``call``: its
+        path and metadata)."""
+        if self.access is not None:
+            CallRecord(self.access, *call).finished(code)
+        return _refuse(conn, stream, trailers_only(code, message))
 
     async def start(self, sock: Any, tls: ssl.SSLContext | None = None) -> None:
         await self.h2.start(sock, tls)
