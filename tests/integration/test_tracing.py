@@ -4,10 +4,12 @@ request has its SERVER span and each model execution a child span; off, nothing 
 
 from __future__ import annotations
 
+import http.server
 import json
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +21,7 @@ import pytest
 
 from rosettaserve.protocols.oip.pb import grpc_service_pb2 as pb
 from tests.conftest import EXAMPLES
-from tests.serverproc import ServerProcess, served, start_server
+from tests.serverproc import ServerProcess, served, start_server, stop_cleanly
 
 TIMEOUT_S = 30.0
 HTTP_TRACE, HTTP_PARENT = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
@@ -124,3 +126,62 @@ def test_off_by_default_nothing_is_installed(tmp_path: Path) -> None:
         timeout=TIMEOUT_S,
     )
     assert done.stdout.strip() == "off", done.stderr
+
+
+class Collector(http.server.BaseHTTPRequestHandler):
+    """An OTLP/HTTP receiver: keeps every export request's body."""
+
+    bodies: list[bytes] = []
+
+    def do_POST(self) -> None:
+        size = int(self.headers.get("content-length", "0"))
+        body = self.rfile.read(size)
+        if self.path == "/v1/traces":
+            Collector.bodies.append(body)
+        self.send_response(200)
+        self.send_header("content-type", "application/x-protobuf")
+        self.send_header("content-length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_otlp_sends_the_spans_to_the_collector(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    collector = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Collector)
+    threading.Thread(target=collector.serve_forever, daemon=True).start()
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{collector.server_port}")
+    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "50")  # export within 50 ms
+    monkeypatch.setenv("OTEL_SERVICE_NAME", "traced-test")
+    shutil.copytree(EXAMPLES / "half_plus_two", tmp_path / "half_plus_two")
+    server = start_server(tmp_path, "--otel-exporter", "otlp")
+    try:
+        body = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1], "data": [1.0]}]}
+        url = f"{server.http_url}/v2/models/half_plus_two/infer"
+        headers = {"traceparent": traceparent(HTTP_TRACE, HTTP_PARENT)}
+        assert httpx.post(url, json=body, headers=headers, timeout=TIMEOUT_S).is_success
+        names: dict[str, bytes] = {}
+        service = ""
+        deadline = time.monotonic() + TIMEOUT_S
+        while len(names) < 2 and time.monotonic() < deadline:
+            for raw in list(Collector.bodies):
+                export = ExportTraceServiceRequest.FromString(raw)
+                for resource_spans in export.resource_spans:
+                    for attr in resource_spans.resource.attributes:
+                        if attr.key == "service.name":
+                            service = attr.value.string_value
+                    for scope in resource_spans.scope_spans:
+                        names.update({s.name: s.trace_id for s in scope.spans})
+            time.sleep(0.05)
+    finally:
+        stop_cleanly(server)
+        collector.shutdown()
+    assert service == "traced-test"
+    assert names["POST /v2/models/half_plus_two/infer"] == bytes.fromhex(HTTP_TRACE)
+    assert names["execute half_plus_two"] == bytes.fromhex(HTTP_TRACE)
