@@ -4,6 +4,8 @@ each is counted, failures by Triton's reason, and the counters agree with /v2/mo
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -16,8 +18,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from rosettaserve.observability.triton_names import TRITON_HELP
 from rosettaserve.protocols.grps.pb import grps_pb2
 from rosettaserve.protocols.oip.pb import grpc_service_pb2 as pb
+from tests.conftest import EXAMPLES
 from tests.integration.grps_support import generate_stubs
-from tests.serverproc import ServerProcess
+from tests.serverproc import ServerProcess, start_server, stop_cleanly
 
 TIMEOUT_S = 30.0
 Key = tuple[str, tuple[tuple[str, str], ...]]
@@ -132,3 +135,18 @@ def test_no_line_is_left_unread(server: ServerProcess) -> None:
     text, got = scrape(server)
     samples = [line for line in text.splitlines() if line and not line.startswith("#")]
     assert len(got) == len(samples)  # every sample line read, none merged or dropped
+
+
+def test_worker_processes_are_summed(tmp_path: Path) -> None:
+    shutil.copytree(EXAMPLES / "half_plus_two", tmp_path / "half_plus_two")
+    server = start_server(tmp_path, "--workers", "2")
+    try:
+        for _ in range(6):  # fresh connections, taken by either worker: the sum is the same
+            oip_rest(server)
+        _, got = scrape(server)
+    finally:
+        stop_cleanly(server)
+    assert got[("rosettaserve_worker_processes", ())] == 2
+    assert got[key("nv_inference_request_success", **HALF)] == 6
+    assert got[key("nv_inference_exec_count", **HALF)] == 6
+    assert got[key("nv_inference_request_duration_us", **HALF)] > 0
