@@ -51,6 +51,7 @@ def long_prompt(tokens: int, seed: int) -> str:
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(MODEL, local_files_only=True)
+    tokenizer.model_max_length = sys.maxsize  # only counting: no warning about the model's window
     words = CORPUS.read_text(encoding="utf-8").split()
     start = seed % len(words)
     text = " ".join((words[start:] + words) * 4)
@@ -200,7 +201,7 @@ def main(args: argparse.Namespace) -> None:
         repo, logs = Path(tmp) / "repo", Path(args.logs or tmp)
         logs.mkdir(parents=True, exist_ok=True)
         shutil.copytree(MODEL, repo / "tiny_llama")
-        params = "{threads: 1, max_model_len: 4096}"
+        params = "{threads: 1, max_model_len: 4096" + "".join(f", {p}" for p in args.param) + "}"
         (repo / "tiny_llama" / "model.yaml").write_text(f"runtime: llm\nparameters: {params}\n")
         for setup in args.setups.split(","):
             cores = {int(c) for c in args.scheduler_cores.split(",")}
@@ -252,4 +253,10 @@ if __name__ == "__main__":
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--logs", default="", help="keep the servers' logs in this folder")
     parser.add_argument("--scheduler-cores", default="1", help="cores the scheduler may use")
+    parser.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        help="one more model.yaml parameter, as 'name: value' (repeatable)",
+    )
     main(parser.parse_args())

@@ -133,8 +133,10 @@ def _mask(chunks: list[tuple[PrefillJob, int]], dtype: torch.dtype) -> torch.Ten
 
 
 def _extend(kv: KV | None, new: KV) -> KV:
+    """``kv`` with ``new`` after it. A first chunk stays a view of the pass's cache: the decode
+    batch, the prefix cache and the next chunk all copy what they keep."""
     if kv is None:
-        return [(k.contiguous(), v.contiguous()) for k, v in new]
+        return new
     return [
         (torch.cat([k, nk], dim=2), torch.cat([v, nv], dim=2))
         for (k, v), (nk, nv) in zip(kv, new, strict=True)
