@@ -5,7 +5,8 @@
 Per request the server records: a request count (model, version, protocol, outcome), a latency
 histogram (model, version, protocol), and queue and compute histograms (model, version).
 prometheus_client is measured as usually written (``.labels(...)`` on every call) and with its
-label children looked up once and cached. Best of --repeat, in ns per request.
+label children looked up once and cached; then one update of each kind alone. Best of
+--repeat, in ns.
 """
 
 from __future__ import annotations
@@ -74,6 +75,30 @@ def prometheus(cached: bool) -> Callable[[], None]:
     return record_cached
 
 
+def single_updates() -> dict[str, Callable[[], None]]:
+    """One update of each kind alone: a labelled child's inc() and observe() against the
+    registry's own (a dict count and a Histogram.add)."""
+    from prometheus_client import CollectorRegistry, Counter
+    from prometheus_client import Histogram as PromHistogram
+
+    from rosettaserve.observability.metrics import Histogram
+
+    registry = CollectorRegistry()
+    counter = Counter("c", "", ["m"], registry=registry).labels("a")
+    histogram = PromHistogram("h", "", ["m"], buckets=SECONDS_BUCKETS, registry=registry)
+    child, ours, counts = histogram.labels("a"), Histogram(), {"success": 0}
+
+    def count() -> None:
+        counts["success"] = counts.get("success", 0) + 1
+
+    return {
+        "prometheus_client Counter.inc()": counter.inc,
+        "prometheus_client Histogram.observe()": lambda: child.observe(0.000119),
+        "rosettaserve outcome count (dict)": count,
+        "rosettaserve Histogram.add()": lambda: ours.add(119_000),
+    }
+
+
 def best_ns(fn: Callable[[], None], n: int, repeat: int) -> float:
     return min(timeit.repeat(fn, number=n, repeat=repeat)) / n * 1e9
 
@@ -90,6 +115,9 @@ def main() -> None:
     }
     print("| recorder | ns per request |\n|---|---|")
     for name, fn in cases.items():
+        print(f"| {name} | {best_ns(fn, args.n, args.repeat):.0f} |")
+    print("\n| one update | ns |\n|---|---|")
+    for name, fn in single_updates().items():
         print(f"| {name} | {best_ns(fn, args.n, args.repeat):.0f} |")
     metrics = Metrics()
     mv = ModelVersion(name="mlp", version="1", runtime="onnx")
