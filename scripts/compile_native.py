@@ -49,6 +49,7 @@ MODULES = [
     "rosettaserve/transport/coalesce.py",
     "rosettaserve/transport/eager.py",
     "rosettaserve/transport/grpc.py",
+    "rosettaserve/transport/grpc_call.py",
     "rosettaserve/transport/h1.py",
     "rosettaserve/transport/h1_answers.py",
     "rosettaserve/transport/h1_framing.py",

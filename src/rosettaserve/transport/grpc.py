@@ -7,8 +7,8 @@ table, with its headers as trailing metadata; anything else becomes INTERNAL.
 
 Why not grpcio's server: a small call cost ~290 µs of server CPU in grpc.aio, most of it in
 switches between grpc core's threads and the event loop's; here a call is read, answered and
-written on the event loop, and a unary call to a fast model runs without a task
-(``eager``). What is served: unary, server-streaming and bidirectional calls;
+written on the event loop (a call: ``grpc_call``), and a unary call to a fast model runs
+without a task (``eager``). What is served: unary, server-streaming and bidirectional calls;
 ``grpc-timeout`` (the call is cancelled and ends with DEADLINE_EXCEEDED); request messages
 compressed with gzip or deflate (replies are not compressed); message size limits checked on
 the 5-byte prefix, before the message is buffered; TLS (ALPN h2) when the server is started
@@ -18,67 +18,37 @@ with a certificate (rosettaserve.security). Not served: h2c upgrade.
 from __future__ import annotations
 
 import asyncio
-import base64
-import contextvars
-import logging
 import ssl
 import time
 import zlib
-from collections import deque
-from collections.abc import AsyncIterator, Callable, Mapping
-from typing import Any, NoReturn
-from urllib.parse import quote
+from collections.abc import Callable, Mapping
+from typing import Any
 
-from rosettaserve.core.errors import ServingError
-from rosettaserve.core.status import ErrorKind
 from rosettaserve.observability.access_log import AccessLog, CallRecord
-from rosettaserve.observability.request_ids import HEADER, REQUEST_ID
-from rosettaserve.observability.tracing import CallSpan, Tracing
+from rosettaserve.observability.tracing import Tracing
 from rosettaserve.security.keys import Guard
 from rosettaserve.transport import h2
-from rosettaserve.transport.eager import Adopted
+from rosettaserve.transport.grpc_call import (
+    ACCEPT_ENCODING,
+    INTERNAL,
+    UNAUTHENTICATED,
+    UNIMPLEMENTED,
+    Call,
+    Context,
+    RequestStream,
+    trailers,
+    trailers_only,
+)
 from rosettaserve.transport.h2_wire import NO_ERROR
 from rosettaserve.transport.hpack import encode
-
-log = logging.getLogger("rosettaserve.grpc")
 
 # service name -> (servicer, {rpc name: (request type, response type, streaming)});
 # streaming: False unary, True a stream each way, "server" one request and a stream of replies;
 # a type given as ``bytes``: the servicer takes or returns the serialized message itself
 ServiceTable = tuple[str, Any, Mapping[str, tuple[Any, Any, bool | str]]]
 
-# the transport's own statuses, their codes from core's one table
-OK = 0
-CANCELLED = ErrorKind.CANCELLED.grpc
-INVALID_ARGUMENT = ErrorKind.INVALID_ARGUMENT.grpc
-DEADLINE_EXCEEDED = ErrorKind.DEADLINE_EXCEEDED.grpc
-RESOURCE_EXHAUSTED = ErrorKind.PAYLOAD_TOO_LARGE.grpc
-UNIMPLEMENTED = ErrorKind.UNIMPLEMENTED.grpc
-INTERNAL = ErrorKind.INTERNAL.grpc
-UNAUTHENTICATED = ErrorKind.UNAUTHENTICATED.grpc
-
-ACCEPT_ENCODING = "identity,deflate,gzip"
 _WBITS = {"gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
-_REPLY_HEADERS = encode(
-    [
-        (":status", "200"),
-        ("content-type", "application/grpc"),
-        ("grpc-accept-encoding", ACCEPT_ENCODING),
-    ]
-)
-_OK_TRAILERS = encode([("grpc-status", "0")])
 _TIMEOUT_UNITS = {"H": 3600.0, "M": 60.0, "S": 1.0, "m": 1e-3, "u": 1e-6, "n": 1e-9}
-_PREFIX = b"\x00"
-DEADLINE_GRACE_S = 0.02
-QUEUE_HIGH, QUEUE_LOW = 32, 8  # a streaming call's unread requests: hold, then reopen
-
-
-class Aborted(Exception):
-    """``context.abort``: the call ends with this status."""
-
-    def __init__(self, code: int, details: str, trailing: tuple[tuple[str, str], ...]) -> None:
-        super().__init__(details)
-        self.code, self.details, self.trailing = code, details, trailing
 
 
 class CallTracker:
@@ -102,26 +72,6 @@ class CallTracker:
         deadline = asyncio.get_running_loop().time() + timeout
         while self.active and asyncio.get_running_loop().time() < deadline:
             await asyncio.sleep(0.01)
-
-
-class Context:
-    """What a servicer may ask of its call (the part of grpc's ServicerContext used here)."""
-
-    __slots__ = ("deadline", "metadata")
-
-    def __init__(self, deadline: float | None, metadata: tuple[tuple[str, str], ...]) -> None:
-        self.deadline = deadline  # time.monotonic()
-        self.metadata = metadata
-
-    def time_remaining(self) -> float | None:
-        return None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
-
-    def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
-        return self.metadata
-
-    async def abort(self, code: Any, details: str = "", trailing_metadata: Any = ()) -> NoReturn:
-        value = code.value[0] if hasattr(code, "value") else int(code)
-        raise Aborted(value, details, tuple(trailing_metadata))
 
 
 class Method:
@@ -152,327 +102,6 @@ def methods_of(services: list[ServiceTable]) -> dict[str, Method]:
                 None if response_type is bytes else response_type.SerializeToString,
             )
     return table
-
-
-def trailers(code: int, message: str, extra: tuple[tuple[str, str], ...] = ()) -> bytes:
-    fields = [("grpc-status", str(code))]
-    if message:
-        # percent-encoded as the gRPC spec asks: what is not printable ASCII, and "%"
-        fields.append(("grpc-message", quote(message, safe=" !\"#$&'()*+,-./:;<=>?@[\\]^_`{|}~")))
-    for name, value in extra:
-        key = name.lower()
-        if key.endswith("-bin") and not isinstance(value, str):
-            fields.append((key, base64.b64encode(value).decode().rstrip("=")))
-        else:  # header values are ASCII: anything else would not encode
-            fields.append((key, str(value).encode("ascii", "replace").decode()))
-    return encode(fields)
-
-
-def trailers_only(code: int, message: str, extra: tuple[tuple[str, str], ...] = ()) -> bytes:
-    return _REPLY_HEADERS + trailers(code, message, extra)
-
-
-class RequestStream:
-    """The requests of a call that streams them: an async iterator the servicer reads. When
-    QUEUE_HIGH of them wait unread, the stream's flow-control window stays shut until the
-    servicer is down to QUEUE_LOW."""
-
-    def __init__(self, conn: h2.Connection, stream: h2.Stream) -> None:
-        self.conn, self.stream = conn, stream
-        self.items: deque[Any] = deque()
-        self.ended = False
-        self.waiter: asyncio.Future[None] | None = None
-
-    def put(self, item: Any) -> None:
-        self.items.append(item)
-        if len(self.items) >= QUEUE_HIGH and not self.stream.held:
-            self.conn.hold(self.stream, True)
-        self._wake()
-
-    def end(self) -> None:
-        self.ended = True
-        self._wake()
-
-    def _wake(self) -> None:
-        if self.waiter is not None and not self.waiter.done():
-            self.waiter.set_result(None)
-
-    def __aiter__(self) -> RequestStream:
-        return self
-
-    async def __anext__(self) -> Any:
-        while not self.items:
-            if self.ended:
-                raise StopAsyncIteration
-            self.waiter = asyncio.get_running_loop().create_future()
-            await self.waiter
-        item = self.items.popleft()
-        if self.stream.held and len(self.items) <= QUEUE_LOW:
-            self.conn.hold(self.stream, False)
-        return item
-
-
-class Call:
-    """One stream of the connection: a gRPC call, from its headers to its trailers."""
-
-    def __init__(
-        self,
-        server: GrpcServer,
-        conn: h2.Connection,
-        stream: h2.Stream,
-        method: Method,
-        *,
-        context: Context,
-        wbits: int,
-    ) -> None:
-        self.server, self.conn, self.stream, self.method = server, conn, stream, method
-        self.context = context
-        self.wbits = wbits  # 0: messages are not compressed
-        self.chunks: list[bytes] = []  # the start of a message still arriving
-        self.have = 0
-        self.need = 0
-        self.messages: list[Any] = []
-        self.requests: RequestStream | None = None
-        self.task: asyncio.Task[None] | None = None
-        self.timer: asyncio.TimerHandle | None = None
-        self.headers_sent = False
-        self.done = False
-        self.record: CallRecord | None = None  # set: the access log is on
-        self.span: CallSpan | None = None  # set: --otel-exporter (observability/tracing.py)
-
-    # -- receiving -----------------------------------------------------------------------------
-
-    def received(self, data: bytes, end_stream: bool) -> None:
-        if self.done:
-            return
-        if self.chunks:  # a message arriving in pieces: joined once, when it is whole
-            self.chunks.append(data)
-            self.have += len(data)
-            if self.have < self.need and not end_stream:
-                return
-            data = b"".join(self.chunks)
-            self.chunks = []
-        pos, size = 0, len(data)
-        while size - pos >= 5:
-            length = int.from_bytes(data[pos + 1 : pos + 5], "big")
-            if length > self.server.max_message_size:
-                self.finish(
-                    RESOURCE_EXHAUSTED,
-                    f"Received message larger than max ({length} vs. "
-                    f"{self.server.max_message_size})",
-                )
-                self.conn.reset(self.stream.id, NO_ERROR)  # stop the client's upload
-                return
-            end = pos + 5 + length
-            if end > size:
-                break
-            if not self._message(data[pos], data[pos + 5 : end]):
-                return
-            pos = end
-        if pos < size:
-            rest = data[pos:]
-            self.chunks = [rest]
-            self.have = len(rest)
-            self.need = 5 if len(rest) < 5 else 5 + int.from_bytes(rest[1:5], "big")
-        if end_stream:
-            self._ended()
-
-    def _message(self, flag: int, message: bytes) -> bool:
-        """One whole request message; False when the call failed on it."""
-        if flag:
-            if flag != 1 or not self.wbits:
-                self.finish(INTERNAL, "a compressed message without a grpc-encoding")
-                return False
-            inflated = self._inflate(message)
-            if inflated is None:
-                return False
-            message = inflated
-        read = self.method.read
-        if read is not None:
-            try:
-                request = read(message)
-            except Exception as exc:
-                self.finish(INVALID_ARGUMENT, f"the request is not a valid message: {exc}")
-                return False
-        else:
-            request = message
-        if self.requests is not None:
-            self.requests.put(request)
-        else:
-            self.messages.append(request)
-        return True
-
-    def _inflate(self, message: bytes) -> bytes | None:
-        limit = self.server.max_message_size
-        inflater = zlib.decompressobj(self.wbits)
-        try:
-            inflated = inflater.decompress(message, limit + 1)
-        except zlib.error as exc:
-            self.finish(INTERNAL, f"the message could not be decompressed: {exc}")
-            return None
-        if len(inflated) > limit or inflater.unconsumed_tail:
-            self.finish(
-                RESOURCE_EXHAUSTED, f"a decompressed message larger than max ({limit} bytes)"
-            )
-            return None
-        return inflated
-
-    def _ended(self) -> None:
-        if self.chunks:
-            self.finish(INTERNAL, "the request ended inside a message")
-            return
-        if self.requests is not None:
-            self.requests.end()
-            return
-        if len(self.messages) != 1:
-            self.finish(
-                UNIMPLEMENTED if self.messages else INTERNAL,
-                f"{self.method.name} takes one request message, got {len(self.messages)}",
-            )
-            return
-        request = self.messages.pop()
-        if self.method.kind is False:
-            self.start(self._unary(request))
-        else:
-            self.start(self._server_stream(request))
-
-    def cancelled(self) -> None:
-        """The client reset the stream or left: the work is dropped."""
-        self.done = True
-        if self.requests is not None:
-            self.requests.end()
-        self._stop_work()
-
-    # -- running -------------------------------------------------------------------------------
-
-    def start(self, coroutine: Any) -> None:
-        """Run it at once, up to its first wait; a task takes it over from there."""
-        context = contextvars.copy_context()
-        if self.record is not None:  # the call's log lines carry its request id
-            context.run(REQUEST_ID.set, self.record.request_id)
-        if self.span is not None:  # the model's span is a child of the call's
-            context.run(self.span.enter)
-        try:
-            waits_for = context.run(coroutine.send, None)
-        except StopIteration:
-            return
-        adopted: Adopted[None] = Adopted(coroutine, waits_for)
-        self.task = adopted.task(context)  # cancelled before it ran, it still ends the work
-        deadline = self.context.deadline
-        if deadline is not None and not self.done:
-            # a little after the deadline: work bounded by it (the data plane's request
-            # timeout) ends first, with its own, more telling, message
-            delay = max(0.0, deadline - time.monotonic()) + DEADLINE_GRACE_S
-            self.timer = asyncio.get_running_loop().call_later(delay, self._expire)
-
-    def _expire(self) -> None:
-        self.timer = None
-        if not self.done:
-            self.finish(DEADLINE_EXCEEDED, "Deadline Exceeded")
-
-    def _stop_work(self) -> None:
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
-        task, self.task = self.task, None
-        if task is not None and task is not asyncio.current_task():
-            task.cancel()
-
-    async def _unary(self, request: Any) -> None:
-        with self.server.tracker.busy():
-            try:
-                self.reply(await self.method.fn(request, self.context))
-            except BaseException as exc:  # a reply that cannot be written too: INTERNAL
-                self._failed(exc)
-                return
-        self.finish(OK, "")
-
-    async def _server_stream(self, request: Any) -> None:
-        with self.server.tracker.busy():
-            await self._replies(self.method.fn(request, self.context))
-
-    async def _bidi(self) -> None:
-        assert self.requests is not None
-        await self._replies(self.method.fn(self.requests, self.context))
-
-    async def _replies(self, replies: AsyncIterator[Any]) -> None:
-        try:
-            async for reply in replies:
-                if self.done:
-                    return
-                self.reply(reply)
-                await self.conn.drain(self.stream)
-        except BaseException as exc:
-            self._failed(exc)
-            return
-        finally:
-            # a call ended or cancelled between two replies leaves the servicer's generator
-            # suspended at a ``yield``: closed now, its ``with`` blocks (the count of busy
-            # calls) end now, not whenever the garbage collector finds it
-            await _close(replies)
-        self.finish(OK, "")
-
-    def _failed(self, exc: BaseException) -> None:
-        if isinstance(exc, ServingError):
-            extra = tuple(exc.headers.items())
-            self.finish(exc.kind.grpc, exc.message, extra)
-        elif isinstance(exc, Aborted):
-            self.finish(exc.code, exc.details, exc.trailing)
-        elif isinstance(exc, asyncio.CancelledError):
-            if not self.done:
-                self.finish(CANCELLED, "the call was cancelled")
-            raise exc
-        elif isinstance(exc, Exception):
-            log.exception("unhandled error in %s", self.method.name)
-            self.finish(INTERNAL, f"{type(exc).__name__}: {exc}")
-        else:
-            raise exc
-
-    # -- answering -----------------------------------------------------------------------------
-
-    def reply(self, reply: Any) -> None:
-        if self.done:
-            return
-        write = self.method.write
-        data = write(reply) if write is not None else reply
-        size = len(data)
-        if size > self.server.max_message_size:
-            self.finish(
-                RESOURCE_EXHAUSTED,
-                f"the reply of {size} bytes is larger than max ({self.server.max_message_size})",
-            )
-            return
-        record = self.record
-        if not self.headers_sent:
-            self.headers_sent = True
-            if record is None:
-                self.conn.send_headers(self.stream, _REPLY_HEADERS)
-            else:  # the request id, in the initial metadata
-                self.conn.send_headers(self.stream, _REPLY_HEADERS + _id_field(record))
-        if record is not None:
-            record.sent += size
-        self.conn.send_data(self.stream, _PREFIX + size.to_bytes(4, "big") + data)
-
-    def finish(self, code: int, message: str, extra: tuple[tuple[str, str], ...] = ()) -> None:
-        """The call's status: trailers (or trailers-only, before any reply); the work stops."""
-        if self.done:
-            return
-        self.done = True
-        record = self.record
-        if self.headers_sent:
-            block = _OK_TRAILERS if code == OK and not extra else trailers(code, message, extra)
-            self.conn.send_trailers(self.stream, block)
-        else:
-            if record is not None:  # trailers-only: the request id among them
-                extra = (*extra, (HEADER, record.request_id))
-            self.conn.send_headers(self.stream, trailers_only(code, message, extra), True)
-        if record is not None:
-            record.finished(code)
-        if self.span is not None:
-            self.span.finished(code)
-        if self.requests is not None:
-            self.requests.end()
-        self._stop_work()
 
 
 class Refused:
@@ -582,16 +211,6 @@ class GrpcServer:
         self.h2.stop_accepting()
         await self.tracker.wait_idle(grace)
         self.h2.close_all()
-
-
-async def _close(replies: AsyncIterator[Any]) -> None:
-    aclose = getattr(replies, "aclose", None)
-    if aclose is not None:
-        await aclose()
-
-
-def _id_field(record: CallRecord) -> bytes:
-    return encode([(HEADER, record.request_id)])
 
 
 def _refuse(conn: h2.Connection, stream: h2.Stream, block: bytes) -> h2.Receiver:
