@@ -56,6 +56,8 @@ MODULES = [
     "rosettaserve/transport/h1_head.py",
     "rosettaserve/transport/h2.py",
     "rosettaserve/transport/h2_fields.py",
+    "rosettaserve/transport/h2_server.py",
+    "rosettaserve/transport/h2_stream.py",
     "rosettaserve/transport/h2_wire.py",
     "rosettaserve/transport/hpack.py",
     "rosettaserve/transport/idle.py",

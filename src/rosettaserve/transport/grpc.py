@@ -27,7 +27,6 @@ from typing import Any
 from rosettaserve.observability.access_log import AccessLog, CallRecord
 from rosettaserve.observability.tracing import Tracing
 from rosettaserve.security.keys import Guard
-from rosettaserve.transport import h2
 from rosettaserve.transport.grpc_call import (
     ACCEPT_ENCODING,
     INTERNAL,
@@ -39,6 +38,9 @@ from rosettaserve.transport.grpc_call import (
     trailers,
     trailers_only,
 )
+from rosettaserve.transport.h2 import Connection
+from rosettaserve.transport.h2_server import H2Server
+from rosettaserve.transport.h2_stream import Receiver, Stream
 from rosettaserve.transport.h2_wire import NO_ERROR
 from rosettaserve.transport.hpack import encode
 
@@ -119,7 +121,7 @@ _REFUSED = Refused()
 
 
 class GrpcServer:
-    """The gRPC port: ``h2.H2Server`` with each stream opened as a ``Call``."""
+    """The gRPC port: ``H2Server`` with each stream opened as a ``Call``."""
 
     def __init__(
         self, services: list[ServiceTable], max_message_size: int, tracker: CallTracker
@@ -127,14 +129,12 @@ class GrpcServer:
         self.methods = methods_of(services)
         self.max_message_size = max_message_size
         self.tracker = tracker
-        self.h2 = h2.H2Server(self)
+        self.h2 = H2Server(self)
         self.guard: Guard | None = None  # set: calls need an API key (rosettaserve.security)
         self.access: AccessLog | None = None  # set: an access line per call, request ids
         self.tracing: Tracing | None = None  # set: a span per call (--otel-exporter)
 
-    def open(
-        self, conn: h2.Connection, stream: h2.Stream, headers: list[tuple[str, str]]
-    ) -> h2.Receiver:
+    def open(self, conn: Connection, stream: Stream, headers: list[tuple[str, str]]) -> Receiver:
         path = method = content_type = ""
         timeout = encoding = ""
         metadata: list[tuple[str, str]] = []
@@ -190,12 +190,12 @@ class GrpcServer:
 
     def _refused(
         self,
-        conn: h2.Connection,
-        stream: h2.Stream,
+        conn: Connection,
+        stream: Stream,
         code: int,
         message: str,
         call: tuple[str, list[tuple[str, str]]],
-    ) -> h2.Receiver:
+    ) -> Receiver:
         """A call answered with ``code`` before it started; its access line (``call``: its
         path and metadata)."""
         if self.access is not None:
@@ -213,7 +213,7 @@ class GrpcServer:
         self.h2.close_all()
 
 
-def _refuse(conn: h2.Connection, stream: h2.Stream, block: bytes) -> h2.Receiver:
+def _refuse(conn: Connection, stream: Stream, block: bytes) -> Receiver:
     """Answer at once and end the stream; a reset tells the client to stop sending on it."""
     conn.send_headers(stream, block, end_stream=True)
     if not stream.remote_closed:

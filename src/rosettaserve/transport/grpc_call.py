@@ -22,8 +22,9 @@ from rosettaserve.core.status import ErrorKind
 from rosettaserve.observability.access_log import CallRecord
 from rosettaserve.observability.request_ids import HEADER, REQUEST_ID
 from rosettaserve.observability.tracing import CallSpan
-from rosettaserve.transport import h2
 from rosettaserve.transport.eager import Adopted
+from rosettaserve.transport.h2 import Connection
+from rosettaserve.transport.h2_stream import Stream
 from rosettaserve.transport.h2_wire import NO_ERROR
 from rosettaserve.transport.hpack import encode
 
@@ -107,7 +108,7 @@ class RequestStream:
     QUEUE_HIGH of them wait unread, the stream's flow-control window stays shut until the
     servicer is down to QUEUE_LOW."""
 
-    def __init__(self, conn: h2.Connection, stream: h2.Stream) -> None:
+    def __init__(self, conn: Connection, stream: Stream) -> None:
         self.conn, self.stream = conn, stream
         self.items: deque[Any] = deque()
         self.ended = False
@@ -148,8 +149,8 @@ class Call:
     def __init__(
         self,
         server: GrpcServer,
-        conn: h2.Connection,
-        stream: h2.Stream,
+        conn: Connection,
+        stream: Stream,
         method: Method,
         *,
         context: Context,

@@ -8,9 +8,11 @@ preface (its SETTINGS) waits for the client's (RFC 9113 3.4 allows it): an HTTP/
 answered in HTTP/1.1 from the first byte.
 
 The protocol's vocabulary (frame types, codes, settings, what this server advertises) is in
-``h2_wire``. A malformed request (``h2_fields``; the characters of its fields: ``hpack``) is
-reset with PROTOCOL_ERROR, and the connection goes on; the errors RFC 9113 names for a frame are
-those answered, connection errors with a GOAWAY carrying the RFC's code, then a close.
+``h2_wire``; a stream's state and the application's side of it in ``h2_stream``; the listening
+port, its idle sweep and shutdown in ``h2_server``. A malformed request (``h2_fields``; the
+characters of its fields: ``hpack``) is reset with PROTOCOL_ERROR, and the connection goes on;
+the errors RFC 9113 names for a frame are those answered, connection errors with a GOAWAY
+carrying the RFC's code, then a close.
 
 Limits are checked on the frame header, before a frame's payload is buffered: a frame above the
 advertised SETTINGS_MAX_FRAME_SIZE, a header block above the header-list limit, more streams than
@@ -22,14 +24,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import socket
-import ssl
 import time
-from collections import deque
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
-from rosettaserve.transport.coalesce import WriteRound
 from rosettaserve.transport.h2_fields import NO_LENGTH, request_fault, trailer_fault
+from rosettaserve.transport.h2_stream import Stream, count_length
 from rosettaserve.transport.h2_wire import (
     ACK,
     COMPRESSION_ERROR,
@@ -77,7 +76,10 @@ from rosettaserve.transport.h2_wire import (
     unpad,
 )
 from rosettaserve.transport.hpack import Decoder, HpackError
-from rosettaserve.transport.sockets import listen, no_delay
+from rosettaserve.transport.sockets import no_delay
+
+if TYPE_CHECKING:
+    from rosettaserve.transport.h2_server import H2Server
 
 log = logging.getLogger("rosettaserve.grpc")
 
@@ -91,54 +93,6 @@ IDLE_TIMEOUT_S = 300.0  # a connection with no stream and nothing received this 
 _HTTP1_METHODS = (b"GET ", b"POST", b"PUT ", b"HEAD", b"DELE", b"OPTI", b"PATC", b"CONN", b"TRAC")
 # how a stream that is no longer open ended, as remembered for the frames that may follow
 _RESET_HERE, _RESET_BY_CLIENT = 1, 2
-
-
-class Receiver(Protocol):
-    """The application's side of one stream."""
-
-    def received(self, data: bytes, end_stream: bool) -> None:
-        """Data from the client (``end_stream``: the last of it)."""
-
-    def cancelled(self) -> None:
-        """The client reset the stream, or the connection went away."""
-
-
-class App(Protocol):
-    def open(self, conn: Connection, stream: Stream, headers: list[tuple[str, str]]) -> Receiver:
-        """A stream the client started: what receives it (it may answer at once)."""
-
-
-class Stream:
-    __slots__ = (
-        "drained",
-        "held",
-        "id",
-        "length",
-        "local_closed",
-        "pending",
-        "pending_bytes",
-        "receiver",
-        "recv_unacked",
-        "recv_window",
-        "remote_closed",
-        "send_window",
-        "trailers",
-    )
-
-    def __init__(self, stream_id: int, send_window: int) -> None:
-        self.id = stream_id
-        self.send_window = send_window
-        self.recv_window = STREAM_WINDOW
-        self.recv_unacked = 0
-        self.held = False  # the application asked that the window stay as it is
-        self.remote_closed = False
-        self.local_closed = False
-        self.receiver: Receiver | None = None
-        self.pending: deque[memoryview] = deque()  # data waiting for a window
-        self.pending_bytes = 0
-        self.trailers: bytes | None = None  # sent once ``pending`` is out
-        self.drained: asyncio.Future[None] | None = None
-        self.length = NO_LENGTH  # what the request's content-length says is still to come
 
 
 class Connection(asyncio.Protocol):
@@ -326,7 +280,7 @@ class Connection(asyncio.Protocol):
             payload = unpad(payload, stream_id)
         end_stream = bool(flags & END_STREAM)
         if stream.length != NO_LENGTH:
-            _count_length(stream, len(payload), end_stream)
+            count_length(stream, len(payload), end_stream)
         if end_stream:
             stream.remote_closed = True
         else:
@@ -719,46 +673,3 @@ class Connection(asyncio.Protocol):
     @property
     def busy(self) -> bool:
         return bool(self.streams)
-
-
-def _count_length(stream: Stream, size: int, end_stream: bool) -> None:
-    """DATA on a stream whose request declared its content-length: no more than that, and all
-    of it by the end of the stream (RFC 9113 8.1.1)."""
-    left = stream.length - size
-    if left < 0 or (end_stream and left):
-        raise StreamError(stream.id, PROTOCOL_ERROR, "DATA that does not add up to content-length")
-    stream.length = left
-
-
-class H2Server:
-    """Listens, and runs one ``Connection`` per client, all answering through ``app``."""
-
-    def __init__(self, app: App, idle_timeout: float = IDLE_TIMEOUT_S) -> None:
-        self.app = app
-        self.idle_timeout = idle_timeout
-        self.connections: set[Connection] = set()
-        self.round = WriteRound()
-        self.closing = False
-        self._server: asyncio.Server | None = None
-        self._sweeper: asyncio.Task[None] | None = None
-
-    async def start(self, sock: socket.socket, tls: ssl.SSLContext | None = None) -> None:
-        self._server, self._sweeper = await listen(
-            sock, lambda: Connection(self), self.connections, self.idle_timeout, tls
-        )
-
-    def stop_accepting(self) -> None:
-        """No new connections, and a GOAWAY on each open one: no new streams."""
-        self.closing = True
-        if self._server is not None:
-            self._server.close()
-        if self._sweeper is not None:
-            self._sweeper.cancel()
-        for conn in list(self.connections):
-            conn.goaway(NO_ERROR, "the server is shutting down")
-            if not conn.busy:
-                conn.close()
-
-    def close_all(self) -> None:
-        for conn in list(self.connections):
-            conn.close()

@@ -1,0 +1,49 @@
+"""The HTTP/2 port: listens, runs one ``h2.Connection`` per client, and shuts down in two
+steps (a GOAWAY to each connection, then the close once the calls at work are done).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import ssl
+
+from rosettaserve.transport.coalesce import WriteRound
+from rosettaserve.transport.h2 import IDLE_TIMEOUT_S, Connection
+from rosettaserve.transport.h2_stream import App
+from rosettaserve.transport.h2_wire import NO_ERROR
+from rosettaserve.transport.sockets import listen
+
+
+class H2Server:
+    """Listens, and runs one ``Connection`` per client, all answering through ``app``."""
+
+    def __init__(self, app: App, idle_timeout: float = IDLE_TIMEOUT_S) -> None:
+        self.app = app
+        self.idle_timeout = idle_timeout
+        self.connections: set[Connection] = set()
+        self.round = WriteRound()
+        self.closing = False
+        self._server: asyncio.Server | None = None
+        self._sweeper: asyncio.Task[None] | None = None
+
+    async def start(self, sock: socket.socket, tls: ssl.SSLContext | None = None) -> None:
+        self._server, self._sweeper = await listen(
+            sock, lambda: Connection(self), self.connections, self.idle_timeout, tls
+        )
+
+    def stop_accepting(self) -> None:
+        """No new connections, and a GOAWAY on each open one: no new streams."""
+        self.closing = True
+        if self._server is not None:
+            self._server.close()
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+        for conn in list(self.connections):
+            conn.goaway(NO_ERROR, "the server is shutting down")
+            if not conn.busy:
+                conn.close()
+
+    def close_all(self) -> None:
+        for conn in list(self.connections):
+            conn.close()
