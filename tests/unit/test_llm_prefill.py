@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import random
+import warnings
 from typing import Any
 
 import pytest
@@ -21,8 +23,9 @@ from rosettaserve.core.generate import (
 )
 from rosettaserve.runtimes.llm import LlmModel
 from rosettaserve.runtimes.llm import engine as engine_module
+from rosettaserve.runtimes.llm.batch import DecodeBatch
 from rosettaserve.runtimes.llm.engine import Engine
-from rosettaserve.runtimes.llm.prefill import PrefillJob, plan
+from rosettaserve.runtimes.llm.prefill import PrefillJob, plan, run
 from rosettaserve.runtimes.llm.prefix_cache import PrefixCache
 from rosettaserve.runtimes.llm.resume import Handoff, Resume
 from tests.conftest import EXAMPLES
@@ -251,3 +254,27 @@ def test_the_prefix_cache_is_bounded_and_evicts_the_least_recent_prefix_from_its
     off.insert(a, fake_kv(48, 1.0), 48)
     assert off.tokens == 0
     assert off.lookup(off.digests(a, 48)) == (0, None)
+
+
+def test_the_forward_passes_raise_no_transformers_warning(
+    llm: LlmModel, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No deprecation (of ``past_key_values`` forms or anything else) from transformers: the
+    runner hands the model its own cache class and arguments it documents."""
+    runner = llm.engine.runner
+    ids = llm.engine.tokenize("Once upon a time")
+    library = logging.getLogger("transformers")  # it does not propagate to the root logger
+    library.addHandler(caplog.handler)
+    try:
+        with warnings.catch_warnings(), caplog.at_level(logging.WARNING, "transformers"):
+            warnings.simplefilter("error")
+            _, kv = runner.prefill(ids)
+            batch = DecodeBatch(runner)
+            batch.join([kv])
+            batch.step([5])
+            first, second = PrefillJob(None, ids), PrefillJob(None, ids[:3])
+            run(runner, [(first, 2), (second, 3)])
+            run(runner, [(first, len(ids) - 2)])  # a later chunk, on its cached past
+    finally:
+        library.removeHandler(caplog.handler)
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("transformers")] == []
