@@ -1,7 +1,8 @@
 """The model's two steps, kept apart: prefill one prompt, decode one token for a batch.
 
-Prefill runs one prompt alone and returns its KV cache (one ``(keys, values)`` pair per layer,
-each ``[1, kv_heads, T, head_dim]``), the form that can also travel to another instance.
+A prompt's KV cache is one ``(keys, values)`` pair per layer, each ``[1, kv_heads, T, head_dim]``,
+the form that can also travel to another instance; ``Runner.prefill`` computes it for one
+prompt alone, the engine's prefill passes (prefill.py) for several prompts and chunks at once.
 The decode batch keeps the running sequences' caches stacked and left-padded
 (``[B, kv_heads, L, head_dim]`` with a ``[B, L]`` attention mask); sequences join and leave it
 between steps, and each step appends one column for everyone.
