@@ -106,11 +106,16 @@ def test_grps_series_of_an_unknown_metric_is_a_grps_404(server: ServerProcess) -
     assert "*qps" in status["msg"]
 
 
-def test_head_of_the_page_has_its_length_and_no_body(server: ServerProcess) -> None:
-    get = httpx.get(server.http_url + "/")
-    head = httpx.head(server.http_url + "/")
+@pytest.mark.parametrize("accept", ["identity", "gzip"])
+def test_head_of_the_page_has_its_length_and_no_body(server: ServerProcess, accept: str) -> None:
+    headers = {"Accept-Encoding": accept}  # gzip: the page is compressed, for HEAD as for GET
+    get = httpx.get(server.http_url + "/", headers=headers)
+    head = httpx.head(server.http_url + "/", headers=headers)
     assert head.status_code == 200
-    assert head.headers["content-length"] == str(len(get.content))
+    assert head.headers.get("content-encoding") == get.headers.get("content-encoding")
+    assert head.headers["content-length"] == get.headers["content-length"]
+    if accept == "identity":
+        assert head.headers["content-length"] == str(len(get.content))
     assert head.content == b""
 
 
