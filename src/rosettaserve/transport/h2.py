@@ -28,7 +28,13 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from rosettaserve.transport.h2_fields import NO_LENGTH, request_fault, trailer_fault
-from rosettaserve.transport.h2_stream import Stream, count_length
+from rosettaserve.transport.h2_stream import (
+    RESET_BY_CLIENT,
+    RESET_HERE,
+    Stream,
+    StreamHistory,
+    count_length,
+)
 from rosettaserve.transport.h2_wire import (
     ACK,
     COMPRESSION_ERROR,
@@ -84,15 +90,11 @@ if TYPE_CHECKING:
 log = logging.getLogger("rosettaserve.grpc")
 
 RESET_LIMIT = 1000  # beyond this many client resets, when they are most of its streams: GOAWAY
-RESET_MEMORY = 512  # reset streams remembered, twice this many at most (their late frames)
-SKIP_MEMORY = 64  # ranges of stream ids a client skipped (never opened), remembered
 PENDING_LIMIT = 4 << 20  # a stream's queued reply bytes beyond which its writer waits
 WRITE_BUFFER_HIGH = 8 << 20  # written but not yet taken by the client: beyond it, reads pause
 IDLE_TIMEOUT_S = 300.0  # a connection with no stream and nothing received this long is closed
 
 _HTTP1_METHODS = (b"GET ", b"POST", b"PUT ", b"HEAD", b"DELE", b"OPTI", b"PATC", b"CONN", b"TRAC")
-# how a stream that is no longer open ended, as remembered for the frames that may follow
-_RESET_HERE, _RESET_BY_CLIENT = 1, 2
 
 
 class Connection(asyncio.Protocol):
@@ -101,7 +103,7 @@ class Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.decoder = Decoder(max_header_list_size=HEADER_LIST_LIMIT)
         self.streams: dict[int, Stream] = {}
-        self.last_stream_id = 0
+        self.history = StreamHistory()  # the streams no longer open, or never opened
         self.out: list[bytes | memoryview] = []
         self.preface = True  # the client's preface is still to come
         self.chunks: list[bytes] = []  # what arrived and is not parsed yet
@@ -122,11 +124,6 @@ class Connection(asyncio.Protocol):
         self.last_active = time.monotonic()  # the idle sweep closes connections quiet too long
         self.opened = 0  # streams the client started
         self.client_resets = 0  # of them, those it reset while they were open
-        # streams reset (by either side) lately: id -> _RESET_HERE or _RESET_BY_CLIENT, in two
-        # generations of up to RESET_MEMORY each
-        self.resets: dict[int, int] = {}
-        self.resets_before: dict[int, int] = {}
-        self.skipped: list[tuple[int, int]] = []  # (first, last) ids the client never opened
         self.writable = True
         self.write_waiters: list[asyncio.Future[None]] = []
 
@@ -269,7 +266,7 @@ class Connection(asyncio.Protocol):
         self._consumed(size)  # buffered or dropped at once: the connection's window reopens
         stream = self.streams.get(stream_id)
         if stream is None:
-            self._not_open(DATA, stream_id)
+            self.history.not_open(DATA, stream_id)
             return
         if stream.remote_closed:
             raise StreamError(stream_id, STREAM_CLOSED, "DATA after the end of the stream")
@@ -356,10 +353,10 @@ class Connection(asyncio.Protocol):
         if stream is not None:
             self._trailers(stream, headers, end_stream)
             return
-        if stream_id % 2 == 0 or stream_id <= self.last_stream_id:
-            self._not_open(HEADERS, stream_id)
+        if stream_id % 2 == 0 or stream_id <= self.history.last_stream_id:
+            self.history.not_open(HEADERS, stream_id)
             return
-        self._opened(stream_id)
+        self.history.opened(stream_id)
         fault, length = request_fault(headers)
         fault = self.header_fault or self.decoder.malformed or fault
         if fault or (end_stream and length > 0):
@@ -396,30 +393,6 @@ class Connection(asyncio.Protocol):
         if stream.receiver is not None:
             stream.receiver.received(b"", True)
         self._close_if_done(stream)
-
-    def _opened(self, stream_id: int) -> None:
-        """A new stream id: those the client skipped are closed, never to be opened."""
-        first = self.last_stream_id + 2 if self.last_stream_id else 1
-        if stream_id > first:
-            if len(self.skipped) >= SKIP_MEMORY:
-                del self.skipped[0]
-            self.skipped.append((first, stream_id - 2))
-        self.last_stream_id = stream_id
-
-    def _not_open(self, kind: int, stream_id: int) -> None:
-        """DATA or HEADERS on a stream that is not open: the error its state calls for (RFC 9113
-        5.1), or nothing when the frame is only late."""
-        name = "DATA" if kind == DATA else "HEADERS"
-        if stream_id % 2 == 0 or stream_id > self.last_stream_id:
-            raise ConnectionFailure(PROTOCOL_ERROR, f"{name} on idle stream {stream_id}")
-        how = self.resets.get(stream_id, 0) or self.resets_before.get(stream_id, 0)
-        if how == _RESET_HERE:  # sent before the client saw our reset: ignored
-            return
-        if how == _RESET_BY_CLIENT:
-            raise StreamError(stream_id, STREAM_CLOSED, f"{name} on a stream the client reset")
-        if any(first <= stream_id <= last for first, last in self.skipped):
-            raise ConnectionFailure(PROTOCOL_ERROR, f"{name} on stream {stream_id}, never opened")
-        raise ConnectionFailure(STREAM_CLOSED, f"{name} on closed stream {stream_id}")
 
     def _settings(self, flags: int, stream_id: int, payload: bytes) -> None:
         if stream_id != 0:
@@ -468,7 +441,7 @@ class Connection(asyncio.Protocol):
             return
         stream = self.streams.get(stream_id)
         if stream is None:
-            if stream_id % 2 == 0 or stream_id > self.last_stream_id:
+            if stream_id % 2 == 0 or stream_id > self.history.last_stream_id:
                 raise ConnectionFailure(PROTOCOL_ERROR, f"WINDOW_UPDATE on idle stream {stream_id}")
             return  # a closed stream's: allowed
         if increment == 0:
@@ -481,11 +454,11 @@ class Connection(asyncio.Protocol):
     def _rst_stream(self, stream_id: int, payload: bytes) -> None:
         if len(payload) != 4:
             raise ConnectionFailure(FRAME_SIZE_ERROR, "a RST_STREAM must carry 4 bytes")
-        if stream_id == 0 or stream_id % 2 == 0 or stream_id > self.last_stream_id:
+        if stream_id == 0 or stream_id % 2 == 0 or stream_id > self.history.last_stream_id:
             raise ConnectionFailure(PROTOCOL_ERROR, f"RST_STREAM on idle stream {stream_id}")
         stream = self.streams.pop(stream_id, None)
         if stream is not None:
-            self._remember_reset(stream_id, _RESET_BY_CLIENT)
+            self.history.remember_reset(stream_id, RESET_BY_CLIENT)
             self.blocked.pop(stream_id, None)
             self._cancel(stream)
             self.client_resets += 1
@@ -616,16 +589,11 @@ class Connection(asyncio.Protocol):
     def reset(self, stream_id: int, code: int) -> None:
         """RST_STREAM: the stream ends here (its work, if any, is cancelled)."""
         self._emit([frame(RST_STREAM, 0, stream_id, 4), U32.pack(code)])
-        self._remember_reset(stream_id, _RESET_HERE)
+        self.history.remember_reset(stream_id, RESET_HERE)
         stream = self.streams.pop(stream_id, None)
         if stream is not None:
             self.blocked.pop(stream_id, None)
             self._cancel(stream)
-
-    def _remember_reset(self, stream_id: int, how: int) -> None:
-        if len(self.resets) >= RESET_MEMORY:
-            self.resets_before, self.resets = self.resets, {}
-        self.resets[stream_id] = how
 
     def _cancel(self, stream: Stream) -> None:
         stream.local_closed = stream.remote_closed = True
@@ -646,7 +614,7 @@ class Connection(asyncio.Protocol):
         self._emit(
             [
                 frame(GOAWAY, 0, 0, 8 + len(debug)),
-                U32.pack(self.last_stream_id),
+                U32.pack(self.history.last_stream_id),
                 U32.pack(code),
                 debug,
             ]

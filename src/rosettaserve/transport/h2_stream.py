@@ -1,6 +1,7 @@
 """One HTTP/2 stream's state as its connection (``h2``) keeps it: its flow-control windows,
-what is queued for the client, how far each side has closed it; and the application's side of a
-stream (``App`` opens a ``Receiver`` for each one a client starts).
+what is queued for the client, how far each side has closed it; what the connection remembers of
+the streams no longer open (``StreamHistory``); and the application's side of a stream (``App``
+opens a ``Receiver`` for each one a client starts).
 """
 
 from __future__ import annotations
@@ -10,10 +11,22 @@ from collections import deque
 from typing import TYPE_CHECKING, Protocol
 
 from rosettaserve.transport.h2_fields import NO_LENGTH
-from rosettaserve.transport.h2_wire import PROTOCOL_ERROR, STREAM_WINDOW, StreamError
+from rosettaserve.transport.h2_wire import (
+    DATA,
+    PROTOCOL_ERROR,
+    STREAM_CLOSED,
+    STREAM_WINDOW,
+    ConnectionFailure,
+    StreamError,
+)
 
 if TYPE_CHECKING:
     from rosettaserve.transport.h2 import Connection
+
+RESET_MEMORY = 512  # reset streams remembered, twice this many at most (their late frames)
+SKIP_MEMORY = 64  # ranges of stream ids a client skipped (never opened), remembered
+# how a stream that is no longer open ended, as remembered for the frames that may follow
+RESET_HERE, RESET_BY_CLIENT = 1, 2
 
 
 class Receiver(Protocol):
@@ -71,3 +84,48 @@ def count_length(stream: Stream, size: int, end_stream: bool) -> None:
     if left < 0 or (end_stream and left):
         raise StreamError(stream.id, PROTOCOL_ERROR, "DATA that does not add up to content-length")
     stream.length = left
+
+
+class StreamHistory:
+    """What a connection remembers of the streams that are not open (RFC 9113 5.1): the last id
+    the client opened, the ids it skipped (closed, never to be opened), and the streams reset
+    lately by either side, for the frames still on their way."""
+
+    __slots__ = ("last_stream_id", "resets", "resets_before", "skipped")
+
+    def __init__(self) -> None:
+        self.last_stream_id = 0
+        # streams reset (by either side) lately: id -> RESET_HERE or RESET_BY_CLIENT, in two
+        # generations of up to RESET_MEMORY each
+        self.resets: dict[int, int] = {}
+        self.resets_before: dict[int, int] = {}
+        self.skipped: list[tuple[int, int]] = []  # (first, last) ids the client never opened
+
+    def opened(self, stream_id: int) -> None:
+        """A new stream id: those the client skipped are closed, never to be opened."""
+        first = self.last_stream_id + 2 if self.last_stream_id else 1
+        if stream_id > first:
+            if len(self.skipped) >= SKIP_MEMORY:
+                del self.skipped[0]
+            self.skipped.append((first, stream_id - 2))
+        self.last_stream_id = stream_id
+
+    def not_open(self, kind: int, stream_id: int) -> None:
+        """DATA or HEADERS on a stream that is not open: the error its state calls for (RFC 9113
+        5.1), or nothing when the frame is only late."""
+        name = "DATA" if kind == DATA else "HEADERS"
+        if stream_id % 2 == 0 or stream_id > self.last_stream_id:
+            raise ConnectionFailure(PROTOCOL_ERROR, f"{name} on idle stream {stream_id}")
+        how = self.resets.get(stream_id, 0) or self.resets_before.get(stream_id, 0)
+        if how == RESET_HERE:  # sent before the client saw our reset: ignored
+            return
+        if how == RESET_BY_CLIENT:
+            raise StreamError(stream_id, STREAM_CLOSED, f"{name} on a stream the client reset")
+        if any(first <= stream_id <= last for first, last in self.skipped):
+            raise ConnectionFailure(PROTOCOL_ERROR, f"{name} on stream {stream_id}, never opened")
+        raise ConnectionFailure(STREAM_CLOSED, f"{name} on closed stream {stream_id}")
+
+    def remember_reset(self, stream_id: int, how: int) -> None:
+        if len(self.resets) >= RESET_MEMORY:
+            self.resets_before, self.resets = self.resets, {}
+        self.resets[stream_id] = how
