@@ -54,33 +54,18 @@ Counts = tuple[list[int], int]  # a histogram's bucket counts and sum (ns)
 
 
 class Histogram:
-    """Counts per bucket (not cumulative; the last is +Inf) and the sum, in nanoseconds."""
+    """Counts per bucket of ``bounds`` (not cumulative; the last is +Inf) and the sum, in
+    nanoseconds: the request histograms at SECONDS_BUCKETS, the LLM ones at LLM_BUCKETS."""
 
-    __slots__ = ("counts", "sum")
+    __slots__ = ("bounds", "counts", "sum")
 
-    def __init__(self) -> None:
-        self.counts = [0] * (len(_BOUNDS_NS) + 1)
+    def __init__(self, bounds: tuple[int, ...] = _BOUNDS_NS) -> None:
+        self.bounds = bounds
+        self.counts = [0] * (len(bounds) + 1)
         self.sum = 0
 
     def add(self, ns: int) -> None:
-        self.counts[bisect_left(_BOUNDS_NS, ns)] += 1
-        self.sum += ns
-
-    def copy(self) -> Counts:
-        return list(self.counts), self.sum
-
-
-class LlmHistogram:
-    """Counts per LLM_BUCKETS bucket (the last is +Inf) and the sum, in nanoseconds."""
-
-    __slots__ = ("counts", "sum")
-
-    def __init__(self) -> None:
-        self.counts = [0] * (len(_LLM_BOUNDS_NS) + 1)
-        self.sum = 0
-
-    def add(self, ns: int) -> None:
-        self.counts[bisect_left(_LLM_BOUNDS_NS, ns)] += 1
+        self.counts[bisect_left(self.bounds, ns)] += 1
         self.sum += ns
 
     def copy(self) -> Counts:
@@ -168,9 +153,9 @@ class LlmSeries:
         self.metrics, self.key = metrics, key
         self.prompt_tokens = 0
         self.generation_tokens = 0
-        self.ttft = LlmHistogram()
-        self.itl = LlmHistogram()
-        self.e2e = LlmHistogram()
+        self.ttft = Histogram(_LLM_BOUNDS_NS)
+        self.itl = Histogram(_LLM_BOUNDS_NS)
+        self.e2e = Histogram(_LLM_BOUNDS_NS)
 
     def first_token(self, ns: int) -> None:
         self.ttft.add(ns)
