@@ -7,7 +7,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from rosettaserve import Model
 from rosettaserve.core.call import PROTOCOL, Call
@@ -17,20 +16,12 @@ from rosettaserve.core.invoker import Invoker
 from rosettaserve.core.registry import ModelVersion, VersionState
 from rosettaserve.core.types import InferenceRequest, Tensor, TensorSpec
 from rosettaserve.observability.metrics import Metrics, render
+from tests.unit.metrics_support import Key, OneModel, samples
 
 MS = 1_000_000  # ns
 
 
-def samples(text: bytes) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    """Every sample of the exposition, keyed by name and sorted labels."""
-    found = {}
-    for family in text_string_to_metric_families(text.decode()):
-        for s in family.samples:
-            found[(s.name, tuple(sorted(s.labels.items())))] = s.value
-    return found
-
-
-def key(name: str, **labels: str) -> tuple[str, tuple[tuple[str, str], ...]]:
+def key(name: str, **labels: str) -> Key:
     return name, tuple(sorted(labels.items()))
 
 
@@ -116,20 +107,6 @@ class Doubler(Model):
         if inputs["X"][0] < 0:
             raise ValueError("negative")
         return {"Y": inputs["X"] * 2}
-
-
-class OneModel:
-    def __init__(self, mv: ModelVersion) -> None:
-        self.mv = mv
-
-    def model_names(self) -> list[str]:
-        return [self.mv.name]
-
-    def versions(self, name: str) -> list[ModelVersion] | None:
-        return [self.mv] if name == self.mv.name else None
-
-    def version_for_label(self, name: str, label: str) -> str | None:
-        return None
 
 
 def test_the_data_plane_reports_every_request_with_its_protocol() -> None:

@@ -22,17 +22,9 @@ from rosettaserve.core.registry import ModelVersion, VersionState
 from rosettaserve.core.types import InferenceRequest, Tensor, TensorSpec
 from rosettaserve.observability.metrics import Metrics, Snapshot, render
 from rosettaserve.observability.triton_names import TRITON_HELP, failure_reason
+from tests.unit.metrics_support import Key, OneModel, samples
 
 MS = 1_000_000  # ns
-Key = tuple[str, tuple[tuple[str, str], ...]]
-
-
-def samples(text: bytes) -> dict[Key, float]:
-    found = {}
-    for family in text_string_to_metric_families(text.decode()):
-        for s in family.samples:
-            found[(s.name, tuple(sorted(s.labels.items())))] = s.value
-    return found
 
 
 def key(name: str, **labels: str) -> Key:
@@ -48,20 +40,6 @@ class Doubler(Model):
         if inputs["X"][0] < 0:
             raise RuntimeError("negative")
         return {"Y": inputs["X"] * 2}
-
-
-class OneModel:
-    def __init__(self, mv: ModelVersion) -> None:
-        self.mv = mv
-
-    def model_names(self) -> list[str]:
-        return [self.mv.name]
-
-    def versions(self, name: str) -> list[ModelVersion] | None:
-        return [self.mv] if name == self.mv.name else None
-
-    def version_for_label(self, name: str, label: str) -> str | None:
-        return None
 
 
 class Counting(Model):
