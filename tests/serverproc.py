@@ -11,7 +11,7 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -95,6 +95,15 @@ def launch(
             f"{' '.join(cmd[1:4])} did not print its addresses:\n" + "\n".join(lines)
         ) from None
     return proc, lines, addresses
+
+
+def wait_for(check: Callable[[], object], timeout: float = 30.0) -> None:
+    """Poll ``check`` (a server's lines, an endpoint's answer) until it holds: an AssertionError
+    past ``timeout`` seconds, an upper bound against a hang."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"condition not reached in {timeout} s"
+        time.sleep(0.05)
 
 
 def wait_until_ready(server: ServerProcess, context: ssl.SSLContext | None = None) -> None:

@@ -5,15 +5,13 @@ the other models serve."""
 from __future__ import annotations
 
 import shutil
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 import pytest
 
 from tests.conftest import EXAMPLES
-from tests.serverproc import ServerProcess, start_server, stop_cleanly
+from tests.serverproc import ServerProcess, start_server, stop_cleanly, wait_for
 
 GOOD = "text_python"
 MISTAKES = {
@@ -42,15 +40,6 @@ class Blocker(importlib.abc.MetaPathFinder):
 
 sys.meta_path.insert(0, Blocker())
 """
-
-
-def wait_for(check: Callable[[], bool], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.05)
-    raise AssertionError("condition not reached in time")
 
 
 def started(repo: Path) -> ServerProcess:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import socket
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ import pytest
 
 from rosettaserve.protocols.grps.pb import grps_pb2 as pb
 from tests.integration.grps_support import TIMEOUT_S
-from tests.serverproc import START_TIMEOUT_S, ServerProcess, start_server
+from tests.serverproc import START_TIMEOUT_S, ServerProcess, start_server, wait_for
 
 GATE_MODEL = '''
 import time
@@ -109,13 +108,6 @@ def test_predict_keeps_working_while_offline(grps_server: ServerProcess, stub: A
         rest(grps_server, "online")
 
 
-def wait_for(check: Any) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while not check():
-        assert time.monotonic() < deadline, "gave up waiting"
-        time.sleep(0.05)
-
-
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -137,14 +129,14 @@ def test_not_ready_while_models_load_then_online_by_itself(tmp_path: Path, grps_
     starter.start()
     loading = ServerProcess(None, f"http://127.0.0.1:{http_port}")  # type: ignore[arg-type]
     try:
-        wait_for(lambda: answers(loading))
+        wait_for(lambda: answers(loading), START_TIMEOUT_S)
         assert rest(loading, "live") == OK
         assert_rest_down(loading)
         with grpc.insecure_channel(f"127.0.0.1:{grpc_port}") as channel:
             stub = grps_stubs.GrpsServiceStub(channel)
             assert grpc_status(stub, "CheckReadiness") == GRPC_DOWN
             (gate / "open").touch()
-            wait_for(lambda: rest(loading, "ready")[0] == 200)
+            wait_for(lambda: rest(loading, "ready")[0] == 200, START_TIMEOUT_S)
             assert grpc_status(stub, "CheckReadiness") == GRPC_OK
     finally:
         (gate / "open").touch()

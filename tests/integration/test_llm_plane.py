@@ -9,7 +9,6 @@ from __future__ import annotations
 import re
 import shutil
 import socket
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -19,7 +18,7 @@ import orjson
 import pytest
 
 from tests.conftest import EXAMPLES
-from tests.serverproc import ServerProcess, served, start_server
+from tests.serverproc import ServerProcess, served, start_server, wait_for
 
 LIMITED_YAML = """\
 runtime: llm
@@ -97,13 +96,6 @@ def metric(text: str, name: str, **labels: str) -> float:
         if found and all(f'{k}="{v}"' in found.group(1) for k, v in labels.items()):
             return float(found.group(2))
     return 0.0
-
-
-def wait_for(check: Callable[[], bool]) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while not check():
-        assert time.monotonic() < deadline, "not reached in time"
-        time.sleep(0.02)
 
 
 # -- admission: the queue limit ----------------------------------------------------------------

@@ -7,25 +7,15 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 import pytest
 
 from tests.conftest import EXAMPLES, TEST_MODELS
-from tests.serverproc import start_server
+from tests.serverproc import start_server, wait_for
 
 SLOW_BODY = {"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [2], "data": [1, 2]}]}
-
-
-def wait_for(check: Callable[[], bool], timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.05)
-    raise AssertionError("condition not reached in time")
 
 
 def infer(url: str, model: str, body: dict[str, object], version: str = "") -> httpx.Response:
