@@ -31,7 +31,7 @@ from rosettaserve.protocols.tfserving.status import (
 from rosettaserve.transport.routing import HttpRequest, HttpResponse, Route
 
 PATH = r"(?i)/v1/models(?:[/:].*)?"
-# HEAD is left to the router (its 405): a HEAD answer must not carry the error body.
+# HEAD is not listed: the router serves it with the GET route, and HTTP/1.1 drops the body.
 METHODS = ("GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS")
 _VERSIONED = r"(?:/versions/([0-9]+)|/labels/([^/:]+))?"
 _POST = re.compile(r"(?i)/v1/models/([^/:]+)" + _VERSIONED + r":(classify|regress|predict)")
