@@ -3,8 +3,9 @@ request id of the request it belongs to (``request_ids.REQUEST_ID``).
 
 Lines are written in batches: those logged while the event loop runs one round of callbacks
 (the access lines of every request answered in that round) leave in one write, at the end of
-the round. A line logged outside the event loop's thread, and a warning or worse, is written at
-once, with whatever waits before it; so are the lines left at exit (``logging.shutdown``).
+the round, or every ``MAX_PENDING`` lines. A line logged outside the event loop's thread, and a
+warning or worse, is written at once, with whatever waits before it; so are the lines left at
+exit (``logging.shutdown``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from rosettaserve.observability.access_log import fields as access_fields
 from rosettaserve.observability.request_ids import REQUEST_ID
 
 FORMATS = ("text", "json")
+# lines held for the end of the round at most: a round may answer thousands of pipelined requests
+MAX_PENDING = 256
 
 
 class RequestIdFilter(logging.Filter):
@@ -117,8 +120,9 @@ class BatchingHandler(logging.Handler):
         except Exception:
             self.handleError(record)
             return
-        self.pending.append(line)
-        if record.levelno >= logging.WARNING:
+        pending = self.pending
+        pending.append(line)
+        if record.levelno >= logging.WARNING or len(pending) >= MAX_PENDING:
             self.flush()
             return
         if self.scheduled:
