@@ -6,12 +6,11 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import grpc
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from rosettaserve.protocols.oip.pb import grpc_service_pb2 as pb
 from tests.conftest import EXAMPLES
+from tests.integration.oip_grpc_support import infer_half_plus_two
 from tests.serverproc import ServerProcess, start_server
 
 Key = tuple[str, tuple[tuple[str, str], ...]]
@@ -51,14 +50,7 @@ def test_requests_are_counted_by_protocol_and_outcome(server: ServerProcess) -> 
     assert bad.status_code == 400
     tfs = httpx.post(f"{url}/v1/models/half_plus_two:predict", json={"instances": [1.0, 2.0]})
     assert tfs.is_success
-    msg = pb.ModelInferRequest(model_name="half_plus_two")
-    msg.inputs.add(name="x", datatype="FP32", shape=[1]).contents.fp32_contents.append(3.0)
-    with grpc.insecure_channel(server.grpc_address) as channel:
-        channel.unary_unary(
-            "/inference.GRPCInferenceService/ModelInfer",
-            request_serializer=pb.ModelInferRequest.SerializeToString,
-            response_deserializer=pb.ModelInferResponse.FromString,
-        )(msg, timeout=30)
+    infer_half_plus_two(server.grpc_address)
     grps = httpx.post(f"{url}/grps/v1/infer/predict?model=greeter_python", json={"str_data": "x"})
     assert grps.is_success
     after = scrape(url + "/metrics")

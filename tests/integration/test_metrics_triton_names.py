@@ -17,9 +17,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from rosettaserve.observability.triton_names import TRITON_HELP
 from rosettaserve.protocols.grps.pb import grps_pb2
-from rosettaserve.protocols.oip.pb import grpc_service_pb2 as pb
 from tests.conftest import EXAMPLES
 from tests.integration.grps_support import generate_stubs
+from tests.integration.oip_grpc_support import infer_half_plus_two
 from tests.serverproc import ServerProcess, start_server, stop_cleanly
 
 TIMEOUT_S = 30.0
@@ -60,15 +60,7 @@ def oip_rest(server: ServerProcess) -> None:
 
 
 def oip_grpc(server: ServerProcess) -> None:
-    msg = pb.ModelInferRequest(model_name="half_plus_two")
-    msg.inputs.add(name="x", datatype="FP32", shape=[1]).contents.fp32_contents.append(3.0)
-    with grpc.insecure_channel(server.grpc_address) as channel:
-        infer = channel.unary_unary(
-            "/inference.GRPCInferenceService/ModelInfer",
-            request_serializer=pb.ModelInferRequest.SerializeToString,
-            response_deserializer=pb.ModelInferResponse.FromString,
-        )
-        assert infer(msg, timeout=TIMEOUT_S).outputs[0].name == "y"
+    assert infer_half_plus_two(server.grpc_address, timeout=TIMEOUT_S).outputs[0].name == "y"
 
 
 def grps_grpc(server: ServerProcess, stubs: Any, text: str) -> grps_pb2.GrpsMessage:

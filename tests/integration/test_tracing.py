@@ -15,12 +15,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import grpc
 import httpx
 import pytest
 
-from rosettaserve.protocols.oip.pb import grpc_service_pb2 as pb
 from tests.conftest import EXAMPLES
+from tests.integration.oip_grpc_support import infer_half_plus_two
 from tests.serverproc import ServerProcess, served, start_server, stop_cleanly
 
 TIMEOUT_S = 30.0
@@ -61,16 +60,8 @@ def test_traceparent_is_honoured_over_http_and_grpc(traced: ServerProcess) -> No
     headers = {"traceparent": traceparent(HTTP_TRACE, HTTP_PARENT)}
     url = f"{traced.http_url}/v2/models/half_plus_two/infer"
     assert httpx.post(url, json=body, headers=headers, timeout=TIMEOUT_S).is_success
-    msg = pb.ModelInferRequest(model_name="half_plus_two")
-    msg.inputs.add(name="x", datatype="FP32", shape=[1]).contents.fp32_contents.append(3.0)
-    with grpc.insecure_channel(traced.grpc_address) as channel:
-        infer = channel.unary_unary(
-            "/inference.GRPCInferenceService/ModelInfer",
-            request_serializer=pb.ModelInferRequest.SerializeToString,
-            response_deserializer=pb.ModelInferResponse.FromString,
-        )
-        metadata = (("traceparent", traceparent(GRPC_TRACE, GRPC_PARENT)),)
-        infer(msg, timeout=TIMEOUT_S, metadata=metadata)
+    metadata = (("traceparent", traceparent(GRPC_TRACE, GRPC_PARENT)),)
+    infer_half_plus_two(traced.grpc_address, metadata, TIMEOUT_S)
     assert httpx.post(url, json=body, timeout=TIMEOUT_S).is_success  # no traceparent: a root
     found = spans(traced, 6)
 
