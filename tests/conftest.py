@@ -1,8 +1,10 @@
 from __future__ import annotations
 
+import importlib.util
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -16,6 +18,16 @@ if TYPE_CHECKING:
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "models"
 TEST_MODELS = Path(__file__).resolve().parent / "models"
+
+
+def load_module(name: str, path: Path) -> ModuleType:
+    """The Python file ``path`` (a script, code generated for a test) imported as ``name``."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def assemble_repo(dest: Path, *sources: Path) -> Path:

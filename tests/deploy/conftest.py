@@ -4,7 +4,6 @@ Operator's CRDs)."""
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import subprocess
 import sys
@@ -14,6 +13,8 @@ from typing import Any
 
 import pytest
 import yaml
+
+from tests.conftest import load_module
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -43,12 +44,7 @@ def render(values: Path | None, *sets: str) -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="session")
 def validator() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("deploy_validate", DEPLOY / "validate.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_module("deploy_validate", DEPLOY / "validate.py")
 
 
 @pytest.fixture(scope="session")

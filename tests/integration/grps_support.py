@@ -3,7 +3,6 @@ HTTP/1.1 reader that keeps chunk boundaries (grps clients read one message per c
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import socket
 from dataclasses import dataclass, field
@@ -14,7 +13,7 @@ from typing import Any
 from google.protobuf import json_format
 
 from rosettaserve.protocols.grps.pb import grps_pb2 as pb
-from tests.conftest import EXAMPLES, TEST_MODELS, add_identity_models
+from tests.conftest import EXAMPLES, TEST_MODELS, add_identity_models, load_module
 from tests.serverproc import ServerProcess, start_server
 
 SRC = Path(__file__).resolve().parents[2] / "src"
@@ -42,12 +41,7 @@ def generate_stubs(out: Path) -> ModuleType:
     if protoc.main(["protoc", f"-I{SRC}", f"--grpc_python_out={out}", PROTO]) != 0:
         raise RuntimeError("protoc failed")
     path = out / PROTO.replace(".proto", "_pb2_grpc.py")
-    spec = importlib.util.spec_from_file_location("grps_pb2_grpc_for_tests", path)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_module("grps_pb2_grpc_for_tests", path)
 
 
 def message(doc: dict[str, Any]) -> Any:

@@ -2,22 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from types import ModuleType
+
+from tests.conftest import load_module
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "gen_config_doc", ROOT / "scripts" / "gen_config_doc.py"
-    )
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_module("gen_config_doc", ROOT / "scripts" / "gen_config_doc.py")
 
 
 def test_the_reference_page_is_up_to_date() -> None:

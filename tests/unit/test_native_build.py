@@ -8,25 +8,15 @@ import importlib
 import importlib.util
 import sysconfig
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+
+from tests.conftest import load_module
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _compile_script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "compile_native", ROOT / "scripts" / "compile_native.py"
-    )
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-SCRIPT = _compile_script()
+SCRIPT = load_module("compile_native", ROOT / "scripts" / "compile_native.py")
 MODULES: list[str] = SCRIPT.MODULES + SCRIPT.C_MODULES
 
 
