@@ -27,6 +27,8 @@ from rosettaserve.protocols.grps.pb import grps_pb2 as pb
 JSON = "application/json"
 OCTETS = "application/octet-stream"
 _FP32 = dtypes.lookup("FP32")
+_JSON_NAMES = {"binData": "bin_data", "sB": "s_b", "sF": "s_f"}
+_JSON_NAMES |= {"flatFloat32": "flat_float32", "flatFloat16": "flat_float16"}
 _FLOAT_FIELDS = {"flat_float32": _FP32, "flat_float16": dtypes.lookup("FP16")}  # protobuf floats
 _MISSING = object()
 _DT_NAMES = frozenset(pb.DataType.keys())
@@ -89,6 +91,7 @@ def _json_object(body: bytes | bytearray) -> dict[str, Any]:
 
 def _check_doc(doc: dict[str, Any]) -> None:
     """What ParseDict with ignore_unknown_fields would let through silently."""
+    _proto_names(doc)
     if "bin_data" in doc:
         raise InvalidInput(
             f"bin_data cannot travel in JSON: send the raw bytes as the body with "
@@ -98,6 +101,7 @@ def _check_doc(doc: dict[str, Any]) -> None:
     for i, tensor in enumerate(tensors or []):
         if not isinstance(tensor, dict):
             continue
+        _proto_names(tensor)
         dtype, label = tensor.get("dtype"), tensor.get("name") or f"#{i}"
         if isinstance(dtype, str) and dtype not in _DT_NAMES and not dtype.isdigit():
             raise InvalidInput(
@@ -106,12 +110,23 @@ def _check_doc(doc: dict[str, Any]) -> None:
             )
         for field, kind in _FLOAT_FIELDS.items():
             _narrow_floats(tensor, field, kind, str(label))
-    gmap_floats = _get(_get(doc, "gmap", dict), "s_f", dict) or {}
+    gmap = _get(doc, "gmap", dict)
+    if gmap:
+        _proto_names(gmap)
+    gmap_floats = _get(gmap, "s_f", dict) or {}
     for key in gmap_floats:
         _narrow_floats(gmap_floats, key, _FP32, key)
-    for key, value in (_get(_get(doc, "gmap", dict), "s_b", dict) or {}).items():
+    for key, value in (_get(gmap, "s_b", dict) or {}).items():
         if not _is_base64(value):
             raise InvalidInput(f"gmap s_b['{key}'] is not base64 (s_b values travel as base64)")
+
+
+def _proto_names(holder: dict[str, Any]) -> None:
+    """The fields checked here under their proto names: protobuf's reader also takes their JSON
+    names ("binData", "flatFloat32"), which would pass by the checks (both at once it refuses)."""
+    for json_name, name in _JSON_NAMES.items():
+        if json_name in holder and name not in holder:
+            holder[name] = holder.pop(json_name)
 
 
 def _as_number(item: Any, label: str) -> int | float | None:
