@@ -22,6 +22,15 @@ if TYPE_CHECKING:
     from rosettaserve.core.types import InferenceRequest, InferenceResponse
 
 
+async def close_stream(stream: AsyncIterator[Any]) -> None:
+    """A stream its reader leaves before its end (the answer to HEAD, a call that ended, a
+    client gone): its clean-up (``finally`` blocks, ``with`` blocks) runs now, not whenever the
+    garbage collector finds it."""
+    aclose = getattr(stream, "aclose", None)
+    if aclose is not None:
+        await aclose()
+
+
 async def model_items(
     invoker: Invoker, inputs: Arrays, parameters: dict[str, Any]
 ) -> AsyncIterator[Any]:

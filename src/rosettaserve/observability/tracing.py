@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from rosettaserve.core.call import Call
 from rosettaserve.core.registry import ModelVersion
+from rosettaserve.core.streaming import close_stream
 from rosettaserve.transport.h1 import App
 from rosettaserve.transport.routing import HttpResponse
 
@@ -152,9 +153,7 @@ async def _ended_at_its_end(stream: AsyncIterator[bytes], span: Any, failed: boo
         async for chunk in stream:
             yield chunk
     finally:
-        aclose = getattr(stream, "aclose", None)
-        if aclose is not None:
-            await aclose()
+        await close_stream(stream)
         _end(span, failed)
 
 

@@ -19,6 +19,7 @@ from urllib.parse import quote
 
 from rosettaserve.core.errors import ServingError
 from rosettaserve.core.status import ErrorKind
+from rosettaserve.core.streaming import close_stream
 from rosettaserve.observability.access_log import CallRecord
 from rosettaserve.observability.request_ids import HEADER, REQUEST_ID
 from rosettaserve.observability.tracing import CallSpan
@@ -340,7 +341,7 @@ class Call:
             # a call ended or cancelled between two replies leaves the servicer's generator
             # suspended at a ``yield``: closed now, its ``with`` blocks (the count of busy
             # calls) end now, not whenever the garbage collector finds it
-            await _close(replies)
+            await close_stream(replies)
         self.finish(OK, "")
 
     def _failed(self, exc: BaseException) -> None:
@@ -404,12 +405,6 @@ class Call:
         if self.requests is not None:
             self.requests.end()
         self._stop_work()
-
-
-async def _close(replies: AsyncIterator[Any]) -> None:
-    aclose = getattr(replies, "aclose", None)
-    if aclose is not None:
-        await aclose()
 
 
 def _id_field(record: CallRecord) -> bytes:

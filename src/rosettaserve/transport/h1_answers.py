@@ -19,8 +19,9 @@ from collections import deque
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
+from rosettaserve.core.streaming import close_stream
 from rosettaserve.transport.eager import Adopted
-from rosettaserve.transport.h1_framing import CHUNKED, LENGTH, UNTIL_CLOSE, close_stream, head
+from rosettaserve.transport.h1_framing import CHUNKED, LENGTH, UNTIL_CLOSE, head
 from rosettaserve.transport.routing import HttpResponse
 
 if TYPE_CHECKING:

@@ -4,9 +4,7 @@ which cannot read chunks) the end of the connection."""
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncIterator
 from http import HTTPStatus
-from typing import Any
 
 from rosettaserve.core.errors import PayloadTooLarge
 from rosettaserve.transport.routing import HttpResponse
@@ -43,13 +41,6 @@ def _head_start(status: int, content_type: str) -> bytes:
     """The status line and content-type line, built once per pair (handlers use a few)."""
     line = _STATUS_LINES.get(status) or f"HTTP/1.1 {status} \r\n".encode()
     return line + b"content-type: " + content_type.encode() + b"\r\n"
-
-
-async def close_stream(stream: AsyncIterator[bytes]) -> None:
-    """Let a streamed body that is not sent (the answer to HEAD) run its clean-up."""
-    aclose: Any = getattr(stream, "aclose", None)
-    if aclose is not None:
-        await aclose()
 
 
 def too_large(size: int | None, limit: int) -> PayloadTooLarge:
