@@ -1,3 +1,6 @@
+"""The multi-host tests' fixture: a factory of network namespaces (``netns.Network``) for one
+module, every one removed afterwards."""
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
