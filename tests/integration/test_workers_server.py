@@ -11,12 +11,12 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-import grpc
 import httpx
 import pytest
 
 from rosettaserve.protocols.oip.pb import grpc_service_pb2 as pb
 from tests.integration.gated import wait_for
+from tests.integration.oip_grpc_support import model_infer
 from tests.serverproc import ServerProcess, start_server
 
 PID_MODEL = '''
@@ -74,12 +74,7 @@ def pid_over_rest(url: str, **parameters: float) -> int:
 def pid_over_grpc(address: str) -> int:
     msg = pb.ModelInferRequest(model_name="pid")
     msg.inputs.add(name="X", datatype="FP32", shape=[1]).contents.fp32_contents.append(1.0)
-    with grpc.insecure_channel(address) as channel:
-        reply = channel.unary_unary(
-            "/inference.GRPCInferenceService/ModelInfer",
-            request_serializer=pb.ModelInferRequest.SerializeToString,
-            response_deserializer=pb.ModelInferResponse.FromString,
-        )(msg, timeout=30)
+    reply = model_infer(address, msg)
     return int.from_bytes(reply.raw_output_contents[0], "little")
 
 
