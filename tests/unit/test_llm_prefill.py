@@ -21,7 +21,7 @@ from rosettaserve.core.generate import (
     SamplingParams,
     collect,
 )
-from rosettaserve.runtimes.llm import LlmModel
+from rosettaserve.runtimes.llm import LlmModel, padded
 from rosettaserve.runtimes.llm import engine as engine_module
 from rosettaserve.runtimes.llm.batch import DecodeBatch
 from rosettaserve.runtimes.llm.engine import Engine
@@ -208,6 +208,29 @@ def test_recompute_with_logprobs_from_a_prefix_hit_in_chunks() -> None:
             got = [d.logprobs[0].logprob for d in deltas if d.logprobs]
             want = [lp.logprob for lp in single.logprobs[: k + 1]]
             assert got == pytest.approx(want, abs=1e-4)
+
+
+def test_prompts_on_a_long_past_go_as_one_padded_batch(llm: LlmModel) -> None:
+    runner = llm.engine.runner
+    prefix = llm.engine.tokenize(SYSTEM)
+    _, kv = runner.prefill(prefix)
+    spans = ((0, 2), (9, 5), (30, 4), (50, 3))
+    tails = [llm.engine.tokenize(" ".join(WORDS[i : i + n]), False) for i, n in spans]
+    jobs = [PrefillJob(None, prefix + tail, done=len(prefix), kv=kv) for tail in tails]
+    jobs.append(PrefillJob(None, llm.engine.tokenize("Once upon a time")))  # no past at all
+    chunks = plan(jobs, 256)
+    assert [t for _, t in chunks] == [len(t) for t in tails] + [len(jobs[-1].tokens)]
+    assert padded.cheaper(chunks)
+    logits = run(runner, chunks)
+    for job, last in zip(jobs, logits, strict=True):
+        alone, whole = runner.prefill(job.tokens)
+        assert last is not None
+        assert torch.allclose(last[-1], alone, atol=1e-4)
+        assert job.kv is not None
+        for (k, v), (wk, wv) in zip(job.kv, whole, strict=True):
+            assert k.shape == wk.shape == v.shape == wv.shape
+            assert torch.allclose(k, wk, atol=1e-4)
+            assert torch.allclose(v, wv, atol=1e-4)
 
 
 # -- the pieces alone ---------------------------------------------------------------------------

@@ -10,7 +10,8 @@ The pass packs its prompts into one row, without padding: their cached parts one
 other as the past, their new tokens one after the other as the input. An additive 4-D mask
 lets each token see its own prompt's past and its own prompt's earlier tokens; position ids
 count from each prompt's own past length. A pass over one prompt runs without a mask, exactly
-as an unbatched prefill does.
+as an unbatched prefill does. When the prompts carry long pasts (prefix cache hits, later
+chunks), a padded batch of one row per prompt costs less attention (padded.py).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 
 import torch
 
+from rosettaserve.runtimes.llm import padded
 from rosettaserve.runtimes.llm.batch import KV, Runner, cache_kv, make_cache
 
 
@@ -62,28 +64,40 @@ def plan(jobs: list[PrefillJob], budget: int) -> list[tuple[PrefillJob, int]]:
 def run(runner: Runner, chunks: list[tuple[PrefillJob, int]]) -> list[torch.Tensor | None]:
     """One forward pass over ``chunks``; each job's ``done`` and ``kv`` move on. Returns the
     logits ``[keep, V]`` of each job that finished its prompt (None for the others)."""
+    if len(chunks) > 1 and padded.cheaper(chunks):
+        results = padded.forward(runner, chunks)
+    else:
+        results = _packed(runner, chunks)
+    for (job, take), (mine, _) in zip(chunks, results, strict=True):
+        job.kv = _extend(job.kv, mine)
+        job.done += take
+    return [logits for _, logits in results]
+
+
+def _packed(
+    runner: Runner, chunks: list[tuple[PrefillJob, int]]
+) -> list[tuple[KV, torch.Tensor | None]]:
+    """The packed pass: each job's new cache, and the logits ``[keep, V]`` of each job that
+    this pass finishes."""
     ends = torch.tensor([take for _, take in chunks]).cumsum(0).tolist()
     wanted = [
         list(range(end - job.keep, end)) if job.remaining == take else []
         for (job, take), end in zip(chunks, ends, strict=True)
     ]
-    rows = [i for want in wanted for i in want]
-    logits, new = _forward(runner, chunks, rows)
-    out: list[torch.Tensor | None] = []
+    logits, new = _forward(runner, chunks, [i for want in wanted for i in want])
+    results: list[tuple[KV, torch.Tensor | None]] = []
     at, start = 0, sum(job.done for job, _ in chunks)  # the new tokens' cache follows the pasts
-    for (job, take), want in zip(chunks, wanted, strict=True):
+    for (_, take), want in zip(chunks, wanted, strict=True):
         mine = [(k[:, :, start : start + take], v[:, :, start : start + take]) for k, v in new]
-        job.kv = _extend(job.kv, mine)
-        job.done += take
-        out.append(logits[at : at + len(want)] if want else None)
+        results.append((mine, logits[at : at + len(want)] if want else None))
         at, start = at + len(want), start + take
-    return out
+    return results
 
 
 def _forward(
     runner: Runner, chunks: list[tuple[PrefillJob, int]], rows: list[int]
 ) -> tuple[torch.Tensor, KV]:
-    """The packed pass: logits ``[len(rows), V]`` of the input positions ``rows``, and the
+    """One packed row: logits ``[len(rows), V]`` of the input positions ``rows``, and the
     whole cache (the pasts, then the new tokens)."""
     ids = [t for job, take in chunks for t in job.tokens[job.done : job.done + take]]
     positions = [p for job, take in chunks for p in range(job.done, job.done + take)]
