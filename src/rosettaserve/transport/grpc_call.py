@@ -328,21 +328,25 @@ class Call:
         await self._replies(self.method.fn(self.requests, self.context))
 
     async def _replies(self, replies: AsyncIterator[Any]) -> None:
+        # written without ``return`` in ``except`` and ``await`` in ``finally``: compiled by
+        # mypyc, that form left a stream whose first step failed without its trailers
+        failure: BaseException | None = None
         try:
             async for reply in replies:
                 if self.done:
-                    return
+                    break
                 self.reply(reply)
                 await self.conn.drain(self.stream)
         except BaseException as exc:
-            self._failed(exc)
-            return
-        finally:
-            # a call ended or cancelled between two replies leaves the servicer's generator
-            # suspended at a ``yield``: closed now, its ``with`` blocks (the count of busy
-            # calls) end now, not whenever the garbage collector finds it
-            await close_stream(replies)
-        self.finish(OK, "")
+            failure = exc
+        # a call ended or cancelled between two replies leaves the servicer's generator
+        # suspended at a ``yield``: closed now, its ``with`` blocks (the count of busy calls)
+        # end now, not whenever the garbage collector finds it
+        await close_stream(replies)
+        if failure is not None:
+            self._failed(failure)
+        else:
+            self.finish(OK, "")
 
     def _failed(self, exc: BaseException) -> None:
         if isinstance(exc, ServingError):
