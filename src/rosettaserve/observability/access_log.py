@@ -5,9 +5,11 @@
 
 protocol, method (gRPC: the rpc), path (gRPC: the model, "-" when the call names none),
 status (gRPC: its status code), bytes of the answer's body, duration from the whole request to
-its answer (a stream: to its end), request id. The line goes through ``logging`` (logger
-``rosettaserve.access``, level INFO), built without a caller lookup, its text formatted by the
-handler only; with ``--log-format json`` the same fields are keys of the line.
+its answer (a stream: to its end), request id. With the server's log handler
+(``logging_setup.configure``) the line is formatted by its ``AccessWriter`` and joins the
+handler's batch without a ``LogRecord``; otherwise it goes through ``logging`` (logger
+``rosettaserve.access``, level INFO). With ``--log-format json`` the same fields are keys of the
+line.
 
 When the access log is off (``--no-access-log``) nothing here runs: the transports test one
 attribute per request.
@@ -18,10 +20,11 @@ from __future__ import annotations
 import logging
 from time import perf_counter, time
 
+from rosettaserve.observability import logging_setup
+from rosettaserve.observability.logging_setup import ACCESS_LOGGER as LOGGER_NAME
 from rosettaserve.observability.request_ids import HEADER, accepted
 from rosettaserve.settings import Settings
 
-LOGGER_NAME = "rosettaserve.access"
 LOGGER = logging.getLogger(LOGGER_NAME)
 TEXT = "%s %s %s %s %d %.3fms %s"
 
@@ -49,20 +52,7 @@ class AccessRecord(logging.LogRecord):
         self.msecs = int((now - int(now)) * 1000) + 0.0
         self.relativeCreated = 0.0
         self.thread = self.threadName = self.processName = self.process = None
-        self.access, self.request_id = True, request_id  # the fields: ``fields(args)``
-
-
-def fields(args: tuple[object, ...]) -> dict[str, object]:
-    """An access line's fields by name (the JSON format's keys), from its record's ``args``."""
-    protocol, method, path, status, nbytes, ms, _ = args
-    return {
-        "protocol": protocol,
-        "method": method,
-        "path": path,
-        "status": status,
-        "bytes": nbytes,
-        "duration_ms": round(ms, 3) if isinstance(ms, float) else ms,
-    }
+        self.access, self.request_id = True, request_id  # the fields: ``access_fields(args)``
 
 
 class AccessLog:
@@ -85,10 +75,14 @@ class AccessLog:
         request_id: str,
     ) -> None:
         """One request done (``start``: its ``time.perf_counter()`` when it was whole)."""
+        ms = (perf_counter() - start) * 1000.0
+        writer = logging_setup.ACCESS
+        if writer is not None:
+            writer.line(protocol, method, path, status, nbytes, ms=ms, request_id=request_id)
+            return
         logger = self.logger
         if not logger.isEnabledFor(logging.INFO):
             return
-        ms = (perf_counter() - start) * 1000.0
         args = (protocol, method, path, status, nbytes, ms, request_id)
         logger.handle(AccessRecord(args, request_id))
 

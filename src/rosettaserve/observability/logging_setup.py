@@ -1,6 +1,11 @@
 """The server's logging: one handler on the root logger, in text or JSON, every line with the
 request id of the request it belongs to (``request_ids.REQUEST_ID``).
 
+Access lines skip ``logging``'s record machinery (a ``LogRecord``, the logger's and the
+handler's filters and locks, the formatter): ``configure`` leaves an ``AccessWriter`` in
+``ACCESS`` that formats them in the handler's format and adds them to its batch; ``ACCESS`` is
+None when the level drops them (then ``access_log`` goes through ``logging``, which drops them).
+
 Lines are written in batches: those logged while the event loop runs one round of callbacks
 (the access lines of every request answered in that round) leave in one write, at the end of
 the round, or every ``MAX_PENDING`` lines. A line logged outside the event loop's thread, and a
@@ -18,12 +23,26 @@ from typing import Any, TextIO
 
 import orjson
 
-from rosettaserve.observability.access_log import fields as access_fields
 from rosettaserve.observability.request_ids import REQUEST_ID
 
 FORMATS = ("text", "json")
 # lines held for the end of the round at most: a round may answer thousands of pipelined requests
 MAX_PENDING = 256
+ACCESS_LOGGER = "rosettaserve.access"
+
+
+def access_fields(args: tuple[object, ...]) -> dict[str, object]:
+    """An access line's fields by name (the JSON format's keys), from its record's ``args``
+    (protocol, method, path, status, bytes, milliseconds, request id)."""
+    protocol, method, path, status, nbytes, ms, _ = args
+    return {
+        "protocol": protocol,
+        "method": method,
+        "path": path,
+        "status": status,
+        "bytes": nbytes,
+        "duration_ms": round(ms, 3) if isinstance(ms, float) else ms,
+    }
 
 
 class RequestIdFilter(logging.Filter):
@@ -125,8 +144,11 @@ class BatchingHandler(logging.Handler):
         if record.levelno >= logging.WARNING or len(pending) >= MAX_PENDING:
             self.flush()
             return
-        if self.scheduled:
-            return
+        if not self.scheduled:
+            self.schedule()
+
+    def schedule(self) -> None:
+        """The batch written at the end of this round (at once outside the event loop)."""
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # not on the event loop's thread
@@ -160,6 +182,65 @@ class _NoLock:
 _NO_LOCK = _NoLock()
 
 
+class AccessWriter:
+    """Formats access lines as the handler's formatter would (same text, same JSON keys) and
+    adds them to the handler's batch: no ``LogRecord``, filter, lock round or formatter call
+    per line; the text line's constant parts made once."""
+
+    __slots__ = ("handler", "json_tag", "prefix", "stamp")
+
+    def __init__(self, handler: BatchingHandler, fmt: str, tag: str) -> None:
+        self.handler = handler
+        self.json_tag = tag if fmt == "json" else None
+        if fmt == "json":
+            self.stamp = _Stamps("%Y-%m-%dT%H:%M:%S", time.gmtime, ".", "Z")
+        else:
+            self.stamp = _Stamps("%Y-%m-%d %H:%M:%S", time.localtime, ",")
+        self.prefix = f" INFO {ACCESS_LOGGER}{f'[{tag}]' if tag else ''}: "
+
+    def line(
+        self,
+        protocol: str,
+        method: str,
+        path: str,
+        status: int,
+        nbytes: int,
+        *,
+        ms: float,
+        request_id: str,
+    ) -> None:
+        text = f"{protocol} {method} {path} {status} {nbytes} {ms:.3f}ms {request_id}"
+        tag = self.json_tag
+        if tag is None:
+            line = f"{self.stamp(time.time())}{self.prefix}{text}"
+        else:
+            doc: dict[str, Any] = {
+                "ts": self.stamp(time.time()),
+                "level": "INFO",
+                "logger": ACCESS_LOGGER,
+                "msg": text,
+                "request_id": request_id or None,
+            }
+            if tag:
+                doc["worker"] = tag
+            doc["protocol"], doc["method"], doc["path"] = protocol, method, path
+            doc["status"], doc["bytes"], doc["duration_ms"] = status, nbytes, round(ms, 3)
+            line = orjson.dumps(doc).decode()
+        # to the batch as ``emit`` adds an INFO record's line, under the handler's lock
+        handler = self.handler
+        with handler.lock if handler.lock is not None else _NO_LOCK:
+            pending = handler.pending
+            pending.append(line)
+            if len(pending) >= MAX_PENDING:
+                handler.flush()
+            elif not handler.scheduled:
+                handler.schedule()
+
+
+# set by ``configure``: access lines go here, or through ``logging`` when None
+ACCESS: AccessWriter | None = None
+
+
 def configure(level: str, fmt: str = "text", tag: str = "", stream: TextIO | None = None) -> None:
     """The root logger's one handler (any earlier one is replaced): ``level`` (debug, info,
     ...), ``fmt`` (text or json), ``tag`` (a worker's, shown in each line)."""
@@ -178,3 +259,6 @@ def configure(level: str, fmt: str = "text", tag: str = "", stream: TextIO | Non
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level.upper())
+    global ACCESS  # noqa: PLW0603 - the access lines' writer of the one handler
+    enabled = logging.getLogger(ACCESS_LOGGER).isEnabledFor(logging.INFO)
+    ACCESS = AccessWriter(handler, fmt, tag) if enabled else None

@@ -411,5 +411,12 @@ class Call:
         self._stop_work()
 
 
+# the request id's header field, a literal without indexing: its name part made once
+_ID_NAME = encode([(HEADER, "")])[:-1]
+
+
 def _id_field(record: CallRecord) -> bytes:
+    value = record.request_id.encode("latin-1")
+    if len(value) < 0x7F:  # the length fits the string's 7-bit prefix
+        return _ID_NAME + bytes((len(value),)) + value
     return encode([(HEADER, record.request_id)])

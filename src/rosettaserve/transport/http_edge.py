@@ -58,7 +58,9 @@ class HttpEdge:
         if access is not None:
             path = raw_url.decode("latin-1")
             if response.stream is None:
-                status, size = response.status, response.length
+                # (``length`` sums the tail in a generator: most answers have none)
+                size = len(response.body) if not response.tail else response.length
+                status = response.status
                 access.line(
                     PROTOCOL, method, path, status, size, start=start, request_id=request_id
                 )
