@@ -1,4 +1,4 @@
-"""The server's log handler and formats: lines of one event-loop round leave in one write, a
+"""The server's log handler and formats: lines of a few milliseconds leave in one write, a
 warning at once; the request id of the context in each line; text and JSON access lines."""
 
 from __future__ import annotations
@@ -49,13 +49,16 @@ def test_lines_of_one_round_leave_in_one_write(restore_logging: None) -> None:
             log.info("line %d", n)
         written = out.writes
         await asyncio.sleep(0)
-        await asyncio.sleep(0)
+        log.info("line 5")  # a later round within the delay: the same write
+        written += out.writes
+        # a timer due after the flush's runs after it (timers run in the order they are due)
+        await asyncio.sleep(logging_setup.FLUSH_DELAY_S * 2)
         return written
 
     assert asyncio.run(round_of_lines()) == 0
     assert out.writes == 1
     assert [line.split(": ", 1)[1] for line in out.getvalue().splitlines()] == [
-        f"line {n}" for n in range(5)
+        f"line {n}" for n in range(6)
     ]
     log.warning("at once")  # outside the loop, and a warning: written now
     assert out.writes == 2
@@ -113,3 +116,37 @@ def test_request_ids() -> None:
     assert accepted("abc-DEF_1.2") == "abc-DEF_1.2"
     for unfit in ("", "a b", "x" * 129, "caf\u00e9", "line\nbreak", None):
         assert accepted(unfit) not in ("", unfit)
+
+
+@pytest.mark.parametrize("fmt", logging_setup.FORMATS)
+def test_access_lines_skip_logging_yet_read_as_its_lines(
+    restore_logging: None, fmt: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writer's line is the one the handler's formatter makes of an access record, the
+    time aside; and a loop round answering many requests holds ``MAX_PENDING`` lines at most."""
+    out = Writes()
+    logging_setup.configure("info", fmt, tag="w1", stream=out)
+    assert logging_setup.ACCESS is not None
+    args = ("http", "POST", "/v2/models/m/infer", 200, 153)
+
+    def line() -> str:
+        """The last line written, without what differs from one line to the next (the time)."""
+        AccessLog().line(*args, start=perf_counter(), request_id="r-9")
+        text = out.getvalue().splitlines()[-1]
+        if fmt == "json":
+            return json.dumps({**json.loads(text), "ts": "", "duration_ms": 0, "msg": ""})
+        head, tail = text.split(" ", 2)[2].rsplit(" ", 2)[0], text.rsplit(" ", 1)[1]
+        return f"{head} {tail}"
+
+    fast = line()
+    monkeypatch.setattr(logging_setup, "ACCESS", None)  # through logging
+    assert line() == fast
+    monkeypatch.undo()
+
+    async def many() -> int:
+        for _ in range(logging_setup.MAX_PENDING * 3):
+            AccessLog().line(*args, start=perf_counter(), request_id="r-10")
+        return out.writes
+
+    before = out.writes
+    assert asyncio.run(many()) == before + 3
