@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator
 from time import perf_counter
 
 from rosettaserve.observability.access_log import AccessLog
-from rosettaserve.observability.request_ids import HEADER, REQUEST_ID, accepted
+from rosettaserve.observability.request_ids import HEADER, REQUEST_ID, accepted, new_id
 from rosettaserve.transport.cors import Cors
 from rosettaserve.transport.h1 import App
 from rosettaserve.transport.routing import HttpResponse
@@ -34,7 +34,8 @@ class HttpEdge:
         self, method: str, raw_url: bytes, headers: dict[str, str], body: bytes | bytearray
     ) -> HttpResponse:
         start = perf_counter()
-        request_id = accepted(headers.get(HEADER))
+        sent = headers.get(HEADER)
+        request_id = new_id() if sent is None else accepted(sent)
         REQUEST_ID.set(request_id)  # the request's own context (h1 runs each in a copy)
         cors = self.cors
         response = None
@@ -42,18 +43,13 @@ class HttpEdge:
             response = cors.preflight(headers)
         if response is None:
             response = await self.app.respond(method, raw_url, headers, body)
-        out = dict(response.headers)  # the answer's own (a handler's may be shared)
+        # answers are built per request, their headers dict maybe not (a handler's constant):
+        # the answer gets a copy of its own (a new HttpResponse cost as much again)
+        out = dict(response.headers)
         out[HEADER] = request_id
         if cors is not None:
             cors.add_headers(out, headers.get("origin"))
-        response = HttpResponse(
-            response.status,
-            response.body,
-            response.content_type,
-            out,
-            stream=response.stream,
-            tail=response.tail,
-        )
+        response.headers = out
         access = self.access
         if access is not None:
             path = raw_url.decode("latin-1")
