@@ -58,10 +58,13 @@ class RequestIdFilter(logging.Filter):
 
 
 class _Stamps:
-    """A record's time as text, the strftime part made once a second."""
+    """A record's time as text, the strftime part made once a second, the milliseconds' text
+    taken from a table (an integer's ``:03d`` format costs a third of an access line)."""
 
     def __init__(self, pattern: str, convert: Any, decimal: str, suffix: str = "") -> None:
-        self.pattern, self.convert, self.decimal, self.suffix = pattern, convert, decimal, suffix
+        self.pattern, self.convert = pattern, convert
+        # 1000 entries, and 999 again should a float round (created - second) * 1000 up
+        self.millis = [f"{decimal}{ms:03d}{suffix}" for ms in (*range(1000), 999)]
         self.cached: tuple[int, str] = (-1, "")
 
     def __call__(self, created: float) -> str:
@@ -70,7 +73,7 @@ class _Stamps:
         if cached[0] != second:
             cached = (second, time.strftime(self.pattern, self.convert(second)))
             self.cached = cached
-        return f"{cached[1]}{self.decimal}{int((created - second) * 1000):03d}{self.suffix}"
+        return cached[1] + self.millis[int((created - second) * 1000)]
 
 
 class TextFormatter(logging.Formatter):
