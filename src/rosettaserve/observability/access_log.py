@@ -22,7 +22,7 @@ from time import perf_counter, time
 
 from rosettaserve.observability import logging_setup
 from rosettaserve.observability.logging_setup import ACCESS_LOGGER as LOGGER_NAME
-from rosettaserve.observability.request_ids import HEADER, accepted
+from rosettaserve.observability.request_ids import HEADER, accepted, new_id
 from rosettaserve.settings import Settings
 
 LOGGER = logging.getLogger(LOGGER_NAME)
@@ -100,7 +100,7 @@ class CallRecord:
             if name == HEADER:
                 sent_id = value
                 break
-        self.request_id = accepted(sent_id)
+        self.request_id = new_id() if sent_id is None else accepted(sent_id)
         self.sent = 0  # bytes of reply messages
 
     def finished(self, code: int) -> None:
