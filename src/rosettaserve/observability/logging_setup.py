@@ -220,17 +220,21 @@ class AccessWriter:
         if tag is None:
             line = f"{self.stamp(time.time())}{self.prefix}{text}"
         else:
-            doc: dict[str, Any] = {
+            doc: dict[str, Any] = {  # (the keys in JsonFormatter's order, a worker's aside)
                 "ts": self.stamp(time.time()),
                 "level": "INFO",
                 "logger": ACCESS_LOGGER,
                 "msg": text,
                 "request_id": request_id or None,
+                "protocol": protocol,
+                "method": method,
+                "path": path,
+                "status": status,
+                "bytes": nbytes,
+                "duration_ms": round(ms, 3),
             }
             if tag:
                 doc["worker"] = tag
-            doc["protocol"], doc["method"], doc["path"] = protocol, method, path
-            doc["status"], doc["bytes"], doc["duration_ms"] = status, nbytes, round(ms, 3)
             line = orjson.dumps(doc).decode()
         # to the batch as ``emit`` adds an INFO record's line, under the handler's lock
         handler = self.handler
