@@ -46,5 +46,5 @@ def test_torch_is_pinned_and_all_is_every_extra() -> None:
     assert "torch==2.13.0" in EXTRAS["llm"]
     (everything,) = EXTRAS["all"]
     listed = set(everything.removeprefix("rosettaserve[").removesuffix("]").split(","))
-    wanted = {r.extra for r in RUNTIMES.values() if r.extra} | {"native"}
+    wanted = {r.extra for r in RUNTIMES.values() if r.extra} | {"native", "tracing"}
     assert listed == wanted

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
 from rosettaserve.core.status import ErrorKind
@@ -82,6 +83,16 @@ class ModelError(ServingError):
     kind = ErrorKind.INTERNAL
 
 
+_ORIGIN = "_rosettaserve_origin_traceback"
+
+
+def keep_origin(exc: BaseException) -> None:
+    """Remember where ``exc`` was raised, for the log: raised on a model's thread and awaited
+    from code compiled by mypyc, it arrives with a traceback that starts at that ``await``."""
+    with contextlib.suppress(AttributeError):
+        setattr(exc, _ORIGIN, exc.__traceback__)
+
+
 def served_as(exc: Exception, model: str = "") -> ServingError | None:
     """What a model's exception becomes: a ValueError means bad input (400), anything else is
     the model's fault (None: it is a ServingError already, and goes on as it is).
@@ -95,7 +106,9 @@ def served_as(exc: Exception, model: str = "") -> ServingError | None:
     if isinstance(exc, ValueError):
         log.info("%s rejected its input: %s", which, exc)
         return InvalidInput(str(exc) or "the model rejected the input")
-    log.error("%s failed: %s: %s", which, type(exc).__name__, exc, exc_info=exc)
+    origin = getattr(exc, _ORIGIN, None) or exc.__traceback__
+    kind = type(exc)
+    log.error("%s failed: %s: %s", which, kind.__name__, exc, exc_info=(kind, exc, origin))
     return ModelError(f"{type(exc).__name__}: {exc}")
 
 

@@ -20,6 +20,7 @@ from time import perf_counter_ns
 from typing import Any, Protocol, TypeVar
 
 from rosettaserve.core.call import Call
+from rosettaserve.core.errors import keep_origin
 
 T = TypeVar("T")
 LOADER_THREADS = 4  # loads and unloads at once (one that hangs leaves the others a thread)
@@ -122,6 +123,7 @@ class ThreadInstances:
         try:
             result = ctx.run(fn, *args, **kwargs)
         except Exception as exc:  # handed to the awaiting task
+            keep_origin(exc)
             error = exc
         except BaseException as exc:  # SystemExit... would stop the server's loop
             error = RuntimeError(f"the model raised {type(exc).__name__}: {exc}")

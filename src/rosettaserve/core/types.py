@@ -46,6 +46,11 @@ class TensorSpec:
     datatype: str
     shape: tuple[int, ...]
 
+    def __reduce__(self) -> tuple[type[TensorSpec], tuple[str, str, tuple[int, ...]]]:
+        # rebuilt through __init__: compiled by mypyc, the frozen class's own unpickling
+        # assigns fields one by one and is refused (specs cross to isolated model processes)
+        return (TensorSpec, (self.name, self.datatype, self.shape))
+
 
 @dataclass(init=False, slots=True)
 class RequestedOutput:
