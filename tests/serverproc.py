@@ -117,4 +117,6 @@ def wait_until_ready(server: ServerProcess, context: ssl.SSLContext | None = Non
         except OSError:
             pass
         time.sleep(0.05)
+    server.proc.kill()  # the test fails; no server of its is left running after it
+    server.proc.wait()
     raise RuntimeError("server never became ready:\n" + "\n".join(server.lines))
