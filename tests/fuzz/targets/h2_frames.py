@@ -132,9 +132,16 @@ HEALTH_CALL = health_call()
 
 
 def _working(conn: Any) -> bool:
-    """A stream whose request is all in (so an answer is on its way) is still open."""
+    """A stream whose request is all in (so an answer is on its way) is still open, and its
+    answer is not held by the client's flow control (a window the client never opens keeps the
+    answer waiting, as RFC 9113 §6.9 says it must)."""
     streams = getattr(conn, "streams", {})
-    return any(getattr(s, "remote_closed", True) for s in streams.values())
+    held = getattr(conn, "send_window", 1) <= 0
+    return any(
+        getattr(s, "remote_closed", True)
+        and not (getattr(s, "pending", None) and (held or getattr(s, "send_window", 1) <= 0))
+        for s in streams.values()
+    )
 
 
 async def _one_connection(reads: list[bytes]) -> bytes:
