@@ -28,7 +28,6 @@ from tests.rfc.h2_support import (
     RawH2,
     h2_server,
     infer_message,
-    serves_new,
 )
 from tests.serverproc import ServerProcess
 
@@ -36,13 +35,6 @@ from tests.serverproc import ServerProcess
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     yield from h2_server(tmp_path_factory, "rfc7541")
-
-
-@pytest.fixture
-def c(server: ServerProcess) -> Iterator[RawH2]:
-    with RawH2(server.grpc_address) as client:
-        yield client
-    serves_new(server)
 
 
 # -- representations, by hand (no Huffman coding unless a test says so) -------------------------

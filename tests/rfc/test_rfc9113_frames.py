@@ -37,7 +37,6 @@ from tests.rfc.h2_support import (
     h2_server,
     infer_message,
     request_fields,
-    serves_new,
     settings_payload,
     u32,
 )
@@ -49,13 +48,6 @@ MAX_WINDOW = (1 << 31) - 1
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     yield from h2_server(tmp_path_factory, "rfc9113_frames")
-
-
-@pytest.fixture
-def c(server: ServerProcess) -> Iterator[RawH2]:
-    with RawH2(server.grpc_address) as client:
-        yield client
-    serves_new(server)
 
 
 def advertised(c: RawH2) -> dict[int, int]:

@@ -22,7 +22,6 @@ from tests.rfc.h2_support import (
     h2_server,
     infer_message,
     request_fields,
-    serves_new,
 )
 from tests.serverproc import ServerProcess
 
@@ -32,13 +31,6 @@ Fields = list[tuple[str | bytes, str | bytes]]
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     yield from h2_server(tmp_path_factory, "rfc9113_messages")
-
-
-@pytest.fixture
-def c(server: ServerProcess) -> Iterator[RawH2]:
-    with RawH2(server.grpc_address) as client:
-        yield client
-    serves_new(server)
 
 
 def refused_as_malformed(c: RawH2, fields: Fields, *, end_stream: bool = True) -> None:

@@ -30,7 +30,6 @@ from tests.rfc.h2_support import (
     h2_server,
     infer_message,
     request_fields,
-    serves_new,
     settings_payload,
     u32,
 )
@@ -42,13 +41,6 @@ CANCEL = 8
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     yield from h2_server(tmp_path_factory, "rfc9113_streams")
-
-
-@pytest.fixture
-def c(server: ServerProcess) -> Iterator[RawH2]:
-    with RawH2(server.grpc_address) as client:
-        yield client
-    serves_new(server)
 
 
 # -- 5.1 stream states: idle ------------------------------------------------------------------
