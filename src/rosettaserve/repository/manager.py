@@ -15,7 +15,7 @@ from rosettaserve.core.executor import ThreadInstances, run_loading
 from rosettaserve.core.invoker import Invoker
 from rosettaserve.core.model import Model
 from rosettaserve.core.registry import IndexEntry, ModelVersion, VersionState
-from rosettaserve.repository.config import ConfigError, ModelConfig, read_config
+from rosettaserve.repository.config import CONFIG_FILE, ConfigError, ModelConfig, read_config
 from rosettaserve.repository.layout import ModelDir, scan_model, scan_repository
 from rosettaserve.runtimes import create_model
 from rosettaserve.scheduling.batcher import schedule
@@ -31,6 +31,7 @@ UNLOAD_MIN_S = 2.0  # a model's unload gets at least this long, even past the dr
 # switching, not throughput, and with ``isolation: process`` each instance is a process holding
 # its own copy of the model: one, unless model.yaml asks for more.
 PARALLEL_RUNTIMES = frozenset({"onnx", "sklearn"})
+RELOAD_FAILED = "the model folder was edited and failed to load; this version keeps serving"
 
 
 @dataclass
@@ -40,6 +41,9 @@ class ModelEntry:
     error: str = ""
     versions: list[ModelVersion] = field(default_factory=list)  # served, oldest first
     unloaded: bool = False  # unloaded on request: polling leaves it alone until loaded again
+    # The folder as it was (``_disk_state``) when an edit of it failed to load while the versions
+    # loaded before kept serving: polling leaves it alone until the folder changes again.
+    rejected: tuple[float, ...] = ()
 
 
 class ModelRepository:
@@ -171,11 +175,11 @@ class ModelRepository:
         entry = self._entries.get(name)
         if entry is None:
             await self._add_model(scan_model(path))
+            failure = _failure(self._entries[name].versions)
         else:
-            await self._replace_model(entry, scan_model(path))
-        failed = [v for v in self._entries[name].versions if not v.ready]
-        if failed:
-            raise ModelError(f"model '{name}' failed to load: {failed[0].reason}")
+            failure = await self._replace_model(entry, scan_model(path))
+        if failure:
+            raise ModelError(f"model '{name}' failed to load: {failure}")
 
     async def unload_model(self, name: str) -> None:
         entry = self._entries.get(name)
@@ -198,7 +202,7 @@ class ModelRepository:
             entry = self._entries.get(name)
             if entry is None:
                 await self._add_model(model_dir)
-            elif entry.unloaded:
+            elif entry.unloaded or entry.rejected == _disk_state(model_dir):
                 continue
             elif model_dir.config_mtime != entry.dir.config_mtime:
                 await self._replace_model(entry, model_dir)
@@ -206,20 +210,57 @@ class ModelRepository:
                 await self._sync_versions(entry, scan_model(model_dir.path))
 
     async def _sync_versions(self, entry: ModelEntry, model_dir: ModelDir) -> None:
-        entry.dir = model_dir
+        """Version folders came or went: load the new ones, then drop those the policy no
+        longer wants -- unless a new one failed while the old ones serve (they keep serving)."""
+        before, old_dir, entry.dir = list(entry.versions), entry.dir, model_dir
         wanted = set(_wanted(entry))
-        have = {int(v.version): v for v in entry.versions}
+        have = {int(v.version): v for v in before}
         await self._load_versions(entry, sorted(wanted - set(have)))
+        fresh = [v for v in entry.versions if v not in before]
+        failure = _failure(fresh)
+        if failure and any(v.ready for v in before):
+            entry.versions, entry.dir = before, old_dir
+            await self._reject(entry, fresh, model_dir, failure)
+            return
+        _accept(entry)
         for number in set(have) - wanted:
             await self.unload_version(entry, have[number])
 
-    async def _replace_model(self, old: ModelEntry, model_dir: ModelDir) -> None:
-        """model.yaml changed: load the new definition beside the old, then swap."""
+    async def _replace_model(self, old: ModelEntry, model_dir: ModelDir) -> str:
+        """model.yaml changed: load the new definition beside the old, then swap -- unless the
+        new one failed while the old one serves (it keeps serving, as in TF Serving and
+        Triton). Returns why the new definition failed ("" if it loaded)."""
         staged = _entry(model_dir)
         await self._load_versions(staged, _wanted(staged))
+        failure = _failure(staged.versions)
+        if failure and any(v.ready for v in old.versions):
+            await self._reject(old, staged.versions, model_dir, failure)
+            return failure
         self._entries[model_dir.name] = staged
         for mv in list(old.versions):
             await self.unload_version(old, mv)
+        return failure
+
+    async def _reject(
+        self, entry: ModelEntry, staged: list[ModelVersion], model_dir: ModelDir, failure: str
+    ) -> None:
+        """Keep ``entry`` serving as it was, release what was loaded of the failed edit, and say
+        why on the serving versions (their metadata, the repository index) and in the log."""
+        for mv in staged:
+            if mv.ready:  # loaded, though another version of the edit failed
+                await self.unload_version(entry, mv)
+        entry.rejected = _disk_state(model_dir)
+        served = ", ".join(v.version for v in entry.versions if v.ready)
+        log.error(
+            "model %s: the edited model folder failed to load, version(s) %s keep serving "
+            "until it is fixed: %s",
+            entry.dir.name,
+            served,
+            failure,
+        )
+        for mv in entry.versions:
+            if mv.ready:
+                mv.reason = f"{RELOAD_FAILED}: {failure}"
 
     async def poll_forever(self, interval: float) -> None:
         while True:
@@ -228,6 +269,33 @@ class ModelRepository:
                 await self.poll()
             except Exception:
                 log.exception("polling the model repository failed")
+
+
+def _accept(entry: ModelEntry) -> None:
+    """The folder as it is now loaded: a failed edit's note on the serving versions goes."""
+    if entry.rejected:
+        entry.rejected = ()
+        for mv in entry.versions:
+            if mv.ready and mv.reason.startswith(RELOAD_FAILED):
+                mv.reason = ""
+
+
+def _failure(versions: list[ModelVersion]) -> str:
+    """Why the first of ``versions`` that did not load failed ("" if they all loaded)."""
+    return next((v.reason for v in versions if not v.ready), "")
+
+
+def _disk_state(model_dir: ModelDir) -> tuple[float, ...]:
+    """What an edit of a model folder changes: model.yaml (its time, size and file), the version
+    numbers and each version folder's time (files added, removed or replaced in it)."""
+    state: list[float] = []
+    for number, path in [(0, model_dir.path / CONFIG_FILE), *sorted(model_dir.versions.items())]:
+        try:
+            found = os.stat(path)
+            state += [number, found.st_mtime_ns, found.st_size, found.st_ino]
+        except OSError:
+            state += [number, -1, -1, -1]
+    return tuple(state)
 
 
 def _entry(model_dir: ModelDir) -> ModelEntry:
