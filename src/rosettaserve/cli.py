@@ -6,6 +6,7 @@ import argparse
 import logging
 import sys
 from pathlib import Path
+from typing import Any
 
 from rosettaserve import __version__, cli_help
 from rosettaserve.cli_logs import add_log_options
@@ -20,6 +21,7 @@ from rosettaserve.settings import (
     DEFAULT_MAX_HEADER_SIZE,
     DEFAULT_MAX_REQUEST_LINE,
     DEFAULT_MAX_REQUEST_SIZE,
+    DEFAULT_SEND_TIMEOUT,
     ROLES,
     PdOptions,
     SecurityOptions,
@@ -296,8 +298,9 @@ def add_scheduler_command(commands: argparse._SubParsersAction[argparse.Argument
 
 
 def add_http_limits(serve: argparse.ArgumentParser) -> None:
-    """What an HTTP/1.1 client may hold of the server: bytes of a request head, and time."""
-    limits = serve.add_argument_group("HTTP/1.1 limits (see docs/security.md)")
+    """What an HTTP client may hold of the server: bytes of a request head, and time (``serve``
+    and ``scheduler`` alike; ``http_limit_values`` reads them)."""
+    limits = serve.add_argument_group("HTTP limits (see docs/security.md)")
     limits.add_argument(
         "--header-timeout",
         type=_positive_float,
@@ -326,6 +329,25 @@ def add_http_limits(serve: argparse.ArgumentParser) -> None:
         metavar="BYTES",
         help="largest header fields of a request, together; larger: 431 and the close",
     )
+    limits.add_argument(
+        "--send-timeout",
+        type=_positive_float,
+        default=DEFAULT_SEND_TIMEOUT,
+        metavar="SECONDS",
+        help="an answer the client takes nothing of for this long (it does not read, or its "
+        "HTTP/2 window stays shut): the stream is reset, or the connection closed",
+    )
+
+
+def http_limits_of(args: argparse.Namespace) -> dict[str, Any]:
+    """``add_http_limits``'s values by their names in ``Settings`` and ``H1Limits``."""
+    return {
+        "header_timeout": args.header_timeout,
+        "body_timeout": args.body_timeout,
+        "max_request_line": args.max_request_line,
+        "max_header_size": args.max_header_size,
+        "send_timeout": args.send_timeout,
+    }
 
 
 def add_scaling_options(serve: argparse.ArgumentParser) -> None:
@@ -425,10 +447,6 @@ def main(argv: list[str] | None = None) -> int:
         workers=args.workers,
         max_queue_size=args.max_queue_size,
         request_timeout_us=max(0, round(args.request_timeout * 1e6)),
-        header_timeout=args.header_timeout,
-        body_timeout=args.body_timeout,
-        max_request_line=args.max_request_line,
-        max_header_size=args.max_header_size,
         drain_grace_s=max(0.0, args.drain_grace),
         metrics_port=args.metrics_port,
         role=args.role,
@@ -439,6 +457,7 @@ def main(argv: list[str] | None = None) -> int:
             advertise_host=args.advertise_host,
         ),
         security=security,
+        **http_limits_of(args),
     )
     logging_setup.configure(args.log_level, args.log_format)
     return run(settings)

@@ -113,7 +113,7 @@ class Server:
             ),
             (grps_grpc.SERVICE, grps_grpc.GrpsServicer(self.grps), grps_grpc.RPCS),
         ]
-        server = GrpcServer(services, s.grpc_max_message_size, self.calls)
+        server = GrpcServer(services, s.grpc_max_message_size, self.calls, s.send_timeout)
         server.guard = self.app.guard
         server.access = self.access
         server.tracing = self.tracing

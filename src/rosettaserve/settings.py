@@ -13,6 +13,7 @@ DEFAULT_HEADER_TIMEOUT = 10.0  # seconds for a request head to arrive whole (HTT
 DEFAULT_BODY_TIMEOUT = 30.0  # seconds a request body may go without a byte (HTTP/1.1)
 DEFAULT_MAX_REQUEST_LINE = 16 * 1024  # bytes of request target (URL) (HTTP/1.1)
 DEFAULT_MAX_HEADER_SIZE = 64 * 1024  # bytes of header fields together (HTTP/1.1)
+DEFAULT_SEND_TIMEOUT = 30.0  # seconds an answer may wait on a client that takes none of it
 
 
 ROLES = ("mixed", "prefill", "decode")
@@ -72,6 +73,7 @@ class Settings:
     body_timeout: float = DEFAULT_BODY_TIMEOUT  # HTTP/1.1: a body silent this long: 408
     max_request_line: int = DEFAULT_MAX_REQUEST_LINE  # HTTP/1.1: a longer target: 414
     max_header_size: int = DEFAULT_MAX_HEADER_SIZE  # HTTP/1.1: larger header fields: 431
+    send_timeout: float = DEFAULT_SEND_TIMEOUT  # an answer the client takes nothing of: dropped
     drain_grace_s: float = 60.0  # on SIGTERM: the longest requests in flight are waited for
     metrics_port: int | None = None  # None: /metrics on the HTTP port
     reuse_port: bool = False  # set by the supervisor for its workers

@@ -41,11 +41,13 @@ INFER = "/inference.GRPCInferenceService/ModelInfer"
 MODEL = "slow_python"
 
 
-def h2_server(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[ServerProcess]:
+def h2_server(
+    tmp_path_factory: pytest.TempPathFactory, name: str, *flags: str
+) -> Iterator[ServerProcess]:
     """A module fixture's body: a server on a repository of ``slow_python`` alone."""
     repo = tmp_path_factory.mktemp(name)
     shutil.copytree(TEST_MODELS / MODEL, repo / MODEL)
-    yield from served(start_server(repo))
+    yield from served(start_server(repo, *flags))
 
 
 def infer_message(sleep: float = 0.0, values: Sequence[float] = (1.0, 2.0)) -> bytes:

@@ -27,6 +27,7 @@ from typing import Any
 from rosettaserve.observability.access_log import AccessLog, CallRecord
 from rosettaserve.observability.tracing import Tracing
 from rosettaserve.security.keys import Guard
+from rosettaserve.settings import DEFAULT_SEND_TIMEOUT
 from rosettaserve.transport.grpc_call import (
     ACCEPT_ENCODING,
     INTERNAL,
@@ -124,12 +125,16 @@ class GrpcServer:
     """The gRPC port: ``H2Server`` with each stream opened as a ``Call``."""
 
     def __init__(
-        self, services: list[ServiceTable], max_message_size: int, tracker: CallTracker
+        self,
+        services: list[ServiceTable],
+        max_message_size: int,
+        tracker: CallTracker,
+        send_timeout: float = DEFAULT_SEND_TIMEOUT,
     ) -> None:
         self.methods = methods_of(services)
         self.max_message_size = max_message_size
         self.tracker = tracker
-        self.h2 = H2Server(self)
+        self.h2 = H2Server(self, send_timeout=send_timeout)
         self.guard: Guard | None = None  # set: calls need an API key (rosettaserve.security)
         self.access: AccessLog | None = None  # set: an access line per call, request ids
         self.tracing: Tracing | None = None  # set: a span per call (--otel-exporter)

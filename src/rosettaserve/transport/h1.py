@@ -361,7 +361,7 @@ class Connection(Answering):
         now = time.monotonic()
         quiet = now - self.last_active
         if self.held:  # reading is paused: late is the client that does not read
-            if self.held & HELD_WRITES and quiet > server.idle_timeout:
+            if self.held & HELD_WRITES and quiet > server.limits.send_timeout:
                 self.abort()
         elif self.phase == IDLE and not self.blank_bytes:
             if self.task is None and quiet > server.idle_timeout:
@@ -405,6 +405,7 @@ class HttpServer:
     async def start(self, sock: socket.socket, tls: ssl.SSLContext | None = None) -> None:
         limits = self.limits
         period = min(self.idle_timeout, limits.header_timeout, limits.body_timeout)
+        period = min(period, limits.send_timeout)
         self._server, self._sweeper = await listen(
             sock, lambda: Connection(self), self.connections, period, tls
         )

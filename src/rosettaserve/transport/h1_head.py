@@ -15,6 +15,7 @@ from rosettaserve.settings import (
     DEFAULT_HEADER_TIMEOUT,
     DEFAULT_MAX_HEADER_SIZE,
     DEFAULT_MAX_REQUEST_LINE,
+    DEFAULT_SEND_TIMEOUT,
     Settings,
 )
 from rosettaserve.transport.routing import HttpResponse, json_response
@@ -28,6 +29,7 @@ class H1Limits:
     body_timeout: float = DEFAULT_BODY_TIMEOUT  # a body with no byte for this long
     max_request_line: int = DEFAULT_MAX_REQUEST_LINE  # the request target (URL), in bytes
     max_header_size: int = DEFAULT_MAX_HEADER_SIZE  # the header fields together, in bytes
+    send_timeout: float = DEFAULT_SEND_TIMEOUT  # answers waiting on a client that reads nothing
 
 
 def http_limits(settings: Settings) -> H1Limits:
@@ -36,6 +38,7 @@ def http_limits(settings: Settings) -> H1Limits:
         body_timeout=settings.body_timeout,
         max_request_line=settings.max_request_line,
         max_header_size=settings.max_header_size,
+        send_timeout=settings.send_timeout,
     )
 
 

@@ -28,6 +28,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from rosettaserve.transport.h2_fields import NO_LENGTH, request_fault, trailer_fault
+from rosettaserve.transport.h2_stalls import close_stalled
 from rosettaserve.transport.h2_stream import (
     RESET_BY_CLIENT,
     RESET_HERE,
@@ -125,6 +126,7 @@ class Connection(asyncio.Protocol):
         self.opened = 0  # streams the client started
         self.client_resets = 0  # of them, those it reset while they were open
         self.writable = True
+        self.unwritable_since = 0.0  # the sweep saw the socket full from then (0: not full)
         self.write_waiters: list[asyncio.Future[None]] = []
 
     # -- asyncio.Protocol ----------------------------------------------------------------------
@@ -155,6 +157,7 @@ class Connection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self.writable = True
+        self.unwritable_since = 0.0
         if self.transport is not None:
             self.transport.resume_reading()
         waiters, self.write_waiters = self.write_waiters, []
@@ -570,6 +573,7 @@ class Connection(asyncio.Protocol):
             self.send_window -= size
             stream.send_window -= size
             stream.pending_bytes -= size
+            stream.stalled_since = 0.0
         if stream.drained is not None and not stream.drained.done():
             stream.drained.set_result(None)
         if stream.trailers is not None:
@@ -632,9 +636,17 @@ class Connection(asyncio.Protocol):
             self.transport.close()
 
     def close_if_idle(self, since: float) -> None:
-        """No stream open and nothing arrived after ``since``: GOAWAY, then close (a gRPC
-        client opens a new connection for its next call)."""
-        if not self.streams and self.last_active < since and self.transport is not None:
+        """The sweep's call (every quarter of the shorter of the idle and send timeouts; the
+        timeouts are the server's, ``since`` is not used). No stream open and nothing received
+        for the idle timeout: GOAWAY, then close (a gRPC client opens a new connection for its
+        next call). Streams open: those whose answer the client takes none of for the send
+        timeout are dropped (``h2_stalls``)."""
+        if self.transport is None:
+            return
+        now = time.monotonic()
+        if self.streams or not self.writable:
+            close_stalled(self, now, self.server.send_timeout)
+        elif self.last_active < now - self.server.idle_timeout:
             self.goaway(NO_ERROR, "idle")
             self.close()
 

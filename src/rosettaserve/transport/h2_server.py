@@ -8,6 +8,7 @@ import asyncio
 import socket
 import ssl
 
+from rosettaserve.settings import DEFAULT_SEND_TIMEOUT
 from rosettaserve.transport.coalesce import WriteRound
 from rosettaserve.transport.h2 import IDLE_TIMEOUT_S, Connection
 from rosettaserve.transport.h2_stream import App
@@ -18,9 +19,15 @@ from rosettaserve.transport.sockets import listen
 class H2Server:
     """Listens, and runs one ``Connection`` per client, all answering through ``app``."""
 
-    def __init__(self, app: App, idle_timeout: float = IDLE_TIMEOUT_S) -> None:
+    def __init__(
+        self,
+        app: App,
+        idle_timeout: float = IDLE_TIMEOUT_S,
+        send_timeout: float = DEFAULT_SEND_TIMEOUT,
+    ) -> None:
         self.app = app
         self.idle_timeout = idle_timeout
+        self.send_timeout = send_timeout  # an answer the client takes nothing of, this long
         self.connections: set[Connection] = set()
         self.round = WriteRound()
         self.closing = False
@@ -28,8 +35,9 @@ class H2Server:
         self._sweeper: asyncio.Task[None] | None = None
 
     async def start(self, sock: socket.socket, tls: ssl.SSLContext | None = None) -> None:
+        period = min(self.idle_timeout, self.send_timeout)
         self._server, self._sweeper = await listen(
-            sock, lambda: Connection(self), self.connections, self.idle_timeout, tls
+            sock, lambda: Connection(self), self.connections, period, tls
         )
 
     def stop_accepting(self) -> None:

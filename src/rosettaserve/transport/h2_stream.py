@@ -58,6 +58,7 @@ class Stream:
         "recv_window",
         "remote_closed",
         "send_window",
+        "stalled_since",
         "trailers",
     )
 
@@ -73,6 +74,7 @@ class Stream:
         self.pending: deque[memoryview] = deque()  # data waiting for a window
         self.pending_bytes = 0
         self.trailers: bytes | None = None  # sent once ``pending`` is out
+        self.stalled_since = 0.0  # the sweep saw ``pending`` not moving from then (0: moving)
         self.drained: asyncio.Future[None] | None = None
         self.length = NO_LENGTH  # what the request's content-length says is still to come
 

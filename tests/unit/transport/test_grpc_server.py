@@ -5,7 +5,6 @@ when answers are written, what a deadline or a reset does to the work, flow cont
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -403,15 +402,17 @@ def test_an_idle_connection_is_told_goodbye_and_closed_but_not_one_at_work() -> 
         peer.message(stream_id, b"x")
         peer.push()
         await settle()
-        later = time.monotonic() + 1
-        peer.conn.close_if_idle(later)  # a call at work: left alone
+        quiet = peer.conn.server.idle_timeout + 1  # the sweep's measure is the server's own
+        peer.conn.last_active -= quiet
+        peer.conn.close_if_idle(0.0)  # a call at work: left alone
         assert not peer.transport.closed
         peer.client.reset_stream(stream_id)
         peer.push()
         await settle()
-        peer.conn.close_if_idle(time.monotonic() - 60)  # active since: left alone
+        peer.conn.close_if_idle(0.0)  # active lately: left alone
         assert not peer.transport.closed
-        peer.conn.close_if_idle(later)
+        peer.conn.last_active -= quiet
+        peer.conn.close_if_idle(0.0)
         assert peer.transport.closed
         peer.pull()
         goaway = [e for e in peer.events if isinstance(e, h2.events.ConnectionTerminated)]

@@ -1,0 +1,63 @@
+"""The send timeout of an HTTP/2 connection: answers a client takes none of are dropped.
+
+RFC 9113 6.9 lets a client keep a flow-control window shut as long as it likes, and a sender
+waits. A server cannot wait forever: each stream held so keeps its call's answer in memory, and
+up to SETTINGS_MAX_CONCURRENT_STREAMS of them a connection. So, as nginx's ``send_timeout`` and
+Go's ``http2.Server`` write timeout do, an answer that makes no progress for the send timeout
+(``--send-timeout``) is given up:
+
+- a stream whose queued DATA waits on its own window: RST_STREAM(CANCEL) ("the stream is no
+  longer needed", RFC 9113 7; Go sends INTERNAL_ERROR, nginx PROTOCOL_ERROR), its queue freed
+  and its call cancelled; the connection goes on;
+- streams waiting on the connection's window (the client takes nothing on any stream): GOAWAY
+  (NO_ERROR, "send timeout") and the close;
+- a client that does not read the socket at all (the write buffer stays above its high-water
+  mark, so the connection is no longer read): the connection is aborted, as a close would wait
+  for the buffer to drain.
+
+There is no timer per stream: the server's idle sweep (``idle.sweep``) calls ``close_stalled``
+every quarter of the timeout. A stream with queued data seen by the sweep is stamped; a DATA
+frame sent clears the stamp (``Connection._pump``), so only an answer that moved no byte for the
+whole timeout is dropped, and one the client reads slowly but steadily is not.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from rosettaserve.transport.h2_wire import CANCEL, NO_ERROR
+
+if TYPE_CHECKING:
+    from rosettaserve.transport.h2 import Connection
+
+log = logging.getLogger("rosettaserve.grpc")
+
+
+def close_stalled(conn: Connection, now: float, timeout: float) -> None:
+    """Drop what of ``conn`` has waited on its client longer than ``timeout`` seconds."""
+    if not conn.writable:
+        if not conn.unwritable_since:
+            conn.unwritable_since = now
+        elif now - conn.unwritable_since > timeout:
+            log.info("aborting an HTTP/2 connection: the client read nothing for %gs", timeout)
+            conn.abort()
+            return
+    stalled = []
+    for stream in conn.streams.values():
+        if not stream.pending:
+            stream.stalled_since = 0.0
+        elif not stream.stalled_since:
+            stream.stalled_since = now
+        elif now - stream.stalled_since > timeout:
+            stalled.append(stream.id)
+    if not stalled:
+        return
+    if conn.send_window <= 0:
+        message = f"send timeout: the connection's window stayed shut for {timeout:g}s"
+        log.info("closing an HTTP/2 connection: %s", message)
+        conn.goaway(NO_ERROR, message)
+        conn.close()
+        return
+    for stream_id in stalled:
+        conn.reset(stream_id, CANCEL)
