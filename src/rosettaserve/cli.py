@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from pathlib import Path
 from typing import Any
 
 from rosettaserve import __version__, cli_help
-from rosettaserve.cli_logs import add_log_options
+from rosettaserve.cli_logs import add_log_format, add_log_options
 from rosettaserve.observability import logging_setup
 from rosettaserve.observability.tracing import EXPORTERS
 from rosettaserve.security.keys import ENV_VAR, KeySourceError, gather_keys
@@ -294,6 +293,8 @@ def add_scheduler_command(commands: argparse._SubParsersAction[argparse.Argument
         "come and go with its addresses)",
     )
     sched.add_argument("--log-level", default="info", type=one_of(LOG_LEVELS), choices=LOG_LEVELS)
+    add_log_format(sched)
+    add_http_limits(sched)
     add_security_options(sched)
 
 
@@ -488,12 +489,9 @@ def run_scheduler(args: argparse.Namespace) -> int:
     import uvloop
 
     from rosettaserve.pd.scheduler import SchedulerOptions, serve
+    from rosettaserve.transport.h1_head import H1Limits
 
-    logging.basicConfig(
-        level=args.log_level.upper(),
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    logging_setup.configure(args.log_level, args.log_format)
     security = checked_security(args, "rosettaserve scheduler")
     if security is None:
         return 1
@@ -508,6 +506,7 @@ def run_scheduler(args: argparse.Namespace) -> int:
             token_timeout_s=args.token_timeout,
             discovery_s=args.discovery_interval,
             security=security,
+            http_limits=H1Limits(**http_limits_of(args)),
         )
         uvloop.run(serve(options))
     except (OSError, ValueError) as exc:

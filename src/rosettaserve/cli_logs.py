@@ -8,8 +8,9 @@ from rosettaserve.observability.logging_setup import FORMATS
 from rosettaserve.suggest import one_of
 
 
-def add_log_options(serve: argparse.ArgumentParser) -> None:
-    serve.add_argument(
+def add_log_format(parser: argparse.ArgumentParser) -> None:
+    """``--log-format`` (``serve`` and ``scheduler``; ``logging_setup.configure`` takes it)."""
+    parser.add_argument(
         "--log-format",
         default="text",
         type=one_of(FORMATS),
@@ -17,6 +18,10 @@ def add_log_options(serve: argparse.ArgumentParser) -> None:
         help="every log line as text, or as one JSON object (ts, level, logger, msg, "
         "request_id; an access line's fields as keys) for log shippers",
     )
+
+
+def add_log_options(serve: argparse.ArgumentParser) -> None:
+    add_log_format(serve)
     serve.add_argument(
         "--access-log",
         action=argparse.BooleanOptionalAction,

@@ -35,6 +35,7 @@ from rosettaserve.pd.http_client import HttpClientError, fetch
 from rosettaserve.pd.pool import Instance, Pool
 from rosettaserve.pd.prefill import FAILED_HEADER
 from rosettaserve.settings import SecurityOptions
+from rosettaserve.transport.h1_head import H1Limits
 from rosettaserve.transport.routing import HttpRequest, HttpResponse, Route, json_response
 
 log = logging.getLogger("rosettaserve.pd.scheduler")
@@ -57,6 +58,7 @@ class SchedulerOptions:
     discovery_s: float = 10.0  # instance URLs naming a host: looked up again this often
     max_request_size: int = 64 * 1024 * 1024
     security: SecurityOptions = field(default_factory=SecurityOptions)  # its front, its peers
+    http_limits: H1Limits = field(default_factory=H1Limits)  # its clients' (cli.add_http_limits)
 
 
 class Unavailable(ServingError):
@@ -384,7 +386,7 @@ async def serve(options: SchedulerOptions) -> None:
     sock = bind(options.host, options.http_port)
     app = HttpApp(scheduler.routes())
     app.guard = setup.guard(options.security)
-    http = HttpServer(app, options.max_request_size)
+    http = HttpServer(app, options.max_request_size, limits=options.http_limits)
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
