@@ -195,8 +195,37 @@ def test_a_grpc_call_echoes_its_id_in_initial_metadata_and_has_its_access_line(
     assert ("x-request-id", "grpc-id-1") in call.initial_metadata()
     (line,) = access_lines(server, "grpc-id-1")
     fields = line.split("rosettaserve.access: ")[1].split()
-    assert fields[:4] == ["grpc", MODEL_INFER, "-", "0"]
+    assert fields[:4] == ["grpc", MODEL_INFER, "identity", "0"]
     assert int(fields[4]) == len(reply.SerializeToString())
+
+
+def test_a_grpc_line_names_the_model_and_version_the_request_names(
+    server: ServerProcess, model_infer: grpc.UnaryUnaryMultiCallable
+) -> None:
+    """ModelInfer (read from its bytes) and a request message with ``name``/``version``
+    (ModelMetadata) alike; a call naming no model (ServerLive) has "-"."""
+    request = infer_request("identity")
+    request.model_version = "1"
+    model_infer(request, metadata=[("x-request-id", "grpc-version")], timeout=30)
+    (line,) = access_lines(server, "grpc-version")
+    assert f" {MODEL_INFER} identity/1 0 " in line
+    with grpc.insecure_channel(server.grpc_address) as channel:
+        metadata = channel.unary_unary(
+            "/inference.GRPCInferenceService/ModelMetadata",
+            request_serializer=pb.ModelMetadataRequest.SerializeToString,
+            response_deserializer=pb.ModelMetadataResponse.FromString,
+        )
+        metadata(pb.ModelMetadataRequest(name="identity"), metadata=[("x-request-id", "md")])
+        live = channel.unary_unary(
+            "/inference.GRPCInferenceService/ServerLive",
+            request_serializer=pb.ServerLiveRequest.SerializeToString,
+            response_deserializer=pb.ServerLiveResponse.FromString,
+        )
+        live(pb.ServerLiveRequest(), metadata=[("x-request-id", "live")], timeout=30)
+    (line,) = access_lines(server, "md")
+    assert " /inference.GRPCInferenceService/ModelMetadata identity 0 " in line
+    (line,) = access_lines(server, "live")
+    assert " /inference.GRPCInferenceService/ServerLive - 0 " in line
 
 
 def test_a_grpc_call_without_an_id_gets_one(
@@ -219,7 +248,7 @@ def test_a_failing_predict_over_grpc_is_logged_with_the_call_id(
     metadata = [*error.initial_metadata(), *error.trailing_metadata()]
     assert ("x-request-id", "grpc-boom") in metadata
     (line,) = access_lines(server, "grpc-boom")
-    assert f" {MODEL_INFER} - 13 " in line
+    assert f" {MODEL_INFER} faulty 13 " in line
     errors = [line for line in server.lines if " ERROR " in line and "request_id=grpc-boom" in line]
     assert len(errors) == 1
     assert lines_after(server, errors[0], 1) == ["Traceback (most recent call last):"]

@@ -397,3 +397,21 @@ def test_a_reply_with_an_int_beyond_64_bits_goes_to_protobuf() -> None:
     assert grpc_wire.write_infer(response) is None
     with pytest.raises(ValueError, match="out of range"):  # what protobuf says of it
         grpc_wire.reply_bytes(response)
+
+
+def test_model_named_skims_the_model_and_version_from_a_request() -> None:
+    """The access line's model: the two fields wherever they stand among the others (after the
+    tensors too), none of the rest read; anything the reader would not take names none."""
+    request = pb.ModelInferRequest(model_name="simple", model_version="3", id="x")
+    request.inputs.add(name="INPUT0", datatype="FP32", shape=[2])
+    request.raw_input_contents.append(np.ones(2, "<f4").tobytes())
+    data = request.SerializeToString()
+    assert grpc_wire.model_named(data) == ("simple", "3")
+    moved = data[len(request.model_name) + 2 :] + b"\x0a\x06simple"  # model_name last
+    assert grpc_wire.model_named(moved) == ("simple", "3")
+    assert grpc_wire.model_named(pb.ModelInferRequest(model_name="m").SerializeToString()) == (
+        "m",
+        "",
+    )
+    assert grpc_wire.model_named(b"\x08\x01") == ("", "")  # a varint field: not a request
+    assert grpc_wire.model_named(data + b"\x3a\x10ab") == ("", "")  # a field cut short

@@ -3,7 +3,8 @@
     http POST /v2/models/simple/infer 200 153 0.412ms 3f9a0c1b2d4e-1a
     grpc /inference.GRPCInferenceService/ModelInfer simple 0 176 0.380ms 3f9a0c1b2d4e-1b
 
-protocol, method (gRPC: the rpc), path (gRPC: the model, "-" when the call names none),
+protocol, method (gRPC: the rpc), path (gRPC: the model the request names, ``name/version`` with a
+version, "-" when it names none; its service's ``model_of`` reads it, only while the log is on),
 status (gRPC: its status code), bytes of the answer's body, duration from the whole request to
 its answer (a stream: to its end), request id. With the server's log handler
 (``logging_setup.configure``) the line is formatted by its ``AccessWriter`` and joins the
@@ -18,7 +19,9 @@ attribute per request.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from time import perf_counter, time
+from typing import Any
 
 from rosettaserve.observability import logging_setup
 from rosettaserve.observability.logging_setup import ACCESS_LOGGER as LOGGER_NAME
@@ -87,10 +90,30 @@ class AccessLog:
         logger.handle(AccessRecord(args, request_id))
 
 
-class CallRecord:
-    """What the access line of one gRPC call needs, from its headers to its status."""
+def model_path(name: str, version: str) -> str:
+    """A gRPC line's path: the model a request names (``name/version`` when it names one),
+    "-" when it names none."""
+    if not name:
+        return "-"
+    return f"{name}/{version}" if version else name
 
-    __slots__ = ("access", "request_id", "rpc", "sent", "start")
+
+def named_in(message: Any) -> str:
+    """``model_path`` of a protobuf request naming its model in fields ``model_name`` or
+    ``name`` (and ``model_version`` or ``version``), as OIP's do."""
+    name = getattr(message, "model_name", None)
+    version = getattr(message, "model_version", "")
+    if name is None:
+        name = getattr(message, "name", "")
+        version = getattr(message, "version", "")
+    return model_path(name, version) if isinstance(name, str) else "-"
+
+
+class CallRecord:
+    """What the access line of one gRPC call needs, from its headers to its status; ``path``:
+    the model its (first) request names, from its service's ``model_of`` (``named``)."""
+
+    __slots__ = ("access", "path", "request_id", "rpc", "sent", "start")
 
     def __init__(self, access: AccessLog, rpc: str, metadata: list[tuple[str, str]]) -> None:
         self.access, self.rpc = access, rpc
@@ -102,8 +125,15 @@ class CallRecord:
                 break
         self.request_id = new_id() if sent_id is None else accepted(sent_id)
         self.sent = 0  # bytes of reply messages
+        self.path = ""  # not looked for yet
+
+    def named(self, model_of: Callable[[Any], str] | None, request: Any) -> None:
+        """A request of the call arrived: the model it names, unless known from an earlier."""
+        if not self.path:
+            self.path = "-" if model_of is None else model_of(request)
 
     def finished(self, code: int) -> None:
+        path = self.path or "-"
         self.access.line(
-            "grpc", self.rpc, "-", code, self.sent, start=self.start, request_id=self.request_id
+            "grpc", self.rpc, path, code, self.sent, start=self.start, request_id=self.request_id
         )

@@ -78,7 +78,7 @@ class CallTracker:
 
 
 class Method:
-    __slots__ = ("fn", "kind", "name", "read", "write")
+    __slots__ = ("fn", "kind", "model_of", "name", "read", "write")
 
     def __init__(
         self,
@@ -87,8 +87,11 @@ class Method:
         kind: bool | str,
         read: Callable[[bytes], Any] | None,
         write: Callable[[Any], bytes] | None,
+        *,
+        model_of: Callable[[Any], str] | None = None,
     ) -> None:
         self.name, self.fn, self.kind, self.read, self.write = name, fn, kind, read, write
+        self.model_of = model_of  # the model a request names, for its access line
 
 
 def methods_of(services: list[ServiceTable]) -> dict[str, Method]:
@@ -103,6 +106,7 @@ def methods_of(services: list[ServiceTable]) -> dict[str, Method]:
                 streaming,
                 None if request_type is bytes else request_type.FromString,
                 None if response_type is bytes else response_type.SerializeToString,
+                model_of=getattr(servicer, "model_of", None),
             )
     return table
 

@@ -228,6 +228,8 @@ class Call:
                 return False
         else:
             request = message
+        if self.record is not None:  # the access line names the model
+            self.record.named(self.method.model_of, request)
         if self.requests is not None:
             self.requests.put(request)
         else:

@@ -36,6 +36,11 @@ class GrpsServicer:
     def __init__(self, api: GrpsApi) -> None:
         self.api = api
 
+    @staticmethod
+    def model_of(request: Any) -> str:
+        """The model a request names (``name`` or ``name-version``), for the access line."""
+        return getattr(request, "model", "") or "-"
+
     @in_body
     async def Predict(self, request: Any, context: Any) -> Any:
         payload = convert.payload_from_message(request)

@@ -11,9 +11,10 @@ from rosettaserve.core.call import TIMEOUT_US
 from rosettaserve.core.dataplane import DataPlane
 from rosettaserve.core.errors import ServingError
 from rosettaserve.core.types import InferenceRequest
+from rosettaserve.observability.access_log import model_path, named_in
 from rosettaserve.protocols.oip import convert, extensions
 from rosettaserve.protocols.oip.grpc_convert import encode_infer, parameters_from, parse_infer
-from rosettaserve.protocols.oip.grpc_wire import reply_bytes, request_from
+from rosettaserve.protocols.oip.grpc_wire import model_named, reply_bytes, request_from
 from rosettaserve.protocols.oip.pb import grpc_service_pb2 as pb
 from rosettaserve.transport.grpc import CallTracker
 
@@ -26,6 +27,14 @@ class OipServicer:
     def __init__(self, dp: DataPlane, tracker: CallTracker) -> None:
         self.dp = dp
         self.tracker = tracker
+
+    @staticmethod
+    def model_of(request: Any) -> str:
+        """The model a request names, for the access line (the transport asks only when the
+        access log is on): ModelInfer's bytes skimmed, other requests' fields read."""
+        if isinstance(request, bytes):
+            return model_path(*model_named(request))
+        return named_in(request)
 
     async def ServerLive(self, request: Any, context: Any) -> Any:
         return pb.ServerLiveResponse(live=self.dp.live())

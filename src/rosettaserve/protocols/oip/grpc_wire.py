@@ -88,6 +88,23 @@ def read_infer(data: bytes) -> InferenceRequest | None:
         return None
 
 
+def model_named(data: bytes) -> tuple[str, str]:
+    """A ModelInferRequest's model_name and model_version, its other fields skipped over (not
+    read); ("", "") where the message is not one the reader takes. For the access line."""
+    name = version = ""
+    at, end = 0, len(data)
+    try:
+        while at < end:
+            number, start, at = _length_field(data, at, end)
+            if number == 1:
+                name = _text(data, start, at)
+            elif number == 2:
+                version = _text(data, start, at)
+    except Unexpected:
+        return "", ""
+    return name, version
+
+
 def _request(data: bytes) -> InferenceRequest:
     model_name = model_version = request_id = ""
     parameters: Parameters = {}
