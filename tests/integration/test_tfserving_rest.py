@@ -328,7 +328,8 @@ def test_a_scikit_learn_classifier_classifies_with_labels(server: ServerProcess)
     [
         ("int32", [[1, 1.0]], 400, "JSON Value: 1.0 Type: Number is not of expected type: int32"),
         ("bool", [[True, 0]], 400, "JSON Value: 0 Type: Number is not of expected type: bool"),
-        ("uint32", [[-1]], 400, "JSON Value: -1 Type: Number is not of expected type: uint32"),
+        ("uint32", [[-1]], 400, "JSON Value: -1 Type: Number is not of expected type: uint32 "
+         "(tensor 'INPUT0' holds -1, which is outside the UINT32 range [0, 4294967295])"),
         ("bytes", [[1]], 400, "JSON Value: 1 Type: Number is not of expected type: string"),
         ("fp32", [[{"b64": "AAAA"}]], 400,
          'JSON Value: {"b64":"AAAA"} Type: Object is not of expected type: float'),
@@ -345,7 +346,7 @@ def test_leaf_types_through_the_server(
 @pytest.mark.parametrize(
     ("dtype", "value", "output"),
     [
-        ("int8", [[300]], [[44]]),
+        ("int8", [[-128, 127]], [[-128, 127]]),  # 300 is a 400 (test_integer_ranges.py)
         ("uint64", [[18446744073709551615]], [[18446744073709551615]]),
         ("bool", [[True, False]], [[True, False]]),
         ("bytes", [["hé", {"b64": "aGk="}]], [["hé", "hi"]]),

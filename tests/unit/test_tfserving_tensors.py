@@ -52,9 +52,9 @@ ACCEPTED = [
     ("FP32", [3.4028235e38], np.float32, [np.finfo(np.float32).max]),
     ("FP64", [1, 0.1], np.float64, [1.0, 0.1]),
     ("INT32", [-(2**31), 2**31 - 1], np.int32, [-(2**31), 2**31 - 1]),
-    ("INT8", [300, -1], np.int8, [44, -1]),  # no range check for the narrow ints, as TF
-    ("UINT8", [256], np.uint8, [0]),
-    ("INT16", [70000], np.int16, [4464]),
+    ("INT8", [-128, 127], np.int8, [-128, 127]),
+    ("UINT8", [0, 255], np.uint8, [0, 255]),
+    ("INT16", [-32768, 32767], np.int16, [-32768, 32767]),
     ("INT64", [2**63 - 1, -(2**63)], np.int64, [2**63 - 1, -(2**63)]),
     ("UINT32", [0, 2**32 - 1], np.uint32, [0, 2**32 - 1]),
     ("UINT64", [0, 2**64 - 1], np.uint64, [0, 2**64 - 1]),
@@ -103,7 +103,34 @@ def test_rejected_leaves_give_tf_type_errors(
 ) -> None:
     exc = error(value, datatype, fast)
     assert isinstance(exc, InvalidInput)
-    assert exc.message == type_error(*expected)
+    assert exc.message == type_error(*expected) + beyond(datatype, value[-1])
+
+
+def beyond(datatype: str, value: Any) -> str:
+    """What follows TF's text for an integer outside an integer datatype's range."""
+    if datatype not in RANGES or type(value) is not int:
+        return ""
+    low, high = RANGES[datatype]
+    if low <= value <= high:
+        return ""
+    return f" (tensor '' holds {value}, which is outside the {datatype} range [{low}, {high}])"
+
+
+RANGES = {"INT8": (-128, 127), "UINT8": (0, 255), "INT16": (-32768, 32767)}
+RANGES |= {"INT32": (-(2**31), 2**31 - 1), "INT64": (-(2**63), 2**63 - 1)}
+RANGES |= {"UINT32": (0, 2**32 - 1), "UINT64": (0, 2**64 - 1)}
+
+
+def test_narrow_ints_out_of_range_are_refused_not_wrapped_as_tf_does() -> None:
+    """TF reads INT8/UINT8/INT16 as int32 and narrows them unchecked (300 as INT8 is 44): a 400
+    here, naming the tensor, the value and the range, in rows and columns alike."""
+    for datatype, value in [("INT8", 300), ("INT8", -129), ("UINT8", 256), ("INT16", 70000)]:
+        for fast in (True, False):
+            exc = error([1, value], datatype, fast)
+            assert isinstance(exc, InvalidInput)
+            assert exc.message.endswith(beyond(datatype, value)), exc.message
+        with pytest.raises(InvalidInput, match=f"tensor 'x' holds {value}, which is outside"):
+            to_array([[value]], datatype, maybe_bools=False, name="x")
 
 
 def test_numbers_hiding_booleans_are_caught_when_the_body_has_true_or_false() -> None:

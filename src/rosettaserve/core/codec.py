@@ -268,6 +268,8 @@ def _check_elements(flat: np.ndarray, dtype: DType, name: str) -> None:
                 f"'data' of tensor '{name}' is ragged: nested lists must all have the same length"
             )
         ok = isinstance(item, accepts) and (want == "b" or not isinstance(item, bool))
+        if not ok and want in "iu" and beyond_integers(item, dtype):
+            raise range_error(item, dtype, name)
         if not ok:
             raise InvalidInput(
                 f"tensor '{name}' of datatype {dtype.name} must hold JSON "
@@ -309,11 +311,30 @@ def _coerce(arr: np.ndarray, dtype: DType, name: str) -> np.ndarray:
 
 
 def check_range(low: int, high: int, dtype: DType, name: str) -> None:
+    """``low`` and ``high``: the smallest and largest value of the tensor ``name``."""
     info = np.iinfo(dtype.numpy)
-    if low < info.min or high > info.max:
-        raise InvalidInput(
-            f"tensor '{name}' holds values outside the {dtype.name} range [{info.min}, {info.max}]"
-        )
+    if low < info.min:
+        raise range_error(low, dtype, name)
+    if high > info.max:
+        raise range_error(high, dtype, name)
+
+
+def range_error(value: int | float, dtype: DType, name: str) -> InvalidInput:
+    """The 400 for an integer ``value`` beyond an integer ``dtype``, as every protocol says it."""
+    info = np.iinfo(dtype.numpy)
+    return InvalidInput(
+        f"tensor '{name}' holds {value}, which is outside the {dtype.name} range "
+        f"[{info.min}, {info.max}]"
+    )
+
+
+def beyond_integers(item: object, dtype: DType) -> bool:
+    """Is ``item`` a float that stands for an integer beyond ``dtype``? A JSON integer literal
+    past 64 bits is read as a float (orjson), so a float at or past the 64-bit edges is one."""
+    if type(item) is not float or not item.is_integer():
+        return False
+    info = np.iinfo(dtype.numpy)
+    return not info.min <= item <= info.max or item <= -(2.0**63) or item >= 2.0**64
 
 
 def narrow(wide: np.ndarray, dtype: DType, name: str) -> np.ndarray:

@@ -18,7 +18,14 @@ import orjson
 from google.protobuf import json_format
 
 from rosettaserve.core import dtypes, json_nonfinite
-from rosettaserve.core.codec import check_shape, from_json, narrow
+from rosettaserve.core.codec import (
+    beyond_integers,
+    check_range,
+    check_shape,
+    from_json,
+    narrow,
+    range_error,
+)
 from rosettaserve.core.errors import InvalidInput
 from rosettaserve.core.types import InferenceResponse, Tensor
 from rosettaserve.protocols.grps import convert
@@ -30,6 +37,12 @@ _FP32 = dtypes.lookup("FP32")
 _JSON_NAMES = {"binData": "bin_data", "sB": "s_b", "sF": "s_f"}
 _JSON_NAMES |= {"flatFloat32": "flat_float32", "flatFloat16": "flat_float16"}
 _FLOAT_FIELDS = {"flat_float32": _FP32, "flat_float16": dtypes.lookup("FP16")}  # protobuf floats
+_INT_FIELDS = {
+    field: dtypes.lookup(v2)
+    for v2, field, carrier in convert.DATATYPES.values()
+    if carrier in ("int32", "uint32", "int64")
+}
+_JSON_NAMES |= {"flat" + f[5:].capitalize(): f for f in _INT_FIELDS}  # flatUint8, flatInt64
 _MISSING = object()
 _DT_NAMES = frozenset(pb.DataType.keys())
 
@@ -110,6 +123,7 @@ def _check_doc(doc: dict[str, Any]) -> None:
             )
         for field, kind in _FLOAT_FIELDS.items():
             _narrow_floats(tensor, field, kind, str(label))
+        _check_integers(tensor, str(label))
     gmap = _get(doc, "gmap", dict)
     if gmap:
         _proto_names(gmap)
@@ -145,6 +159,26 @@ def _as_number(item: Any, label: str) -> int | float | None:
     if math.isinf(number):
         raise InvalidInput(f"tensor '{label}' holds {item[:40]!r}, beyond any float")
     return number
+
+
+def _check_integers(tensor: dict[str, Any], label: str) -> None:
+    """The values of a tensor's integer field against its datatype's range: a 400 naming the
+    tensor, the value and the range. protobuf's reader names the field only, and takes an
+    integer literal past 64 bits (which the JSON reader makes a float) as the nearest 64-bit
+    value. Anything that is not an integer is left to protobuf's reader to refuse."""
+    for field, dtype in _INT_FIELDS.items():
+        items = tensor.get(field)
+        for item in items if isinstance(items, list) else ():
+            number = item
+            if type(item) is str:
+                try:
+                    number = int(item)
+                except ValueError:
+                    continue
+            if type(number) is int:
+                check_range(number, number, dtype, label)
+            elif beyond_integers(number, dtype):
+                raise range_error(number, dtype, label)
 
 
 def _narrow_floats(holder: dict[str, Any], key: str, dtype: dtypes.DType, label: str) -> None:

@@ -150,7 +150,7 @@ class _Batch:
         self.size = 0
 
     def add(self, value: Any) -> None:
-        leaves, shape = tensors.walk(value, self.datatype)
+        leaves, shape = tensors.walk(value, self.datatype, self.alias)
         if self.shape is None:
             self.shape, self.size = shape, len(leaves)
         elif len(leaves) != self.size:

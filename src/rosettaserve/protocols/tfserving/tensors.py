@@ -20,18 +20,20 @@ import numpy as np
 import orjson
 
 from rosettaserve.core import dtypes
-from rosettaserve.core.codec import narrow
+from rosettaserve.core.codec import beyond_integers, narrow, range_error
 from rosettaserve.core.errors import InvalidInput, Unsupported
 from rosettaserve.protocols.tfserving import floats, schema
 from rosettaserve.protocols.tfserving.jsonio import snippet, type_name
 
 _NUMPY = orjson.OPT_SERIALIZE_NUMPY
 _B64_TEXT = re.compile(r"[A-Za-z0-9+/]*[=.]*")
+# TF reads the narrow ints as int32 and narrows them without a check (128 as INT8 is -128):
+# refused here, as every protocol refuses a value its datatype cannot hold.
 _INT_RANGES = {
-    "INT8": schema.INT32,  # TF reads the narrow ints as int32 and narrows without a check
-    "INT16": schema.INT32,
+    "INT8": (-(2**7), 2**7 - 1),
+    "INT16": (-(2**15), 2**15 - 1),
     "INT32": schema.INT32,
-    "UINT8": schema.INT32,
+    "UINT8": (0, 2**8 - 1),
     "INT64": schema.INT64,
     "UINT32": schema.UINT32,
     "UINT64": schema.UINT64,
@@ -70,7 +72,7 @@ def to_array(value: Any, datatype: str, maybe_bools: bool = True, name: str = ""
     fast = fast_array(value, datatype, maybe_bools, name)
     if fast is not None:
         return fast
-    leaves, shape = walk(value, datatype)
+    leaves, shape = walk(value, datatype, name)
     return leaves_array(leaves, shape, datatype, name)
 
 
@@ -117,8 +119,9 @@ def shape_of(value: Any) -> tuple[int, ...]:
     return tuple(shape)
 
 
-def walk(value: Any, datatype: str) -> tuple[list[Any], tuple[int, ...]]:
-    """Every leaf in order, checked as TF checks them, and the shape."""
+def walk(value: Any, datatype: str, name: str = "") -> tuple[list[Any], tuple[int, ...]]:
+    """Every leaf in order, checked as TF checks them, and the shape (``name``: the tensor's,
+    for the errors that can say it)."""
     shape = shape_of(value)
     rank = len(shape)
     leaves: list[Any] = []
@@ -131,7 +134,7 @@ def walk(value: Any, datatype: str) -> tuple[list[Any], tuple[int, ...]]:
                     f"JSON Value: {snippet(item)} found at incorrect level: {level + 1} "
                     f"in the JSON DOM. Expected at level: {rank}"
                 )
-            leaves.append(leaf(item, datatype))
+            leaves.append(leaf(item, datatype, name))
             continue
         if level >= rank:
             raise InvalidInput(f"Encountered list at unexpected level: {level} expected < {rank}")
@@ -141,7 +144,7 @@ def walk(value: Any, datatype: str) -> tuple[list[Any], tuple[int, ...]]:
                 f"expected size: {shape[level]}"
             )
         if level == rank - 1:
-            leaves.extend(_leaves(item, datatype, rank))
+            leaves.extend(_leaves(item, datatype, rank, name))
         else:
             stack.extend((child, level + 1) for child in reversed(item))
     return leaves, shape
@@ -156,7 +159,7 @@ _PLAIN: dict[str, tuple[set[type], Any]] = {
 }
 
 
-def _leaves(items: list[Any], datatype: str, rank: int) -> list[Any]:
+def _leaves(items: list[Any], datatype: str, rank: int, name: str) -> list[Any]:
     """The innermost list's leaves: all at once when they are plain, else one by one."""
     types, convert = _PLAIN.get(datatype, (set(), None))
     if items and set(map(type, items)) <= types:
@@ -169,11 +172,11 @@ def _leaves(items: list[Any], datatype: str, rank: int) -> list[Any]:
     for item in items:
         if isinstance(item, list):
             raise InvalidInput(f"Encountered list at unexpected level: {rank} expected < {rank}")
-        out.append(leaf(item, datatype))
+        out.append(leaf(item, datatype, name))
     return out
 
 
-def leaf(value: Any, datatype: str) -> Any:
+def leaf(value: Any, datatype: str, name: str = "") -> Any:
     """One JSON leaf as a Python value of the datatype, or TF's error."""
     if isinstance(value, dict):
         if datatype != "BYTES":
@@ -190,7 +193,7 @@ def leaf(value: Any, datatype: str) -> Any:
     if datatype in _INT_RANGES:
         low, high = _INT_RANGES[datatype]
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-            raise _type_error(value, datatype)
+            raise _type_error(value, datatype, name)
         return value
     if datatype == "BOOL":
         if not isinstance(value, bool):
@@ -205,11 +208,18 @@ def leaf(value: Any, datatype: str) -> Any:
     )
 
 
-def _type_error(value: Any, datatype: str) -> InvalidInput:
-    return InvalidInput(
+def _type_error(value: Any, datatype: str, name: str = "") -> InvalidInput:
+    """TF's text; for an integer beyond an integer datatype, what the range is, as every
+    protocol says it (a JSON integer past 64 bits is read as a float)."""
+    text = (
         f"JSON Value: {snippet(value)} Type: {type_name(value)} is not of expected type: "
         f"{schema.tf_type(datatype).short}"
     )
+    if datatype in _INT_RANGES and not isinstance(value, bool):
+        dtype = dtypes.lookup(datatype)
+        if type(value) is int or beyond_integers(value, dtype):
+            text += f" ({range_error(value, dtype, name)})"
+    return InvalidInput(text)
 
 
 def leaves_array(
