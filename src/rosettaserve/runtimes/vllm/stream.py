@@ -1,0 +1,179 @@
+"""One request on vLLM's engine: the plane's sampling fields as vLLM's ``SamplingParams``, and
+vLLM's ``RequestOutput`` deltas as the plane's ``GenerateDelta`` stream.
+
+vLLM's objects are loosely typed from here (``Any``): the runtime is type-checked where vLLM is
+not installed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+from rosettaserve.core.errors import InvalidInput, ModelError, ServingError
+from rosettaserve.core.generate import (
+    FinishReason,
+    GenerateDelta,
+    SamplingParams,
+    TokenLogprob,
+    TopLogprob,
+    Usage,
+)
+
+log = logging.getLogger("rosettaserve.vllm")
+
+
+def vllm_sampling(p: SamplingParams, n: int, max_tokens: int) -> Any:
+    """vLLM's ``SamplingParams`` for ``p``, its outputs as deltas (``RequestOutputKind.DELTA``)."""
+    from vllm.sampling_params import RequestOutputKind
+    from vllm.sampling_params import SamplingParams as VllmSamplingParams
+
+    return VllmSamplingParams(
+        n=n,
+        max_tokens=max_tokens,
+        temperature=p.temperature,
+        top_p=p.top_p,
+        top_k=p.top_k,
+        seed=p.seed,
+        repetition_penalty=p.repetition_penalty,
+        presence_penalty=p.presence_penalty,
+        frequency_penalty=p.frequency_penalty,
+        stop=list(p.stop),
+        stop_token_ids=list(p.stop_token_ids),
+        include_stop_str_in_output=p.include_stop_str_in_output,
+        ignore_eos=p.ignore_eos,
+        logprobs=p.top_logprobs if p.logprobs else None,
+        skip_special_tokens=p.skip_special_tokens,
+        output_kind=RequestOutputKind.DELTA,
+    )
+
+
+def finish(reason: str | None, stop_reason: int | str | None) -> FinishReason | None:
+    """vLLM's finish reason: "stop" is a stop string or token (``stop_reason``) or else EOS."""
+    if reason is None:
+        return None
+    if reason == "length":
+        return FinishReason.LENGTH
+    if reason == "stop":
+        return FinishReason.EOS if stop_reason is None else FinishReason.STOP
+    raise ModelError(f"vLLM ended the sequence: {reason}")
+
+
+class VllmStream:
+    """The deltas of one request (all ``n`` sequences); ``cancel`` aborts it in vLLM."""
+
+    def __init__(
+        self,
+        engine: Any,
+        outputs: AsyncIterator[Any],
+        request_id: str,
+        prompt_tokens: int,
+        sampling: SamplingParams,
+        *,
+        n: int,
+    ) -> None:
+        self.engine = engine  # a VllmEngine (engine.py): its AsyncLLM, counters and info
+        self.outputs = outputs
+        self.request_id = request_id
+        self.prompt_tokens = prompt_tokens
+        self.special_ids: frozenset[int] = engine.info.special_ids
+        self.seed = sampling.seed
+        self.top_logprobs = sampling.top_logprobs
+        self.counts: dict[int, int] = {}  # tokens of each sequence so far
+        self.open = n  # sequences whose last delta has not come
+        self.pending: deque[GenerateDelta] = deque()
+        self.ended = False
+        self.aborting: asyncio.Task[None] | None = None
+
+    def __aiter__(self) -> VllmStream:
+        return self
+
+    async def __anext__(self) -> GenerateDelta:
+        while not self.pending:
+            if self.ended:
+                raise StopAsyncIteration
+            try:
+                out = await self.outputs.__anext__()
+            except StopAsyncIteration:
+                self.ended = True
+                raise
+            except ServingError:
+                self.ended = True
+                raise
+            except Exception as exc:
+                self.ended = True
+                raise serving_error(exc) from exc
+            self.pending.extend(self.deltas(out))
+            if self.open <= 0:  # vLLM's generator ends here (no abort when it is collected)
+                self.ended = True
+                async for _ in self.outputs:
+                    pass
+        return self.pending.popleft()
+
+    def deltas(self, out: Any) -> Iterator[GenerateDelta]:
+        for seq in out.outputs:
+            ids = [int(t) for t in seq.token_ids]
+            if not ids and seq.finish_reason is None and not seq.text:
+                continue
+            count = self.counts[seq.index] = self.counts.get(seq.index, 0) + len(ids)
+            self.engine.stats.tokens += len(ids)
+            delta = GenerateDelta(
+                index=seq.index,
+                text=seq.text,
+                token_ids=ids,
+                special=[t in self.special_ids for t in ids],
+                logprobs=token_logprobs(ids, seq.logprobs, self.top_logprobs)
+                if seq.logprobs
+                else None,
+            )
+            reason = finish(seq.finish_reason, seq.stop_reason)
+            if reason is not None:
+                delta.finish_reason, delta.stop_reason = reason, seq.stop_reason
+                delta.usage, delta.seed = Usage(self.prompt_tokens, count), self.seed
+                self.open -= 1
+            yield delta
+
+    def cancel(self) -> None:
+        """Abort the request in vLLM (its scheduler frees the sequence and its KV blocks)."""
+        if self.ended:
+            return
+        self.ended = True
+        self.pending.clear()
+        self.engine.stats.cancelled += 1
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop (a stream dropped at exit): vLLM aborts it when collected
+            return
+        self.aborting = loop.create_task(self._abort())
+
+    async def _abort(self) -> None:
+        try:
+            await self.engine.llm.abort(self.request_id)
+        except Exception:
+            log.exception("vLLM could not abort request %s", self.request_id)
+
+
+def serving_error(exc: Exception) -> ServingError:
+    """vLLM's client errors (its ``VLLMClientError``s, ``ValueError``) are the caller's."""
+    client = any(c.__name__ == "VLLMClientError" for c in type(exc).__mro__)
+    if client or isinstance(exc, ValueError):
+        return InvalidInput(str(exc))
+    return ModelError(f"vLLM: {type(exc).__name__}: {exc}")
+
+
+def token_logprobs(ids: list[int], positions: Any, k: int) -> list[TokenLogprob]:
+    """vLLM's per-position ``{token id: Logprob}`` (its top ``k`` and the chosen token) as the
+    plane's token log-probabilities."""
+    out = []
+    for token, position in zip(ids, positions, strict=False):
+        found = position or {}
+        chosen = found.get(token)
+        ranked = sorted(found.items(), key=lambda item: item[1].rank or 0)[:k]
+        top = tuple(TopLogprob(t, lp.decoded_token or "", float(lp.logprob)) for t, lp in ranked)
+        value = float(chosen.logprob) if chosen is not None else float("-inf")
+        piece = (chosen.decoded_token or "") if chosen is not None else ""
+        out.append(TokenLogprob(token, piece, value, top))
+    return out

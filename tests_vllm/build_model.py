@@ -1,0 +1,70 @@
+"""The tiny Llama of examples/build_llm.py with a head size of 32, which vLLM's CPU attention
+needs (the example's is 16): same corpus, tokenizer, seed and training; nothing is downloaded.
+
+    python tests_vllm/build_model.py build/tiny_llama_h32
+
+The folder gets a ``model.yaml`` for ``runtime: llm``; the tests and bench/llm_vs_vllm.py
+write their own for ``runtime: vllm`` beside the same files.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_OUT = ROOT / "build" / "tiny_llama_h32"
+HEAD_SIZE = 32
+
+
+def example_builder() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("build_llm", ROOT / "examples" / "build_llm.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def build_model(vocab_size: int, eos_ids: list[int]) -> Any:
+    """The example's Llama, its attention as 2 heads of 32 (1 key/value head)."""
+    import torch
+    from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(example.SEED)
+    config = LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=64,
+        intermediate_size=176,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=HEAD_SIZE,
+        max_position_embeddings=example.CONTEXT,
+        tie_word_embeddings=True,
+        bos_token_id=None,
+        eos_token_id=eos_ids,
+        pad_token_id=eos_ids[0],
+    )
+    model = LlamaForCausalLM(config)
+    model.generation_config = GenerationConfig(eos_token_id=eos_ids, pad_token_id=eos_ids[0])
+    return model
+
+
+example = example_builder()
+
+
+def build(out: Path) -> Path:
+    """``out`` holds the model (built when its weights are missing)."""
+    if not (out / "model.safetensors").is_file():
+        example.build_model = build_model
+        example.MODEL_YAML = example.MODEL_YAML.replace("examples/build_llm.py", __file__)
+        example.main(out)
+    return out
+
+
+if __name__ == "__main__":
+    build(Path(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT_OUT)
