@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import orjson
@@ -156,12 +157,21 @@ class Router:
         if route is None and method == "HEAD":
             route = methods.get("GET")
         if route is None:
-            allowed = ", ".join(sorted({*methods, "HEAD"} if "GET" in methods else methods))
-            raise MethodNotAllowed(
-                f"Method Not Allowed: {method} {path} (allowed: {allowed})",
-                headers={"allow": allowed},
-            )
+            return _not_allowed(method, path, methods), params
         return route, params
+
+
+def _not_allowed(method: str, path: str, methods: dict[str, Route]) -> Route:
+    """A route answering 405 with ``Allow``, in the error shape of the protocol that serves
+    ``path`` (grps's status, OpenAI's error object, TGI's, ...), like its other errors."""
+    allowed = ", ".join(sorted({*methods, "HEAD"} if "GET" in methods else methods))
+    owner = next(iter(methods.values()))
+    message = f"Method Not Allowed: {method} {path} (allowed: {allowed})"
+    return Route(method, owner.pattern, partial(_refuse, message, allowed), owner.on_error)
+
+
+async def _refuse(message: str, allowed: str, request: HttpRequest) -> HttpResponse:
+    raise MethodNotAllowed(message, headers={"allow": allowed})
 
 
 def _literal_tail(pattern: str) -> str | None:
