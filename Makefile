@@ -9,7 +9,7 @@ GRPC_PORT ?= 8001
 SKLEARN_EXAMPLE := examples/models/iris_sklearn/model.joblib
 LLM_EXAMPLE := examples/models/tiny_llama/model.safetensors
 
-.PHONY: serve test lint format install install-test native examples bytecode protos clean fuzz
+.PHONY: serve test lint format install install-test install-vllm native examples bytecode protos clean fuzz
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,26 @@ $(VENV)/.installed-test: $(VENV)/.installed pyproject.toml
 install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test
 
+# runtime: vllm runs from a venv of its own: vLLM brings transformers 5, which the llm extra
+# excludes (pyproject.toml). The torchvision, torchaudio and torchcodec it pulls are built for
+# another torch and break its imports: they are removed. Its tests use the head-size-32 tiny
+# Llama (vLLM's CPU attention needs 32), built from the example's seed with the main venv.
+VLLM_VENV ?= .venv-vllm
+VLLM_PY := $(VLLM_VENV)/bin/python
+VLLM_MODEL := build/tiny_llama_h32/model.safetensors
+
+$(VLLM_VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_PY) -m pip install --quiet --upgrade pip
+	$(VLLM_PY) -m pip install --quiet -e '.[vllm]' 'pytest>=8' 'pytest-timeout>=2.3'
+	$(VLLM_PY) -m pip uninstall --quiet -y torchvision torchaudio torchcodec
+	touch $@
+
+$(VLLM_MODEL): tests_vllm/build_model.py | $(VENV)/.installed
+	$(PY) tests_vllm/build_model.py build/tiny_llama_h32
+
+install-vllm: $(VLLM_VENV)/.installed $(VLLM_MODEL)
+
 $(SKLEARN_EXAMPLE): examples/build_examples.py $(VENV)/.installed
 	$(PY) examples/build_examples.py sklearn
 
@@ -57,7 +77,7 @@ native: install
 serve: install native examples bytecode
 	$(VENV)/bin/rosettaserve serve examples/models --host $(HOST) --http-port $(HTTP_PORT) --grpc-port $(GRPC_PORT)
 
-LINTED := src tests tests_tritongrpc examples bench scripts deploy
+LINTED := src tests tests_tritongrpc tests_vllm examples bench scripts deploy
 
 lint: install-test
 	$(VENV)/bin/ruff check $(LINTED)
@@ -82,13 +102,14 @@ fuzz: install-test $(CLANG)
 
 # tritonclient.grpc and kserve cannot share a process (both register package `inference` in
 # protobuf's default pool), so the tritonclient.grpc suite runs as its own pytest invocation.
-test: install-test native examples lint $(CLANG)
+test: install-test native examples lint $(CLANG) install-vllm
 	$(PY) -m pytest -q tests
 	$(PY) -m pytest -q tests_tritongrpc
+	$(VLLM_PY) -m pytest -q tests_vllm
 
 protos: install-test
 	$(PY) scripts/generate_protos.py
 
 clean:
 	$(PYTHON) scripts/compile_native.py --clean
-	rm -rf $(VENV) $(SKLEARN_EXAMPLE) build .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(VLLM_VENV) $(SKLEARN_EXAMPLE) build .pytest_cache .mypy_cache .ruff_cache

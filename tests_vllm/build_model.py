@@ -57,9 +57,9 @@ def build_model(vocab_size: int, eos_ids: list[int]) -> Any:
 example = example_builder()
 
 
-def build(out: Path) -> Path:
-    """``out`` holds the model (built when its weights are missing)."""
-    if not (out / "model.safetensors").is_file():
+def build(out: Path, again: bool = False) -> Path:
+    """``out`` holds the model (built when its weights are missing, or ``again``)."""
+    if again or not (out / "model.safetensors").is_file():
         example.build_model = build_model
         example.MODEL_YAML = example.MODEL_YAML.replace("examples/build_llm.py", __file__)
         example.main(out)
@@ -67,4 +67,4 @@ def build(out: Path) -> Path:
 
 
 if __name__ == "__main__":
-    build(Path(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT_OUT)
+    build(Path(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT_OUT, again=True)
