@@ -12,6 +12,7 @@ import httpx
 import numpy as np
 import pytest
 import tritonclient.http as triton_http
+from tritonclient.utils import InferenceServerException
 
 from tests.conftest import EXAMPLES
 from tests.serverproc import ServerProcess, start_server, stop_cleanly, wait_for
@@ -101,3 +102,18 @@ def test_a_new_version_that_fails_to_load_leaves_the_served_ones(
     wait_for(lambda: client.get_model_metadata("scaled")["versions"] == ["1", "2", "3"], 20)
     assert scaled(client, 3, "3") == 6.0
     assert index_reasons(server) == {"1": "", "2": "", "3": ""}
+
+
+def test_an_explicit_load_that_fails_keeps_the_serving_version(repo: Path) -> None:
+    server = start_server(repo, "--enable-model-control")  # no polling: loads on request only
+    try:
+        client = triton_http.InferenceServerClient(server.http_hostport)
+        config = repo / "scaled" / "model.yaml"
+        replace(config, config.read_text().replace("max_batch_size: 8", "max_batch_sise: 8"))
+        with pytest.raises(InferenceServerException, match="did you mean max_batch_size"):
+            client.load_model("scaled")
+        assert scaled(client, 3) == 6.0
+        assert client.is_server_ready()
+        assert "did you mean max_batch_size" in index_reasons(server)["2"]
+    finally:
+        stop_cleanly(server)
