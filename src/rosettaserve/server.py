@@ -127,6 +127,7 @@ class Server:
         self.http_url = security.http_address(s.host, sock.getsockname()[1], tls)
         self.pd.bound(s.host, sock.getsockname()[1])
         http = HttpServer(self.http_app, s.max_request_size, limits=http_limits(s))
+        http.access = self.access
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._stopping.set)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -252,6 +253,54 @@ def test_a_failing_predict_over_grpc_is_logged_with_the_call_id(
     errors = [line for line in server.lines if " ERROR " in line and "request_id=grpc-boom" in line]
     assert len(errors) == 1
     assert lines_after(server, errors[0], 1) == ["Traceback (most recent call last):"]
+
+
+# -- requests the HTTP/1.1 server refuses itself ----------------------------------------------
+
+
+def refused_line(server: ServerProcess, request: bytes) -> tuple[list[str], bytes]:
+    """Send ``request`` on a new connection; the access line of its refusal (fields after the
+    logger's name) and the answer's bytes."""
+    host, port = server.http_hostport.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(request)
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    body = answer.split(b"\r\n\r\n", 1)[1]
+    status = answer.split(b" ", 2)[1].decode()
+    marker = f" {status} {len(body)} "
+    (line,) = wait_for_lines(
+        server,
+        lambda line: "rosettaserve.access: http" in line and marker in line and line.endswith(" -"),
+    )
+    return line.split("rosettaserve.access: ")[1].split(), body
+
+
+@pytest.mark.parametrize(
+    ("request_bytes", "method", "path", "status"),
+    [
+        (b"BREW /pot HTTP/1.1\r\nHost: t\r\n\r\n", "BREW", "-", "501"),
+        (b"GET /v2 HTTP/2.0\r\nHost: t\r\n\r\n", "GET", "/v2", "505"),
+        (b"GET /x\x01y HTTP/1.1\r\n\r\n", "-", "-", "400"),
+    ],
+    ids=["unknown-method", "http-2.0", "malformed"],
+)
+def test_a_request_refused_before_any_application_has_its_access_line(
+    server: ServerProcess, request_bytes: bytes, method: str, path: str, status: str
+) -> None:
+    fields, body = refused_line(server, request_bytes)
+    assert fields[0] == "http"
+    assert fields[3:5] == [status, str(len(body))]
+    assert fields[-1] == "-"  # no request id: no application saw it
+    if method != "-":
+        assert fields[1:3] == [method, path]
+
+
+def test_a_refused_target_is_cut_in_its_line(server: ServerProcess) -> None:
+    """A 414: the target as far as it arrived, cut at 256 bytes."""
+    fields, _ = refused_line(server, b"GET /" + b"a" * (20 << 10) + b" HTTP/1.1\r\n\r\n")
+    assert fields[1:4] == ["GET", "/" + "a" * 255 + "...", "414"]
 
 
 # -- JSON and off ------------------------------------------------------------------------------

@@ -30,6 +30,7 @@ from rosettaserve.settings import Settings
 
 LOGGER = logging.getLogger(LOGGER_NAME)
 TEXT = "%s %s %s %s %d %.3fms %s"
+REFUSED_URL = 256  # bytes of a refused request's target in its line
 
 
 def access_logged(settings: Settings) -> bool:
@@ -88,6 +89,17 @@ class AccessLog:
             return
         args = (protocol, method, path, status, nbytes, ms, request_id)
         logger.handle(AccessRecord(args, request_id))
+
+    def refused(self, method: str, url: bytes, status: int, nbytes: int) -> None:
+        """A request the HTTP/1.1 server answered itself (400, 408, 413, 414, 431, 501, 505),
+        with the method and target as far as they arrived: no application saw it, and it has
+        no request id ("-"). The target is cut at ``REFUSED_URL`` bytes, escaped as Python
+        writes bytes (a hostile one cannot break the line)."""
+        path = repr(url[:REFUSED_URL])[2:-1] + ("..." if len(url) > REFUSED_URL else "")
+        nbytes = 0 if method == "HEAD" else nbytes
+        self.line(
+            "http", method or "-", path or "-", status, nbytes, start=perf_counter(), request_id="-"
+        )
 
 
 def model_path(name: str, version: str) -> str:
