@@ -84,8 +84,8 @@ def test_an_empty_object_names_every_missing_field() -> None:
         ({"seed": "7"}, "'seed' must be an integer, got '7'"),
         ({"seed": -1}, "'seed' must be >= 0"),
         ({"kvTokens": 1.5}, "'kvTokens' must be an integer"),
-        ({"kvBytes": 0}, "'kvBytes' must be >= 1"),
-        ({"kvBytes": LIMIT + 1}, f"'kvBytes' must be in [1, {LIMIT}] (--max-kv-bytes)"),
+        ({"kvBytes": -1}, "'kvBytes' must be >= 0"),  # 0: no cache, recomputed (vllm)
+        ({"kvBytes": LIMIT + 1}, f"'kvBytes' must be in [0, {LIMIT}] (--max-kv-bytes)"),
         ({"samplerState": "!!"}, "'samplerState' must be base64"),
         ({"samplerState": 5}, "'samplerState' must be a string"),
         ({"identity": [1]}, "'identity' must be an object"),

@@ -37,9 +37,10 @@ from rosettaserve.pd import wire
 from rosettaserve.pd.dresult import DResultHub
 from rosettaserve.pd.http_client import Address, HttpClientError, fetch
 from rosettaserve.pd.kv_transfer import KvError, decode
-from rosettaserve.pd.parts import Part, engine_of, geometry_of
+from rosettaserve.pd.parts import Part, Recomputing, engine_of, geometry_of
 from rosettaserve.pd.recompute import retry_body
 from rosettaserve.protocols.llm_http import Endpoint
+from rosettaserve.runtimes.llm.engine import Engine
 from rosettaserve.runtimes.llm.resume import Preempted, Resume
 from rosettaserve.settings import PdOptions
 from rosettaserve.transport.routing import HttpRequest, HttpResponse, Route, Router, json_response
@@ -103,9 +104,9 @@ def _params(f: Fields, limit: int) -> DecodeParams:
     prompt = list(f.token_ids("promptIds"))
     if not prompt:
         raise ValueError("'promptIds' must not be empty")
-    size = _integer(f, "kvBytes", 1)
+    size = _integer(f, "kvBytes", 0)  # 0: no cache, recomputed here (runtime: vllm)
     if size > limit:
-        raise ValueError(f"'kvBytes' must be in [1, {limit}] (--max-kv-bytes), got {size}")
+        raise ValueError(f"'kvBytes' must be in [0, {limit}] (--max-kv-bytes), got {size}")
     return DecodeParams(
         req_id,
         _p_node(doc["pNodeAddr"]),
@@ -197,6 +198,10 @@ class DecodeSplit:
         engine = engine_of(generator)
         if p.kv_tokens != len(p.prompt_ids) + len(p.prior) - 1:
             raise InvalidInput("the KV cache length does not match the prompt and output")
+        if not self.payload:  # no cache came: recompute the prompt's and the prior tokens'
+            return self._recompute(engine, request)
+        if not isinstance(engine, Engine):
+            raise InvalidInput("this instance's engine takes no KV cache from elsewhere")
         try:
             kv = decode(self.payload, geometry_of(engine), p.kv_tokens, self.limit)
         except KvError as exc:
@@ -206,6 +211,21 @@ class DecodeSplit:
         resume = Resume(p.prior, kv, p.seed, p.sampler_state, preemptible=True)
         try:
             stream = engine.submit(request, p.prompt_ids, resume)
+        except Overloaded as exc:
+            self.refused = exc
+            raise
+        self.part = Part(stream, p.deltas)
+        return self.part
+
+    def _recompute(self, engine: Engine | Recomputing, request: GenerateRequest) -> DeltaStream:
+        p = self.params
+        stream: DeltaStream
+        try:
+            if isinstance(engine, Engine):
+                resume = Resume(p.prior, None, p.seed, p.sampler_state, preemptible=True)
+                stream = engine.submit(request, p.prompt_ids, resume)
+            else:
+                stream = engine.resume(request, p.prompt_ids, p.prior, emit_prior=False)
         except Overloaded as exc:
             self.refused = exc
             raise
@@ -270,7 +290,8 @@ class DecodeRole:
     async def _job(self, p: DecodeParams, endpoint: Endpoint, request: HttpRequest) -> None:
         split: DecodeSplit | None = None
         try:
-            split = DecodeSplit(p, await self._fetch_kv(p), self.options.max_kv_bytes)
+            payload = await self._fetch_kv(p) if p.kv_bytes else b""
+            split = DecodeSplit(p, payload, self.options.max_kv_bytes)
             response = await endpoint.serve(self.plane, request, split)
             await self._relay(p, response, split)
         except ServingError as exc:

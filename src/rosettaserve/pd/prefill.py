@@ -66,6 +66,13 @@ class PrefillSplit:
             return generator.generate(request)
         engine = engine_of(generator)
         r = self.recompute or Recompute(engine.prompt_ids(request), [])
+        self.prompt_ids = r.prompt_ids
+        self.prompt_tokens = 0 if self.recompute else len(r.prompt_ids)  # (once per request)
+        if not isinstance(engine, Engine):  # no cache to hand over: the decode instance
+            stream = engine.resume(request, r.prompt_ids, r.prior, emit_prior=True)  # recomputes
+            self.sent = 1 if r.prior else 0  # the prior tokens come as one delta
+            self.part = Part(stream, stop_after=self.sent + 1)
+            return self.part
         _check_ids(engine, r.prompt_ids + r.prior)
         resume = Resume(
             prior=r.prior,
@@ -75,9 +82,8 @@ class PrefillSplit:
             handoff=self.handoff,
         )
         stream = engine.submit(request, r.prompt_ids, resume)
-        self.engine, self.prompt_ids = engine, r.prompt_ids
+        self.engine = engine
         self.sent = len(r.prior)
-        self.prompt_tokens = 0 if self.recompute else len(r.prompt_ids)  # (once per request)
         self.part = Part(stream, stop_after=len(r.prior) + 1)
         return self.part
 
@@ -143,14 +149,15 @@ class PrefillRole:
         self, pd: wire.PrefillHeaders, path: str, body: bytes | bytearray, call: PrefillSplit
     ) -> None:
         assert call.part is not None
-        assert call.engine is not None
-        kv = call.handoff.kv
-        if kv is None:
-            raise InvalidInput("the request ended before its cache could be handed over")
-        payload = encode(kv, pd.req_id, geometry_of(call.engine))
-        if len(payload) > self.options.max_kv_bytes:
-            raise InvalidInput(f"the KV cache ({len(payload)} bytes) is over --max-kv-bytes")
-        self.leases.put(pd.req_id, payload)
+        payload = b""  # an engine that hands no cache over: the decode instance recomputes it
+        if call.engine is not None:
+            kv = call.handoff.kv
+            if kv is None:
+                raise InvalidInput("the request ended before its cache could be handed over")
+            payload = encode(kv, pd.req_id, geometry_of(call.engine))
+            if len(payload) > self.options.max_kv_bytes:
+                raise InvalidInput(f"the KV cache ({len(payload)} bytes) is over --max-kv-bytes")
+            self.leases.put(pd.req_id, payload)
         params = self._decode_params(pd, path, body, call, len(payload))
         target = Address(pd.d_host, pd.d_port)
         try:

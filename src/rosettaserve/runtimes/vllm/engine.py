@@ -14,7 +14,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from rosettaserve.core.errors import InvalidInput, Overloaded
-from rosettaserve.core.generate import GenerateRequest, GeneratorInfo, SamplingParams
+from rosettaserve.core.generate import (
+    DeltaStream,
+    GenerateDelta,
+    GenerateRequest,
+    GeneratorInfo,
+    SamplingParams,
+)
 from rosettaserve.runtimes.vllm.stream import VllmStream, vllm_sampling
 
 
@@ -73,9 +79,39 @@ class VllmEngine:
     def generate(self, request: GenerateRequest) -> VllmStream:
         """Check ``request`` and hand it to vLLM (it starts when the stream is first read)."""
         ids = self.prompt_ids(request)
+        return self.submit(request, ids, self.max_new_tokens(request.sampling, len(ids)))
+
+    def resume(
+        self, request: GenerateRequest, prompt_ids: list[int], prior: list[int], emit_prior: bool
+    ) -> DeltaStream:
+        """``request`` (n = 1) going on after ``prior``, output tokens made elsewhere (prefill/
+        decode disaggregation without a KV cache to hand over): vLLM prefills the prompt and
+        them again. With ``emit_prior`` the ``prior`` tokens come first as one delta (their text,
+        as state for the family's framer); the usage counts them as output. Greedy output is
+        that of one run; a seeded sample draws anew from here."""
+        ids = prompt_ids + prior
+        if len(ids) >= self.config.max_model_len or not 0 <= min(ids) <= max(ids) < self.vocab:
+            raise InvalidInput(f"{len(ids)} token ids do not fit this model or its window")
+        left = self.max_new_tokens(request.sampling, len(prompt_ids)) - len(prior)
+        if request.n != 1 or left < 1:
+            raise InvalidInput("a resumed request has n = 1 and room for one more token")
+        stream = self.submit(request, ids, left, prompt_tokens=len(prompt_ids), prior=len(prior))
+        if prior and emit_prior:
+            text = self.tokenizer.decode(ids)[len(self.tokenizer.decode(prompt_ids)) :]
+            stream.pending.append(GenerateDelta(0, text, list(prior), [False] * len(prior)))
+        return stream
+
+    def submit(
+        self,
+        request: GenerateRequest,
+        ids: list[int],
+        max_new: int,
+        *,
+        prompt_tokens: int | None = None,
+        prior: int = 0,
+    ) -> VllmStream:
         if not 1 <= request.n <= self.info.max_n:
             raise InvalidInput(f"n must be in [1, {self.info.max_n}], got {request.n}")
-        max_new = self.max_new_tokens(request.sampling, len(ids))
         limit = self.config.max_num_seqs + self.config.max_waiting
         held = self.stats.unfinished
         if held + request.n > limit:
@@ -87,7 +123,10 @@ class VllmEngine:
         request_id = f"{request.request_id or 'gen'}-{uuid.uuid4().hex}"
         outputs = self.llm.generate({"prompt_token_ids": ids}, params, request_id)
         self.stats.prefills += 1
-        return VllmStream(self, outputs, request_id, len(ids), request.sampling, n=request.n)
+        prompt = len(ids) if prompt_tokens is None else prompt_tokens
+        return VllmStream(
+            self, outputs, request_id, prompt, request.sampling, n=request.n, prior=prior
+        )
 
     def prompt_ids(self, request: GenerateRequest) -> list[int]:
         if request.prompt_token_ids is not None:

@@ -74,6 +74,7 @@ class VllmStream:
         sampling: SamplingParams,
         *,
         n: int,
+        prior: int = 0,
     ) -> None:
         self.engine = engine  # a VllmEngine (engine.py): its AsyncLLM, counters and info
         self.outputs = outputs
@@ -82,7 +83,7 @@ class VllmStream:
         self.special_ids: frozenset[int] = engine.info.special_ids
         self.seed = sampling.seed
         self.top_logprobs = sampling.top_logprobs
-        self.counts: dict[int, int] = {}  # tokens of each sequence so far
+        self.counts: dict[int, int] = {0: prior} if prior else {}  # each sequence's tokens
         self.open = n  # sequences whose last delta has not come
         self.pending: deque[GenerateDelta] = deque()
         self.ended = False
