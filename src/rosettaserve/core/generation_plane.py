@@ -36,6 +36,8 @@ from rosettaserve.core.generate import (
 )
 from rosettaserve.core.registry import ModelVersion
 
+TEXT_RUNTIMES = ("llm", "vllm")  # the runtimes whose models generate text
+
 
 class Split(Protocol):
     """Prefill/decode disaggregation's part in one request (``None``: served whole here).
@@ -119,15 +121,17 @@ class GenerationPlane:
             for mv in sorted(versions, key=lambda v: (v.ready, int(v.version)), reverse=True):
                 if isinstance(mv.model, TextGenerator) and mv.ready:
                     return mv, mv.model
-                if mv.runtime == "llm":
+                if mv.runtime in TEXT_RUNTIMES:  # loading (vLLM's takes ~30 s) or failed
                     why = f": {mv.reason}" if mv.reason else ""
                     raise ModelNotReady(f"model '{mv.name}' is not ready ({mv.state.value}){why}")
             if name:
-                raise InvalidInput(f"model '{name}' is not a text generation model (runtime: llm)")
+                raise InvalidInput(
+                    f"model '{name}' is not a text generation model (runtime: llm or vllm)"
+                )
         if name:
             which = f"model '{name}' version {version}" if version else f"model '{name}'"
             raise ModelNotFound(f"the {which} does not exist")
-        raise ModelNotFound("no text generation model (runtime: llm) is served")
+        raise ModelNotFound("no text generation model (runtime: llm or vllm) is served")
 
     def generators(self) -> list[tuple[ModelVersion, TextGenerator]]:
         """Every LLM model's highest ready version."""
