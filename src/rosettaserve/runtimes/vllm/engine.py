@@ -121,11 +121,12 @@ class VllmEngine:
             )
         params = vllm_sampling(request.sampling, request.n, max_new)
         request_id = f"{request.request_id or 'gen'}-{uuid.uuid4().hex}"
-        outputs = self.llm.generate({"prompt_token_ids": ids}, params, request_id)
+        prompt = {"type": "token", "prompt_token_ids": ids}  # rendered: vLLM tokenizes nothing
+        outputs = self.llm.generate(prompt, params, request_id)
         self.stats.prefills += 1
-        prompt = len(ids) if prompt_tokens is None else prompt_tokens
+        counted = len(ids) if prompt_tokens is None else prompt_tokens
         return VllmStream(
-            self, outputs, request_id, prompt, request.sampling, n=request.n, prior=prior
+            self, outputs, request_id, counted, request.sampling, n=request.n, prior=prior
         )
 
     def prompt_ids(self, request: GenerateRequest) -> list[int]:
