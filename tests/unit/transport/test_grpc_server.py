@@ -16,6 +16,7 @@ import h2.settings
 from rosettaserve.core.errors import Overloaded
 from rosettaserve.transport import h2 as server_h2
 from rosettaserve.transport.grpc import CallTracker, GrpcServer
+from rosettaserve.transport.h2_stalls import close_stalled
 
 SERVICE = "test.Echo"
 
@@ -418,6 +419,29 @@ def test_an_idle_connection_is_told_goodbye_and_closed_but_not_one_at_work() -> 
         goaway = [e for e in peer.events if isinstance(e, h2.events.ConnectionTerminated)]
         assert len(goaway) == 1
         assert goaway[0].error_code == 0  # NO_ERROR: the client reconnects for its next call
+
+    asyncio.run(main())
+
+
+def test_a_client_that_takes_nothing_for_the_send_timeout_is_aborted() -> None:
+    """The socket full (the client reads nothing): the sweep stamps it, and aborts the
+    connection once the send timeout passed without the client taking anything; a resume in
+    between (it read) starts the count again."""
+
+    async def main() -> None:
+        peer = Peer(Echo())
+        conn = peer.conn
+        conn.pause_writing()
+        close_stalled(conn, 100.0, 1.0)
+        close_stalled(conn, 100.9, 1.0)
+        assert not peer.transport.closed
+        conn.resume_writing()
+        conn.pause_writing()
+        close_stalled(conn, 101.5, 1.0)  # stamped again: read from 101.5 on
+        close_stalled(conn, 102.4, 1.0)
+        assert not peer.transport.closed
+        close_stalled(conn, 102.6, 1.0)
+        assert peer.transport.closed
 
     asyncio.run(main())
 
