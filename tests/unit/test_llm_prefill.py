@@ -137,6 +137,43 @@ def test_long_prompts_are_chunked_between_decode_steps_and_match_generate() -> N
         assert short.token_ids[: len(alone)] == alone
 
 
+def test_requests_arriving_while_an_idle_engine_prefills_come_before_its_first_decode() -> None:
+    texts = prompts(7, 2, (2, 5, 8))
+    with pytest.MonkeyPatch.context() as patch, held_engine(prefix_cache_tokens=0) as llm:
+        engine = llm.engine
+        seen = passes(patch, engine)
+        held: list[Any] = []  # submitted requests kept out of the queue until they "arrive"
+        recorded = engine_module.run
+
+        def arrive(runner: Any, chunks: list[tuple[PrefillJob, int]]) -> list[Any]:
+            out = recorded(runner, chunks)
+            if held:  # one more request arrives during each pass
+                with engine._cond:
+                    engine._waiting.append(held.pop(0))
+            return out
+
+        patch.setattr(engine_module, "run", arrive)
+
+        async def scenario() -> list[Completion]:
+            streams = [engine.generate(greedy(t)) for t in texts]
+            with engine._cond:
+                while len(engine._waiting) > 1:
+                    held.append(engine._waiting.pop())
+            held.reverse()
+            engine.start()
+            gathered = asyncio.gather(*(collect(s) for s in streams))
+            done = await asyncio.wait_for(gathered, 120)  # a lost request would hang
+            return [c for (c,) in done]
+
+        done = asyncio.run(scenario())
+        burst = engine_module.FRESH_PREFILL_PASSES
+        assert [steps for _, _, steps in seen[:burst]] == [0] * burst  # before any decode
+        assert seen[burst][2] == 1  # a burst's passes are bounded: the next one decoded first
+        assert engine.stats.prefills == len(texts)  # none was lost
+        for text, completion in zip(texts, done, strict=True):
+            assert completion.token_ids == reference(llm, text), text
+
+
 def test_a_shared_prefix_is_computed_once_and_outputs_match_generate() -> None:
     texts = prompts(9, 3, (2, 7, 20))
     with held_engine(prefill_chunk_tokens=64) as llm:

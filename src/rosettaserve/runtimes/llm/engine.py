@@ -6,9 +6,12 @@ Each iteration of the engine thread:
      what the prefix cache holds of their prompts (prefix_cache.py);
   3. runs one prefill pass of at most ``prefill_chunk_tokens`` tokens over the prompts being
      prefilled: prompts admitted together share it, a longer one is prefilled a chunk per
-     iteration (prefill.py); a prompt whose last chunk ran chooses its first token and joins;
+     iteration (prefill.py); a prompt whose last chunk ran chooses its first token and joins
+     (when no sequence was decoding, a burst reaching an idle engine, the prompts that arrived
+     meanwhile are admitted and prefilled too, up to ``FRESH_PREFILL_PASSES`` passes);
   4. decodes one token for every running sequence in one batched forward pass;
-  5. hands the deltas to each request's event loop in one call per loop.
+  5. hands the deltas to each request's event loop in one call per loop, and waits until the
+     loop has passed them on (stream.py: ``hand_over``).
 Requests join and leave the batch between steps. ``generate`` refuses a request (Overloaded)
 when ``max_num_seqs + max_waiting`` sequences are already in the engine, so latency cannot grow
 without bound. ``submit`` with a ``Resume`` starts a sequence from elsewhere than its prompt and
@@ -22,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
+import sys
 import threading
 import time
 from collections import defaultdict, deque
@@ -54,9 +58,13 @@ from rosettaserve.runtimes.llm.resume import (
 )
 from rosettaserve.runtimes.llm.sampling import Logprobs, TokenState, choose, logprobs
 from rosettaserve.runtimes.llm.state import EngineConfig, EngineStats, Group, Sequence
-from rosettaserve.runtimes.llm.stream import GenerationStream, Item
+from rosettaserve.runtimes.llm.stream import GenerationStream, Item, hand_over
 
 log = logging.getLogger("rosettaserve.llm")
+# The interpreter's switch interval while an engine runs (see ``Engine.start``).
+SWITCH_INTERVAL_S = 0.0005
+# Prefill passes an iteration may run before its decode step when no sequence was decoding.
+FRESH_PREFILL_PASSES = 4
 __all__ = ["Engine", "EngineConfig", "EngineStats"]
 
 
@@ -102,6 +110,11 @@ class Engine:
     # -- lifecycle ------------------------------------------------------------------------------
 
     def start(self) -> None:
+        # The event loop must get the interpreter back within a fraction of a step when a
+        # request arrives: the engine thread holds it between tensor operations, and with
+        # CPython's default switch interval (5 ms) the loop could wait two steps' time.
+        if sys.getswitchinterval() > SWITCH_INTERVAL_S:
+            sys.setswitchinterval(SWITCH_INTERVAL_S)
         self._thread.start()
 
     def stop(self) -> None:
@@ -258,6 +271,29 @@ class Engine:
 
     def _iteration(self, admitted: list[Group]) -> None:
         self._drop_cancelled()
+        # With no sequence decoding before this iteration (a burst reaching an idle engine),
+        # the requests that arrived during a prefill pass are admitted and get a pass of their
+        # own before the first decode step instead of after it: a burst of requests spreads
+        # over a few milliseconds. Only newcomers do: a longer prompt's next chunk still waits
+        # for the decode step.
+        fresh = not self._running
+        self._prefill(admitted)
+        for _ in range(FRESH_PREFILL_PASSES - 1 if fresh else 0):
+            with self._cond:
+                more = self._admit()
+            if not more:
+                break
+            admitted += more  # the caller fails them too if a pass fails
+            self._prefill(more)
+        self._preempt()
+        if self._running:
+            self._decode()
+        held = sum(job.done * len(job.owner.seqs) for job in self._prefilling)
+        self.stats.kv_tokens = self._kv_tokens() + held
+        self.stats.running = len(self._running) + sum(len(j.owner.seqs) for j in self._prefilling)
+
+    def _prefill(self, admitted: list[Group]) -> None:
+        """Start the admitted groups and run one prefill pass; the prompts it finished join."""
         joining: list[tuple[Sequence, KV]] = []
         for group in admitted:
             joining += self._start(group)
@@ -265,12 +301,6 @@ class Engine:
         self._flush()  # the first tokens leave as soon as they are chosen
         self.batch.join([kv for _, kv in joining])
         self._running += [seq for seq, _ in joining]
-        self._preempt()
-        if self._running:
-            self._decode()
-        held = sum(job.done * len(job.owner.seqs) for job in self._prefilling)
-        self.stats.kv_tokens = self._kv_tokens() + held
-        self.stats.running = len(self._running) + sum(len(j.owner.seqs) for j in self._prefilling)
 
     def _start(self, group: Group) -> list[tuple[Sequence, KV]]:
         """An admitted group joins now (its cache came along) or starts prefilling."""
@@ -454,12 +484,7 @@ class Engine:
 
     def _flush(self) -> None:
         outbox, self._outbox = self._outbox, defaultdict(list)
-        for loop, items in outbox.items():
-            try:
-                loop.call_soon_threadsafe(_deliver, items)
-            except RuntimeError:  # that loop is closed: its requests are gone
-                for stream, _ in items:
-                    stream.cancelled = True
+        hand_over(outbox)
 
     def _fail_all(self, groups: list[Group], exc: Exception) -> None:
         """Every running sequence and every sequence of ``groups`` ends with ``exc``."""
@@ -473,8 +498,3 @@ class Engine:
         self._retire(seqs)
         self._running = []
         self.batch.clear()
-
-
-def _deliver(items: list[tuple[GenerationStream, Item]]) -> None:
-    for stream, item in items:
-        stream.put(item)

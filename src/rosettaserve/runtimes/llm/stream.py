@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import threading
+import time
+from collections.abc import Callable, Mapping
 
 from rosettaserve.core.generate import GenerateDelta
 
 Item = GenerateDelta | BaseException
+# The longest the engine thread waits for an event loop to pass a step's deltas on: a busy
+# loop delays the next step by this much at most.
+HANDOVER_WAIT_S = 0.02
 
 
 class GenerationStream:
@@ -61,3 +66,38 @@ class GenerationStream:
     def __del__(self) -> None:
         if not self.cancelled and self._open > 0:
             self.cancelled = True  # never consumed to the end: let the engine drop it
+
+
+def hand_over(
+    outbox: Mapping[asyncio.AbstractEventLoop, list[tuple[GenerationStream, Item]]],
+) -> None:
+    """Hand one step's deltas to their loops (one call per loop), then wait (at most
+    ``HANDOVER_WAIT_S``) until each loop has passed them on. The engine thread's next step would
+    otherwise hold the interpreter while the loop formats and writes them: on a busy core the
+    loop fell steps behind, wrote several tokens of a stream at once (an inter-token gap of a
+    few steps, then gaps of zero) and read new requests late."""
+    taken: list[threading.Event] = []
+    for loop, items in outbox.items():
+        event = threading.Event()
+        try:
+            loop.call_soon_threadsafe(_deliver, loop, items, event)
+        except RuntimeError:  # that loop is closed: its requests are gone
+            for stream, _ in items:
+                stream.cancelled = True
+        else:
+            taken.append(event)
+    deadline = time.monotonic() + HANDOVER_WAIT_S
+    for event in taken:
+        event.wait(max(0.0, deadline - time.monotonic()))
+
+
+def _deliver(
+    loop: asyncio.AbstractEventLoop,
+    items: list[tuple[GenerationStream, Item]],
+    taken: threading.Event,
+) -> None:
+    """On the streams' loop: queue the deltas, then tell the engine thread once the tasks they
+    woke have run (they were scheduled before ``taken.set``)."""
+    for stream, item in items:
+        stream.put(item)
+    loop.call_soon(taken.set)
