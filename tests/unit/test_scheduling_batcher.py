@@ -199,6 +199,47 @@ def test_inputs_of_different_shapes_are_never_mixed() -> None:
     run(body)
 
 
+def test_inputs_of_other_byte_orders_are_never_mixed() -> None:
+    """The same datatype in another byte order is another kind: concatenating would convert."""
+
+    async def body() -> None:
+        model = Recorder()
+        mv = served(model)
+        dp = plane(mv)
+        held = await first_held(dp, model)
+        inputs = [
+            np.full((1, 2), 1.0, np.float32),
+            np.full((1, 2), 2.0, ">f4"),
+            np.full((1, 2), 3.0, np.float32),
+        ]
+        reqs = [InferenceRequest("m", [Tensor("X", "FP32", (1, 2), x)]) for x in inputs]
+        tasks = gather(dp, reqs)
+        await until(lambda: batcher(mv).waiting == 3)
+        model.gate.set()
+        await held
+        responses = await asyncio.gather(*tasks)
+        assert [b[:, 0].tolist() for b in model.seen[1:]] == [[1.0, 3.0], [2.0]]
+        assert model.seen[2].dtype == np.dtype(">f4")
+        for x, response in zip(inputs, responses, strict=True):
+            np.testing.assert_array_equal(response.outputs[0].data, 2 * x + 0.5)
+
+    run(body)
+
+
+def test_a_scalar_input_is_refused() -> None:
+    async def body() -> None:
+        model = Recorder()
+        mv = served(model)
+        mv.inputs = []  # no declared signature: only the batcher can notice
+        dp = plane(mv)
+        req = InferenceRequest("m", [Tensor("X", "FP32", (), np.float32(1.0).reshape(()))])
+        with pytest.raises(InvalidInput, match="no batch dimension"):
+            await dp.infer(req)
+        assert not model.seen
+
+    run(body)
+
+
 def test_requests_with_different_parameters_are_not_mixed() -> None:
     async def body() -> None:
         model = ParamRecorder()
