@@ -56,6 +56,7 @@ MODULES = [
     "rosettaserve/transport/h1_head.py",
     "rosettaserve/transport/h2.py",
     "rosettaserve/transport/h2_fields.py",
+    "rosettaserve/transport/h2_sender.py",
     "rosettaserve/transport/h2_server.py",
     "rosettaserve/transport/h2_stream.py",
     "rosettaserve/transport/h2_wire.py",

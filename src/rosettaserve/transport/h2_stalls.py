@@ -17,7 +17,7 @@ Go's ``http2.Server`` write timeout do, an answer that makes no progress for the
 
 There is no timer per stream: the server's idle sweep (``idle.sweep``) calls ``close_stalled``
 every quarter of the timeout. A stream with queued data seen by the sweep is stamped; a DATA
-frame sent clears the stamp (``Connection._pump``), so only an answer that moved no byte for the
+frame sent clears the stamp (``Sender._pump``), so only an answer that moved no byte for the
 whole timeout is dropped, and one the client reads slowly but steadily is not.
 """
 
@@ -29,12 +29,12 @@ from typing import TYPE_CHECKING
 from rosettaserve.transport.h2_wire import CANCEL, NO_ERROR
 
 if TYPE_CHECKING:
-    from rosettaserve.transport.h2 import Connection
+    from rosettaserve.transport.h2_sender import Sender
 
 log = logging.getLogger("rosettaserve.grpc")
 
 
-def close_stalled(conn: Connection, now: float, timeout: float) -> None:
+def close_stalled(conn: Sender, now: float, timeout: float) -> None:
     """Drop what of ``conn`` has waited on its client longer than ``timeout`` seconds."""
     if not conn.writable:
         if not conn.unwritable_since:
