@@ -97,7 +97,7 @@ class VllmStream:
             if self.ended:
                 raise StopAsyncIteration
             try:
-                out = await self.outputs.__anext__()
+                self.pending.extend(self.deltas(await self.outputs.__anext__()))
             except StopAsyncIteration:
                 self.ended = True
                 raise
@@ -107,7 +107,6 @@ class VllmStream:
             except Exception as exc:
                 self.ended = True
                 raise serving_error(exc) from exc
-            self.pending.extend(self.deltas(out))
             if self.open <= 0:  # vLLM's generator ends here (no abort when it is collected)
                 self.ended = True
                 async for _ in self.outputs:
