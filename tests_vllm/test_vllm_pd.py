@@ -61,4 +61,3 @@ def test_requests_were_split_and_recomputed(
     assert after_d["decode"]["finished"] == before + 1
     assert after_p["prefill"]["handovers"] >= after_d["decode"]["finished"]
     assert after_p["prefill"]["leases"] == after_p["prefill"]["leaseBytes"] == 0  # no cache
-
