@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import resource
 import time
-from bisect import bisect_left
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -65,19 +64,34 @@ class Histogram:
         self.sum = 0
 
     def add(self, ns: int) -> None:
-        self.counts[bisect_left(self.bounds, ns)] += 1
+        self.counts[bucket(self.bounds, ns)] += 1
         self.sum += ns
 
     def copy(self) -> Counts:
         return list(self.counts), self.sum
 
 
+def bucket(bounds: tuple[int, ...], ns: int) -> int:
+    """``bisect.bisect_left(bounds, ns)``, compiled: on native ints, a request's three
+    histograms cost ~300 instructions instead of ~2,700 through bisect's Python objects
+    (callgrind, bench/rest_path_instructions.py)."""
+    low, high = 0, len(bounds)
+    while low < high:
+        middle = (low + high) // 2
+        if bounds[middle] < ns:
+            low = middle + 1
+        else:
+            high = middle
+    return low
+
+
 class RequestSeries:
-    __slots__ = ("latency", "outcomes")
+    __slots__ = ("latency", "model", "outcomes")
 
     def __init__(self) -> None:
         self.outcomes: dict[str, int] = {}
         self.latency = Histogram()
+        self.model: ModelSeries | None = None  # its model version's series, once looked up
 
 
 class ModelSeries:
@@ -214,18 +228,22 @@ class Metrics:
         outcomes = series.outcomes
         outcomes[outcome] = outcomes.get(outcome, 0) + 1
         latency, ns = series.latency, end - call.start
-        latency.counts[bisect_left(_BOUNDS_NS, ns)] += 1
+        bounds = _BOUNDS_NS
+        latency.counts[bucket(bounds, ns)] += 1
         latency.sum += ns
         ran = call.ran
         if ran:  # it reached the model (the histograms' adds, inlined: this is the hot path)
-            model = self._models.get(key[:2])
+            model = series.model  # (not a lookup by key[:2] each time: ~500 instructions)
             if model is None:
-                model = self._models[key[:2]] = ModelSeries()
+                model = self._models.get(key[:2])
+                if model is None:
+                    model = self._models[key[:2]] = ModelSeries()
+                series.model = model
             queue, ns = model.queue, max(ran - call.submitted, 0)
-            queue.counts[bisect_left(_BOUNDS_NS, ns)] += 1
+            queue.counts[bucket(bounds, ns)] += 1
             queue.sum += ns
             compute, ns = model.compute, max(call.done - ran, 0)
-            compute.counts[bisect_left(_BOUNDS_NS, ns)] += 1
+            compute.counts[bucket(bounds, ns)] += 1
             compute.sum += ns
 
     def snapshot(self, versions: Iterable[ModelVersion]) -> Snapshot:
