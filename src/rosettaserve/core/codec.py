@@ -199,7 +199,9 @@ def _numeric_array(data: list[Any], dtype: DType, name: str) -> np.ndarray:
 def _has_bool(data: list[Any]) -> bool:
     """Does a list that numpy read as numbers hide JSON booleans? (numbers never hold t or f)"""
     text = orjson.dumps(data)
-    return b"t" in text or b"f" in text
+    # find, not ``in``: compiled, ``in`` on bytes first tries its operand as an int and clears the
+    # TypeError (~1,850 instructions each, callgrind; this runs on every JSON number tensor)
+    return text.find(b"t") >= 0 or text.find(b"f") >= 0
 
 
 def _python_array(data: list[Any], dtype: DType, name: str) -> np.ndarray:
