@@ -48,6 +48,7 @@ from rosettaserve.runtimes.llm.batch import KV, DecodeBatch, Runner
 from rosettaserve.runtimes.llm.detok import IncrementalDetokenizer, StopText, decoder, eos_ids
 from rosettaserve.runtimes.llm.prefill import PrefillJob, plan, run
 from rosettaserve.runtimes.llm.prefix_cache import PrefixCache
+from rosettaserve.runtimes.llm.prompts import prompt_ids
 from rosettaserve.runtimes.llm.resume import (
     Preempted,
     Resume,
@@ -162,21 +163,7 @@ class Engine:
         return stream
 
     def prompt_ids(self, request: GenerateRequest) -> list[int]:
-        if request.prompt_token_ids is not None:
-            ids = list(request.prompt_token_ids)
-            bad = [i for i in ids if not 0 <= i < self.vocab]
-            if bad:
-                raise InvalidInput(f"token id {bad[0]} is out of range [0, {self.vocab})")
-        else:
-            ids = self.tokenize(request.prompt or "", request.add_special_tokens)
-        if not ids:
-            raise InvalidInput("the prompt is empty")
-        if len(ids) >= self.config.max_model_len:
-            raise InvalidInput(
-                f"the prompt has {len(ids)} tokens; this model's context window is "
-                f"{self.config.max_model_len} tokens (prompt and output together)"
-            )
-        return ids
+        return prompt_ids(request, self.vocab, self.config.max_model_len, self.tokenize)
 
     def tokenize(self, text: str, special: bool = True) -> list[int]:
         return list(self.tokenizer(text, add_special_tokens=special)["input_ids"])

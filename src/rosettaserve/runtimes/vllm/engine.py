@@ -21,6 +21,7 @@ from rosettaserve.core.generate import (
     GeneratorInfo,
     SamplingParams,
 )
+from rosettaserve.runtimes.llm.prompts import prompt_ids
 from rosettaserve.runtimes.vllm.stream import VllmStream, vllm_sampling
 
 
@@ -130,21 +131,7 @@ class VllmEngine:
         )
 
     def prompt_ids(self, request: GenerateRequest) -> list[int]:
-        if request.prompt_token_ids is not None:
-            ids = list(request.prompt_token_ids)
-            bad = [i for i in ids if not 0 <= i < self.vocab]
-            if bad:
-                raise InvalidInput(f"token id {bad[0]} is out of range [0, {self.vocab})")
-        else:
-            ids = self.tokenize(request.prompt or "", request.add_special_tokens)
-        if not ids:
-            raise InvalidInput("the prompt is empty")
-        if len(ids) >= self.config.max_model_len:
-            raise InvalidInput(
-                f"the prompt has {len(ids)} tokens; this model's context window is "
-                f"{self.config.max_model_len} tokens (prompt and output together)"
-            )
-        return ids
+        return prompt_ids(request, self.vocab, self.config.max_model_len, self.tokenize)
 
     def max_new_tokens(self, params: SamplingParams, prompt_len: int) -> int:
         room = self.config.max_model_len - prompt_len

@@ -1,0 +1,33 @@
+"""A request's prompt as token ids, checked the same way by every engine behind the plane."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from rosettaserve.core.errors import InvalidInput
+from rosettaserve.core.generate import GenerateRequest
+
+
+def prompt_ids(
+    request: GenerateRequest,
+    vocab: int,
+    context: int,
+    tokenize: Callable[[str, bool], list[int]],
+) -> list[int]:
+    """The request's token ids (given, or ``tokenize``d from its text): each in the vocabulary,
+    at least one, and fewer than ``context`` (the window holds prompt and output together)."""
+    if request.prompt_token_ids is not None:
+        ids = list(request.prompt_token_ids)
+        bad = [i for i in ids if not 0 <= i < vocab]
+        if bad:
+            raise InvalidInput(f"token id {bad[0]} is out of range [0, {vocab})")
+    else:
+        ids = tokenize(request.prompt or "", request.add_special_tokens)
+    if not ids:
+        raise InvalidInput("the prompt is empty")
+    if len(ids) >= context:
+        raise InvalidInput(
+            f"the prompt has {len(ids)} tokens; this model's context window is "
+            f"{context} tokens (prompt and output together)"
+        )
+    return ids
