@@ -64,7 +64,10 @@ def build_tokenizer(text: str):  # type: ignore[no-untyped-def]
     return tokenizer
 
 
-def build_model(vocab_size: int, eos_ids: list[int]):  # type: ignore[no-untyped-def]
+def build_model(  # type: ignore[no-untyped-def]
+    vocab_size: int, eos_ids: list[int], heads: tuple[int, int, int | None] = (4, 2, None)
+):
+    """``heads``: attention heads, key/value heads and head size (None: hidden size / heads)."""
     import torch
     from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
 
@@ -74,8 +77,9 @@ def build_model(vocab_size: int, eos_ids: list[int]):  # type: ignore[no-untyped
         hidden_size=64,
         intermediate_size=176,
         num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
+        num_attention_heads=heads[0],
+        num_key_value_heads=heads[1],
+        **({} if heads[2] is None else {"head_dim": heads[2]}),
         max_position_embeddings=CONTEXT,
         tie_word_embeddings=True,
         bos_token_id=None,
@@ -108,7 +112,9 @@ def train(model, ids: list[int]) -> float:  # type: ignore[no-untyped-def]
     return float(loss.detach())
 
 
-def main(out: Path) -> None:
+def main(
+    out: Path, heads: tuple[int, int, int | None] = (4, 2, None), model_yaml: str = MODEL_YAML
+) -> None:
     import torch
 
     torch.set_num_threads(1)  # one thread: the same weights on every machine of one ISA
@@ -116,13 +122,13 @@ def main(out: Path) -> None:
     tokenizer = build_tokenizer(text)
     eos_ids = [tokenizer.convert_tokens_to_ids(t) for t in (EOS, IM_END)]
     ids = tokenizer(text + EOS, add_special_tokens=False)["input_ids"]
-    model = build_model(len(tokenizer), eos_ids)
+    model = build_model(len(tokenizer), eos_ids, heads)
     loss = train(model, ids * 4)
     tokenizer.model_max_length = CONTEXT
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out, safe_serialization=True)
     tokenizer.save_pretrained(out)
-    (out / "model.yaml").write_text(MODEL_YAML)
+    (out / "model.yaml").write_text(model_yaml)
     print(f"built {out}: vocab {len(tokenizer)}, {len(ids)} corpus tokens, final loss {loss:.3f}")
 
 

@@ -13,7 +13,6 @@ import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = ROOT / "build" / "tiny_llama_h32"
@@ -29,40 +28,15 @@ def example_builder() -> ModuleType:
     return module
 
 
-def build_model(vocab_size: int, eos_ids: list[int]) -> Any:
-    """The example's Llama, its attention as 2 heads of 32 (1 key/value head)."""
-    import torch
-    from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(example.SEED)
-    config = LlamaConfig(
-        vocab_size=vocab_size,
-        hidden_size=64,
-        intermediate_size=176,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        head_dim=HEAD_SIZE,
-        max_position_embeddings=example.CONTEXT,
-        tie_word_embeddings=True,
-        bos_token_id=None,
-        eos_token_id=eos_ids,
-        pad_token_id=eos_ids[0],
-    )
-    model = LlamaForCausalLM(config)
-    model.generation_config = GenerationConfig(eos_token_id=eos_ids, pad_token_id=eos_ids[0])
-    return model
-
-
 example = example_builder()
 
 
 def build(out: Path, again: bool = False) -> Path:
     """``out`` holds the model (built when its weights are missing, or ``again``)."""
     if again or not (out / "model.safetensors").is_file():
-        example.build_model = build_model
-        example.MODEL_YAML = example.MODEL_YAML.replace("examples/build_llm.py", __file__)
-        example.main(out)
+        # the example's Llama with its attention as 2 heads of 32 (1 key/value head)
+        yaml = example.MODEL_YAML.replace("examples/build_llm.py", __file__)
+        example.main(out, heads=(2, 1, HEAD_SIZE), model_yaml=yaml)
     return out
 
 
