@@ -36,43 +36,13 @@ SMALL_BODY = (
 )
 
 
-class CountingTransport:
-    """A socket's transport that keeps nothing: it counts the writes."""
-
-    def __init__(self) -> None:
-        self.writes = 0
-
-    def writelines(self, parts: list[Any]) -> None:
-        self.writes += 1
-
-    def write(self, data: bytes) -> None:
-        self.writes += 1
-
-    def get_extra_info(self, name: str) -> None:
-        return None
-
-    def set_write_buffer_limits(self, high: int) -> None:
-        pass
-
-    def is_closing(self) -> bool:
-        return False
-
-    def close(self) -> None:
-        pass
-
-    def pause_reading(self) -> None:
-        pass
-
-    def resume_reading(self) -> None:
-        pass
-
-
 def child(args: argparse.Namespace) -> None:
     """Under valgrind: warm up, wait at ``<marker>.start``, run, wait at ``<marker>.stop``."""
     import asyncio
     import gc
 
     import uvloop
+    from rest_path_cost import CountingTransport
 
     from rosettaserve.server import Server
     from rosettaserve.settings import Settings
