@@ -8,6 +8,7 @@ import asyncio
 import itertools
 import logging
 import random
+import sys
 import warnings
 from typing import Any
 
@@ -338,3 +339,21 @@ def test_the_forward_passes_raise_no_transformers_warning(
     finally:
         library.removeHandler(caplog.handler)
     assert [r.getMessage() for r in caplog.records if r.name.startswith("transformers")] == []
+
+
+def test_the_switch_interval_is_short_while_engines_run_and_restored_after_the_last() -> None:
+    before = sys.getswitchinterval()  # (another test's engine may be running: a fresh counter)
+    try:
+        sys.setswitchinterval(0.005)
+        interval = engine_module.SwitchInterval()
+        interval.engine_started()
+        interval.engine_started()
+        assert sys.getswitchinterval() == engine_module.SWITCH_INTERVAL_S
+        interval.engine_stopped()
+        assert sys.getswitchinterval() == engine_module.SWITCH_INTERVAL_S
+        interval.engine_stopped()
+        assert sys.getswitchinterval() == 0.005
+        interval.engine_stopped()  # one stop too many changes nothing
+        assert sys.getswitchinterval() == 0.005
+    finally:
+        sys.setswitchinterval(before)

@@ -69,6 +69,35 @@ FRESH_PREFILL_PASSES = 4
 __all__ = ["Engine", "EngineConfig", "EngineStats"]
 
 
+class SwitchInterval:
+    """The process's switch interval is ``SWITCH_INTERVAL_S`` while any engine runs, and what it
+    was before once the last one stops (a server whose LLM unloads serves on as before)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running = 0
+        self._before = sys.getswitchinterval()
+
+    def engine_started(self) -> None:
+        with self._lock:
+            if self._running == 0:
+                self._before = sys.getswitchinterval()
+                if self._before > SWITCH_INTERVAL_S:
+                    sys.setswitchinterval(SWITCH_INTERVAL_S)
+            self._running += 1
+
+    def engine_stopped(self) -> None:
+        with self._lock:
+            if self._running == 0:
+                return
+            self._running -= 1
+            if self._running == 0:
+                sys.setswitchinterval(self._before)
+
+
+_switch_interval = SwitchInterval()
+
+
 class Engine:
     def __init__(
         self, model: Any, tokenizer: Any, config: EngineConfig, device: torch.device
@@ -107,6 +136,7 @@ class Engine:
         )
         self.stats = EngineStats()
         self._thread = threading.Thread(target=self._run, name="rosetta-llm", daemon=True)
+        self._holds_interval = False  # whether this engine counts in ``_switch_interval``
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -114,8 +144,8 @@ class Engine:
         # The event loop must get the interpreter back within a fraction of a step when a
         # request arrives: the engine thread holds it between tensor operations, and with
         # CPython's default switch interval (5 ms) the loop could wait two steps' time.
-        if sys.getswitchinterval() > SWITCH_INTERVAL_S:
-            sys.setswitchinterval(SWITCH_INTERVAL_S)
+        _switch_interval.engine_started()
+        self._holds_interval = True
         self._thread.start()
 
     def stop(self) -> None:
@@ -123,6 +153,9 @@ class Engine:
             self._stopping = True
             self._cond.notify()
         self._thread.join(timeout=30)
+        if self._holds_interval:
+            self._holds_interval = False
+            _switch_interval.engine_stopped()
 
     @property
     def active(self) -> int:
