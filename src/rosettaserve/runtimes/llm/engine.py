@@ -48,7 +48,7 @@ from rosettaserve.runtimes.llm.batch import KV, DecodeBatch, Runner
 from rosettaserve.runtimes.llm.detok import IncrementalDetokenizer, StopText, decoder, eos_ids
 from rosettaserve.runtimes.llm.prefill import PrefillJob, plan, run
 from rosettaserve.runtimes.llm.prefix_cache import PrefixCache
-from rosettaserve.runtimes.llm.prompts import prompt_ids
+from rosettaserve.runtimes.llm.prompts import max_new_tokens, prompt_ids
 from rosettaserve.runtimes.llm.resume import (
     Preempted,
     Resume,
@@ -202,15 +202,7 @@ class Engine:
         return list(self.tokenizer(text, add_special_tokens=special)["input_ids"])
 
     def _max_new_tokens(self, params: SamplingParams, prompt_len: int) -> int:
-        room = self.config.max_model_len - prompt_len
-        if params.max_new_tokens is None:
-            return min(params.default_max_new_tokens or room, room)
-        if params.max_new_tokens > room:
-            raise InvalidInput(
-                f"this model's context window is {self.config.max_model_len} tokens; the prompt "
-                f"has {prompt_len}, so at most {room} new tokens fit, not {params.max_new_tokens}"
-            )
-        return params.max_new_tokens
+        return max_new_tokens(params, prompt_len, self.config.max_model_len)
 
     def _sequence(
         self,

@@ -1,11 +1,11 @@
-"""A request's prompt as token ids, checked the same way by every engine behind the plane."""
+"""A request's prompt as token ids and its room for output, checked alike by every engine."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 from rosettaserve.core.errors import InvalidInput
-from rosettaserve.core.generate import GenerateRequest
+from rosettaserve.core.generate import GenerateRequest, SamplingParams
 
 
 def prompt_ids(
@@ -31,3 +31,17 @@ def prompt_ids(
             f"{context} tokens (prompt and output together)"
         )
     return ids
+
+
+def max_new_tokens(params: SamplingParams, prompt_len: int, context: int) -> int:
+    """The tokens a request may generate: what it asks (or its family's default), within the
+    room its prompt leaves in the ``context`` window; asking for more is the client's error."""
+    room = context - prompt_len
+    if params.max_new_tokens is None:
+        return min(params.default_max_new_tokens or room, room)
+    if params.max_new_tokens > room:
+        raise InvalidInput(
+            f"this model's context window is {context} tokens; the prompt "
+            f"has {prompt_len}, so at most {room} new tokens fit, not {params.max_new_tokens}"
+        )
+    return params.max_new_tokens

@@ -21,7 +21,7 @@ from rosettaserve.core.generate import (
     GeneratorInfo,
     SamplingParams,
 )
-from rosettaserve.runtimes.llm.prompts import prompt_ids
+from rosettaserve.runtimes.llm.prompts import max_new_tokens, prompt_ids
 from rosettaserve.runtimes.vllm.stream import VllmStream, vllm_sampling
 
 
@@ -134,12 +134,4 @@ class VllmEngine:
         return prompt_ids(request, self.vocab, self.config.max_model_len, self.tokenize)
 
     def max_new_tokens(self, params: SamplingParams, prompt_len: int) -> int:
-        room = self.config.max_model_len - prompt_len
-        if params.max_new_tokens is None:
-            return min(params.default_max_new_tokens or room, room)
-        if params.max_new_tokens > room:
-            raise InvalidInput(
-                f"this model's context window is {self.config.max_model_len} tokens; the prompt "
-                f"has {prompt_len}, so at most {room} new tokens fit, not {params.max_new_tokens}"
-            )
-        return params.max_new_tokens
+        return max_new_tokens(params, prompt_len, self.config.max_model_len)
