@@ -3,7 +3,8 @@
 Properties: only the project's errors (4xx) escape ``read_infer`` and ``request_from`` (the
 reader, with protobuf behind it); where the reader reads a request itself, it means what
 protobuf's own parse of ModelInferRequest means (``grpc_convert.parse_infer``), or is refused
-alike; otherwise it hands the bytes to protobuf.
+alike; otherwise it hands the bytes to protobuf. ``model_named`` (the access line's skim of the
+same bytes) never raises and gives two strings.
 """
 
 from __future__ import annotations
@@ -14,6 +15,9 @@ from tests.unit.test_oip_grpc_wire import by_protobuf, by_wire
 
 
 def check(data: bytes) -> None:
+    name, version = grpc_wire.model_named(data)
+    assert isinstance(name, str), name
+    assert isinstance(version, str), version
     try:
         grpc_wire.request_from(data)
     except Exception as exc:
