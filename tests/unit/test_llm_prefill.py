@@ -22,7 +22,7 @@ from rosettaserve.core.generate import (
     SamplingParams,
     collect,
 )
-from rosettaserve.runtimes.llm import LlmModel, padded
+from rosettaserve.runtimes.llm import LlmModel, padded, rows
 from rosettaserve.runtimes.llm import engine as engine_module
 from rosettaserve.runtimes.llm.batch import DecodeBatch
 from rosettaserve.runtimes.llm.engine import Engine
@@ -269,6 +269,63 @@ def test_prompts_on_a_long_past_go_as_one_padded_batch(llm: LlmModel) -> None:
             assert k.shape == wk.shape == v.shape == wv.shape
             assert torch.allclose(k, wk, atol=1e-4)
             assert torch.allclose(v, wv, atol=1e-4)
+
+
+def test_many_fresh_prompts_go_as_a_few_packed_rows(llm: LlmModel) -> None:
+    runner = llm.engine.runner
+    texts = prompts(12, 3, (3, 8, 13, 30))
+    jobs = [PrefillJob(None, llm.engine.tokenize(t)) for t in texts]
+    jobs[3].keep = 2  # a job that needs two positions' logits
+    chunks = plan(jobs, 4096)
+    layout = rows.layout(chunks)
+    assert layout is not None
+    assert len(layout) > 1
+    assert sorted(i for row in layout for i in row) == list(range(len(jobs)))
+    assert all(sum(chunks[i][1] for i in row) <= rows.ROW_TOKENS for row in layout if len(row) > 1)
+    logits = run(runner, chunks)
+    for job, mine in zip(jobs, logits, strict=True):
+        alone, whole = runner.prefill_many(job.tokens, job.keep)
+        assert mine is not None
+        assert mine.shape == alone.shape
+        assert torch.allclose(mine, alone, atol=1e-4)
+        assert job.kv is not None
+        for (k, v), (wk, wv) in zip(job.kv, whole, strict=True):
+            assert k.shape == wk.shape == v.shape == wv.shape
+            assert torch.allclose(k, wk, atol=1e-4)
+            assert torch.allclose(v, wv, atol=1e-4)
+    chunks = plan([PrefillJob(None, job.tokens, done=2, kv=job.kv) for job in jobs], 4096)
+    assert rows.layout(chunks) is None  # prompts on a past go another way
+
+
+def test_a_burst_at_an_idle_engine_is_gathered_into_one_pass() -> None:
+    texts = prompts(12, 4, (2, 5, 8))
+    with pytest.MonkeyPatch.context() as patch, held_engine(prefix_cache_tokens=0) as llm:
+        engine = llm.engine
+        seen = passes(patch, engine)
+        later: list[Any] = []  # the rest of the burst, read by the loop while the engine gathers
+        real = engine_module.caught_up
+
+        def reading(loops: Any, timeout: float) -> None:
+            for loop in loops:
+                while later:
+                    loop.call_soon_threadsafe(later.pop())
+            real(loops, timeout)
+
+        patch.setattr(engine_module, "caught_up", reading)
+
+        async def scenario() -> list[Completion]:
+            rest: list[Any] = []
+            later.append(lambda: rest.extend(engine.generate(greedy(t)) for t in texts[1:]))
+            first = engine.generate(greedy(texts[0]))  # the engine wakes on this one
+            engine.start()
+            (head,) = await asyncio.wait_for(collect(first), 120)
+            done = await asyncio.wait_for(asyncio.gather(*map(collect, rest)), 120)
+            return [head, *(c for (c,) in done)]
+
+        done = asyncio.run(scenario())
+        assert [len(takes) for takes, _, _ in seen] == [len(texts)]  # one pass for them all
+        for text, completion in zip(texts, done, strict=True):
+            assert completion.token_ids == reference(llm, text), text
 
 
 # -- the pieces alone ---------------------------------------------------------------------------

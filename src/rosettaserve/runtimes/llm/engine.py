@@ -4,11 +4,13 @@ Each iteration of the engine thread:
   1. drops sequences whose client went away (their KV cache goes with them);
   2. admits waiting requests (up to ``max_num_seqs`` sequences prefilling or running), taking
      what the prefix cache holds of their prompts (prefix_cache.py);
-  3. runs one prefill pass of at most ``prefill_chunk_tokens`` tokens over the prompts being
-     prefilled: prompts admitted together share it, a longer one is prefilled a chunk per
-     iteration (prefill.py); a prompt whose last chunk ran chooses its first token and joins
-     (when no sequence was decoding, a burst reaching an idle engine, the prompts that arrived
-     meanwhile are admitted and prefilled too, up to ``FRESH_PREFILL_PASSES`` passes);
+  3. runs one prefill pass of at most ``prefill_chunk_tokens`` tokens (``IDLE_PASS_FACTOR``
+     times that when no sequence is decoding) over the prompts being prefilled: prompts
+     admitted together share it, a longer one is prefilled a chunk per iteration (prefill.py);
+     a prompt whose last chunk ran chooses its first token and joins
+     (when no sequence was decoding, a burst reaching an idle engine, the requests already
+     read by their event loops are gathered first, and the prompts that arrive meanwhile are
+     admitted and prefilled too, up to ``FRESH_PREFILL_PASSES`` passes);
   4. decodes one token for every running sequence in one batched forward pass;
   5. hands the deltas to each request's event loop in one call per loop, and waits until the
      loop has passed them on (stream.py: ``hand_over``).
@@ -25,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-import sys
 import threading
 import time
 from collections import defaultdict, deque
@@ -59,40 +60,19 @@ from rosettaserve.runtimes.llm.resume import (
 )
 from rosettaserve.runtimes.llm.sampling import Logprobs, TokenState, choose, logprobs
 from rosettaserve.runtimes.llm.state import EngineConfig, EngineStats, Group, Sequence
-from rosettaserve.runtimes.llm.stream import GenerationStream, Item, hand_over
+from rosettaserve.runtimes.llm.stream import GenerationStream, Item, caught_up, hand_over
+from rosettaserve.runtimes.llm.switch import SWITCH_INTERVAL_S, SwitchInterval
 
 log = logging.getLogger("rosettaserve.llm")
-# The interpreter's switch interval while an engine runs (see ``Engine.start``).
-SWITCH_INTERVAL_S = 0.0005
 # Prefill passes an iteration may run before its decode step when no sequence was decoding.
 FRESH_PREFILL_PASSES = 4
-__all__ = ["Engine", "EngineConfig", "EngineStats"]
-
-
-class SwitchInterval:
-    """The process's switch interval is ``SWITCH_INTERVAL_S`` while any engine runs, and what it
-    was before once the last one stops (a server whose LLM unloads serves on as before)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._running = 0
-        self._before = sys.getswitchinterval()
-
-    def engine_started(self) -> None:
-        with self._lock:
-            if self._running == 0:
-                self._before = sys.getswitchinterval()
-                if self._before > SWITCH_INTERVAL_S:
-                    sys.setswitchinterval(SWITCH_INTERVAL_S)
-            self._running += 1
-
-    def engine_stopped(self) -> None:
-        with self._lock:
-            if self._running == 0:
-                return
-            self._running -= 1
-            if self._running == 0:
-                sys.setswitchinterval(self._before)
+# How long a burst reaching an idle engine may gather before its first prefill pass (the
+# requests whose bytes have arrived are passed on by their loops and join it).
+GATHER_WAIT_S = 0.005
+GATHER_ROUNDS = 4
+# A pass may take this many times ``prefill_chunk_tokens`` when no sequence is decoding.
+IDLE_PASS_FACTOR = 4
+__all__ = ["SWITCH_INTERVAL_S", "Engine", "EngineConfig", "EngineStats", "SwitchInterval"]
 
 
 _switch_interval = SwitchInterval()
@@ -141,9 +121,7 @@ class Engine:
     # -- lifecycle ------------------------------------------------------------------------------
 
     def start(self) -> None:
-        # The event loop must get the interpreter back within a fraction of a step when a
-        # request arrives: the engine thread holds it between tensor operations, and with
-        # CPython's default switch interval (5 ms) the loop could wait two steps' time.
+        # the event loops get the interpreter back within a fraction of a step (switch.py)
         _switch_interval.engine_started()
         self._holds_interval = True
         self._thread.start()
@@ -284,11 +262,12 @@ class Engine:
     def _iteration(self, admitted: list[Group]) -> None:
         self._drop_cancelled()
         # With no sequence decoding before this iteration (a burst reaching an idle engine),
-        # the requests that arrived during a prefill pass are admitted and get a pass of their
-        # own before the first decode step instead of after it: a burst of requests spreads
-        # over a few milliseconds. Only newcomers do: a longer prompt's next chunk still waits
-        # for the decode step.
+        # the requests already read by their loops are gathered first, and those arriving during
+        # a pass get passes before the first decode step instead of after it. Only newcomers
+        # do: a longer prompt's next chunk still waits for the decode step.
         fresh = not self._running
+        if fresh:
+            self._gather(admitted)
         self._prefill(admitted)
         for _ in range(FRESH_PREFILL_PASSES - 1 if fresh else 0):
             with self._cond:
@@ -303,6 +282,18 @@ class Engine:
         held = sum(job.done * len(job.owner.seqs) for job in self._prefilling)
         self.stats.kv_tokens = self._kv_tokens() + held
         self.stats.running = len(self._running) + sum(len(j.owner.seqs) for j in self._prefilling)
+
+    def _gather(self, admitted: list[Group]) -> None:
+        """Before a burst's first pass: the requests' loops pass on what has arrived (requests
+        read in the meantime), which is admitted too, until a round brings nothing new."""
+        deadline = time.monotonic() + GATHER_WAIT_S
+        for _ in range(GATHER_ROUNDS):
+            caught_up({g.stream.loop for g in admitted}, deadline - time.monotonic())
+            with self._cond:
+                more = self._admit()
+            if not more:
+                return
+            admitted += more  # the caller fails them too if a pass fails
 
     def _prefill(self, admitted: list[Group]) -> None:
         """Start the admitted groups and run one prefill pass; the prompts it finished join."""
@@ -342,7 +333,10 @@ class Engine:
                 if job.digests is None:
                     job.digests = cache.digests(job.tokens, len(job.tokens) - job.keep)
                 job.done, job.kv = cache.lookup(job.digests)
-        chunks = plan(self._prefilling, self.config.prefill_chunk_tokens)
+        budget = self.config.prefill_chunk_tokens
+        if not self._running:  # no stream waits for a decode step: a burst shares one pass
+            budget *= IDLE_PASS_FACTOR
+        chunks = plan(self._prefilling, budget)
         for job, _ in chunks:
             if not job.started:
                 job.started = True

@@ -11,7 +11,8 @@ other as the past, their new tokens one after the other as the input. An additiv
 lets each token see its own prompt's past and its own prompt's earlier tokens; position ids
 count from each prompt's own past length. A pass over one prompt runs without a mask, exactly
 as an unbatched prefill does. When the prompts carry long pasts (prefix cache hits, later
-chunks), a padded batch of one row per prompt costs less attention (padded.py).
+chunks), a padded batch of one row per prompt costs less attention (padded.py); many prompts
+without a past go as a few packed rows (rows.py).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 
 import torch
 
-from rosettaserve.runtimes.llm import padded
+from rosettaserve.runtimes.llm import padded, rows
 from rosettaserve.runtimes.llm.batch import KV, Runner, cache_kv, make_cache
 
 
@@ -64,7 +65,10 @@ def plan(jobs: list[PrefillJob], budget: int) -> list[tuple[PrefillJob, int]]:
 def run(runner: Runner, chunks: list[tuple[PrefillJob, int]]) -> list[torch.Tensor | None]:
     """One forward pass over ``chunks``; each job's ``done`` and ``kv`` move on. Returns the
     logits ``[keep, V]`` of each job that finished its prompt (None for the others)."""
-    if len(chunks) > 1 and padded.cheaper(chunks):
+    layout = rows.layout(chunks) if len(chunks) > 1 else None
+    if layout is not None:
+        results = rows.forward(runner, chunks, layout)
+    elif len(chunks) > 1 and padded.cheaper(chunks):
         results = padded.forward(runner, chunks)
     else:
         results = _packed(runner, chunks)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from rosettaserve.core.generate import GenerateDelta
 
@@ -101,3 +101,27 @@ def _deliver(
     for stream, item in items:
         stream.put(item)
     loop.call_soon(taken.set)
+
+
+def caught_up(loops: Iterable[asyncio.AbstractEventLoop], timeout: float) -> None:
+    """Wait (at most ``timeout``) until each loop has run what it had ready and the tasks that
+    woke meanwhile: requests whose bytes had arrived have reached the engine by then."""
+    events: list[threading.Event] = []
+    for loop in loops:
+        event = threading.Event()
+        try:
+            loop.call_soon_threadsafe(_rounds, loop, 2, event)
+        except RuntimeError:  # that loop is closed
+            continue
+        events.append(event)
+    deadline = time.monotonic() + timeout
+    for event in events:
+        event.wait(max(0.0, deadline - time.monotonic()))
+
+
+def _rounds(loop: asyncio.AbstractEventLoop, left: int, done: threading.Event) -> None:
+    """``done`` is set after ``left`` more rounds of the loop."""
+    if left > 0:
+        loop.call_soon(_rounds, loop, left - 1, done)
+    else:
+        done.set()

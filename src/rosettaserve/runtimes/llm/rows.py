@@ -1,0 +1,114 @@
+"""A prefill pass over fresh prompts as a few packed rows instead of one.
+
+Packing every prompt of a pass into one row (prefill.py) makes each token's attention span the
+whole pass, masked: its cost grows with the square of the pass's tokens. A burst of 32 short
+prompts (~450 tokens) spent most of its pass there (11.9 ms, against 4.2 ms for 16 of them).
+Prompts without a past are laid one after the other into rows of about ``ROW_TOKENS`` tokens
+(a prompt is never split across rows), the rows right-padded to the longest; each token sees
+its own prompt's earlier tokens only, through an additive ``[rows, 1, width, width]`` mask.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from rosettaserve.runtimes.llm.batch import KV, Runner, cache_kv, make_cache
+
+Chunks = list[tuple[Any, int]]  # (PrefillJob, tokens this pass)
+# Tokens of a row: short enough that attention stays cheap, long enough that the rows' padding
+# and per-row work stay small.
+ROW_TOKENS = 96
+
+
+def layout(chunks: Chunks) -> list[list[int]] | None:
+    """The chunks (indices) of each row, in order; None when rows do not apply: a job has a
+    past, or everything fits in one row anyway."""
+    if any(job.done for job, _ in chunks):
+        return None
+    rows: list[list[int]] = [[]]
+    filled = 0
+    for i, (_, take) in enumerate(chunks):
+        if rows[-1] and filled + take > ROW_TOKENS:
+            rows.append([])
+            filled = 0
+        rows[-1].append(i)
+        filled += take
+    return rows if len(rows) > 1 else None
+
+
+def forward(
+    runner: Runner, chunks: Chunks, rows: list[list[int]]
+) -> list[tuple[KV, torch.Tensor | None]]:
+    """Each job's new cache ``[1, kv_heads, take, head_dim]`` per layer, and the logits
+    ``[keep, V]`` of each job that this pass finishes (None for the others)."""
+    starts = _starts(chunks, rows)
+    width = max(sum(chunks[i][1] for i in row) for row in rows)
+    ids = torch.zeros(len(rows), width, dtype=torch.long)
+    positions = torch.zeros(len(rows), width, dtype=torch.long)
+    for r, row in enumerate(rows):
+        for i in row:
+            job, take = chunks[i]
+            at = starts[i]
+            ids[r, at : at + take] = torch.tensor(job.tokens[:take])
+            positions[r, at : at + take] = torch.arange(take)
+    wanted = [_wanted(job, take, starts[i]) for i, (job, take) in enumerate(chunks)]
+    keep = sorted({p for want in wanted for p in want})
+    out = runner.model(
+        input_ids=ids.to(runner.device),
+        position_ids=positions.to(runner.device),
+        attention_mask=_mask(chunks, rows, starts, width, runner.dtype).to(runner.device),
+        past_key_values=make_cache([]),
+        use_cache=True,
+        **runner.keep_logits(torch.tensor(keep or [0], dtype=torch.long, device=runner.device)),
+    )
+    logits = out.logits.float().cpu()
+    column = {p: p for p in range(width)} if logits.shape[1] == width else _columns(keep)
+    new = cache_kv(out.past_key_values)
+    row_of = {i: r for r, row in enumerate(rows) for i in row}
+    results: list[tuple[KV, torch.Tensor | None]] = []
+    for i, (_, take) in enumerate(chunks):
+        r, at = row_of[i], starts[i]
+        mine = [(k[r : r + 1, :, at : at + take], v[r : r + 1, :, at : at + take]) for k, v in new]
+        cols = [column[p] for p in wanted[i]]
+        results.append((mine, logits[r, cols] if cols else None))
+    return results
+
+
+def _starts(chunks: Chunks, rows: list[list[int]]) -> list[int]:
+    """Where each chunk starts in its row."""
+    starts = [0] * len(chunks)
+    for row in rows:
+        at = 0
+        for i in row:
+            starts[i] = at
+            at += chunks[i][1]
+    return starts
+
+
+def _wanted(job: Any, take: int, start: int) -> list[int]:
+    """The row positions whose logits the job needs: its last ``keep`` if this pass ends it."""
+    if job.remaining != take:
+        return []
+    return list(range(start + take - job.keep, start + take))
+
+
+def _columns(keep: list[int]) -> dict[int, int]:
+    return {p: c for c, p in enumerate(keep)}
+
+
+def _mask(
+    chunks: Chunks, rows: list[list[int]], starts: list[int], width: int, dtype: torch.dtype
+) -> torch.Tensor:
+    """The additive mask ``[rows, 1, width, width]``: 0 where a token may look. Padding at a
+    row's end sees itself only (no row of the softmax is empty)."""
+    allowed = torch.eye(width, dtype=torch.bool).repeat(len(rows), 1, 1)
+    for r, row in enumerate(rows):
+        for i in row:
+            at, take = starts[i], chunks[i][1]
+            allowed[r, at : at + take, at : at + take] = torch.ones(
+                take, take, dtype=torch.bool
+            ).tril()
+    bias = torch.zeros(allowed.shape, dtype=dtype).masked_fill(~allowed, torch.finfo(dtype).min)
+    return bias[:, None]
