@@ -233,14 +233,15 @@ class Engine:
         self.prefix_cache.clear()
         self._flush()
 
-    def _admit(self) -> list[Group]:
-        """Waiting requests that fit in the batch now (called with the lock held)."""
+    def _admit(self, pending: tuple[Group, ...] = ()) -> list[Group]:
+        """Waiting requests that fit in the batch now, beside the running and prefilling ones
+        and ``pending`` (admitted, not started yet); called with the lock held."""
         gone = [g for g in self._waiting if g.stream.cancelled]
         if gone:
             self._waiting = deque(g for g in self._waiting if not g.stream.cancelled)
             self._retire([s for g in gone for s in g.seqs])  # the lock is reentrant
         admitted: list[Group] = []
-        prefilling = [job.owner for job in self._prefilling]
+        prefilling = [job.owner for job in self._prefilling] + list(pending)
         room = self.config.max_num_seqs - len(self._running) - sum(len(g.seqs) for g in prefilling)
         kv_room = (self.config.kv_budget_tokens or 2**62) - self._kv_tokens()
         kv_room -= sum(g.kv_need for g in prefilling)
@@ -290,7 +291,7 @@ class Engine:
         for _ in range(GATHER_ROUNDS):
             caught_up({g.stream.loop for g in admitted}, deadline - time.monotonic())
             with self._cond:
-                more = self._admit()
+                more = self._admit(tuple(admitted))
             if not more:
                 return
             admitted += more  # the caller fails them too if a pass fails
