@@ -9,7 +9,7 @@ round of the loop reads one request on each of 16 connections, as a server under
 connections does (its writes then leave together).
 
     .venv/bin/python bench/rest_path_instructions.py REPO [--requests 2000] [--connections 1]
-        [--keep FILE] [--model identity] [--cache-sim]
+        [--keep FILE] [--model identity] [--cache-sim] [--body FILE]
 
 REPO: a repository with a python identity model (``identity_repo`` in bench/compare/rosetta.py).
 ``--keep FILE`` keeps the callgrind output (``callgrind_annotate FILE`` for the functions).
@@ -48,11 +48,12 @@ def child(args: argparse.Namespace) -> None:
     from rosettaserve.settings import Settings
     from rosettaserve.transport.h1 import Connection, HttpServer
 
+    body = Path(args.body).read_bytes() if args.body else SMALL_BODY
     head = (
         f"POST /v2/models/{args.model}/infer HTTP/1.1\r\nHost: bench\r\n"
-        f"Content-Type: application/json\r\nContent-Length: {len(SMALL_BODY)}\r\n\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
     )
-    request = head.encode() + SMALL_BODY
+    request = head.encode() + body
 
     def wait(tag: str) -> None:
         flag = Path(f"{args.child}.{tag}")
@@ -111,7 +112,7 @@ def parent(args: argparse.Namespace) -> None:
             *(["--cache-sim=yes", "--branch-sim=yes"] if args.cache_sim else []),
             sys.executable, __file__, str(args.repository), "--model", args.model,
             "--requests", str(args.requests), "--connections", str(args.connections),
-            "--child", marker,
+            "--child", marker, *(["--body", str(args.body)] if args.body else []),
         ]  # fmt: skip
         # a fast predict runs on the loop's thread (core/invoker.py); under valgrind it is some 50
         # times slower, and would go to the model's thread now and then: not at full speed
@@ -166,6 +167,7 @@ def main() -> None:
         "--cache-sim", action="store_true", help="also simulated cache misses and mispredictions"
     )
     parser.add_argument("--keep", help="keep the callgrind output in this file")
+    parser.add_argument("--body", help="a file holding the JSON request body (else a small one)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:

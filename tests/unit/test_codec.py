@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from numpy.testing import assert_array_equal
 
+from rosettaserve.core import codec
 from rosettaserve.core.codec import (
     SMALL_LIST,
     check_shape,
@@ -617,6 +618,24 @@ def test_narrowing_keeps_nan() -> None:
     out = narrow(np.array([np.nan, 1.0]), DTYPES["FP32"], "INPUT0")
     assert np.isnan(out[0])
     assert out[1] == 1.0
+
+
+def test_narrowing_sets_numpys_error_state_directly_and_restores_it() -> None:
+    """narrow raises on overflow through numpy's own error state, set without np.errstate (the
+    installed numpy keeps it where codec looks), and leaves the caller's state as it was, after
+    a refusal too: a model's overflow still warns as numpy's default says."""
+    assert codec._RAISE_ON_OVERFLOW is not None
+    before = np.geterr()
+    narrow(np.array([1.0, 2.0]), DTYPES["FP32"], "x")
+    with pytest.raises(InvalidInput):
+        narrow(np.array([1e39]), DTYPES["FP32"], "x")
+    assert np.geterr() == before
+    with np.errstate(over="ignore"):  # a caller's own setting, kept around the call
+        narrow(np.array([1.0]), DTYPES["FP32"], "x")
+        assert np.geterr()["over"] == "ignore"
+        with pytest.raises(InvalidInput):
+            narrow(np.array([1e39]), DTYPES["FP32"], "x")
+        assert np.geterr()["over"] == "ignore"
 
 
 @pytest.mark.parametrize(
