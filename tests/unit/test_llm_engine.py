@@ -209,6 +209,16 @@ def test_streamed_text_never_splits_a_character(llm: LlmModel) -> None:
         assert "".join(d.text for d in parts) == tokenizer.decode(ids, skip_special_tokens=True)
 
 
+def test_prompts_tokenize_as_calling_the_tokenizer_does(llm: LlmModel) -> None:
+    tokenizer = llm.tokenizer
+    special = " ".join(str(t) for t in tokenizer.all_special_tokens)
+    texts = [*PROMPTS, "", "  two  spaces ", f"text {special} around", "tab\tand\nnewline"]
+    for text in texts:
+        for add in (True, False):
+            want = list(tokenizer(text, add_special_tokens=add)["input_ids"])
+            assert llm.engine.tokenize(text, add) == want, (text, add)
+
+
 # -- validation, limits, cancellation ------------------------------------------------------------
 
 

@@ -1,4 +1,5 @@
-"""Text of generated tokens as they come: complete characters only, stop strings held back."""
+"""Text of generated tokens as they come: complete characters only, stop strings held back;
+and the prompt's way in (``encoder``)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,25 @@ REPLACEMENT = "\ufffd"
 PROMPT_CONTEXT = 5  # prompt tokens decoded with the output, for tokenizers whose text needs context
 
 Decode = Callable[[list[int]], str]
+Encode = Callable[[str, bool], list[int]]
+
+
+def encoder(tokenizer: Any) -> Encode:
+    """Text -> token ids (the bool: add the tokenizer's special tokens), through the Rust
+    tokenizer when calling the tokenizer would give the same ids: no truncation or padding set
+    in it. Calling the tokenizer costs twice as much, paid by the event loop for each request."""
+    backend: Any = getattr(tokenizer, "backend_tokenizer", None)
+    usable = backend is not None and hasattr(backend, "encode_special_tokens")
+    if not usable or backend.truncation is not None or backend.padding is not None:
+        return lambda text, special: list(tokenizer(text, add_special_tokens=special)["input_ids"])
+    split = bool(getattr(tokenizer, "split_special_tokens", False))
+
+    def encode(text: str, special: bool) -> list[int]:
+        if backend.encode_special_tokens != split:  # what calling the tokenizer sets
+            backend.encode_special_tokens = split
+        return list(backend.encode(text, add_special_tokens=special).ids)
+
+    return encode
 
 
 def decoder(tokenizer: Any, skip_special_tokens: bool) -> Decode:

@@ -46,7 +46,13 @@ from rosettaserve.core.generate import (
     Usage,
 )
 from rosettaserve.runtimes.llm.batch import KV, DecodeBatch, Runner
-from rosettaserve.runtimes.llm.detok import IncrementalDetokenizer, StopText, decoder, eos_ids
+from rosettaserve.runtimes.llm.detok import (
+    IncrementalDetokenizer,
+    StopText,
+    decoder,
+    encoder,
+    eos_ids,
+)
 from rosettaserve.runtimes.llm.prefill import PrefillJob, plan, run
 from rosettaserve.runtimes.llm.prefix_cache import PrefixCache
 from rosettaserve.runtimes.llm.prompts import max_new_tokens, prompt_ids
@@ -68,7 +74,7 @@ log = logging.getLogger("rosettaserve.llm")
 FRESH_PREFILL_PASSES = 4
 # How long a burst reaching an idle engine may gather before its first prefill pass (the
 # requests whose bytes have arrived are passed on by their loops and join it).
-GATHER_WAIT_S = 0.005
+GATHER_WAIT_S = 0.010
 GATHER_ROUNDS = 4
 # A pass may take this many times ``prefill_chunk_tokens`` when no sequence is decoding.
 IDLE_PASS_FACTOR = 4
@@ -91,6 +97,7 @@ class Engine:
         self.special_ids = set(getattr(tokenizer, "all_special_ids", []) or [])
         self._decode_skip = decoder(tokenizer, skip_special_tokens=True)
         self._decode_all = decoder(tokenizer, skip_special_tokens=False)
+        self._encode = encoder(tokenizer)
         self.info = GeneratorInfo(
             model_id=config.model_id,
             max_model_len=config.max_model_len,
@@ -177,7 +184,7 @@ class Engine:
         return prompt_ids(request, self.vocab, self.config.max_model_len, self.tokenize)
 
     def tokenize(self, text: str, special: bool = True) -> list[int]:
-        return list(self.tokenizer(text, add_special_tokens=special)["input_ids"])
+        return self._encode(text, special)
 
     def _max_new_tokens(self, params: SamplingParams, prompt_len: int) -> int:
         return max_new_tokens(params, prompt_len, self.config.max_model_len)
