@@ -8,6 +8,8 @@ queued, then lets go.
 
 from __future__ import annotations
 
+import json
+import socket
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -109,3 +111,83 @@ def test_model_config_announces_dynamic_batching(server: ServerProcess) -> None:
     assert config["max_batch_size"] == 32
     assert config["dynamic_batching"]["max_queue_delay_microseconds"] == 0
     assert config["dynamic_batching"]["preferred_batch_size"] == []
+
+
+def raw_request(model: str, value: float, close: bool = False) -> bytes:
+    body = json.dumps(
+        {"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, 2], "data": [value] * 2}]}
+    ).encode()
+    head = f"POST /v2/models/{model}/infer HTTP/1.1\r\nHost: t\r\n"
+    head += f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+    head += "Connection: close\r\n\r\n" if close else "\r\n"
+    return head.encode() + body
+
+
+def read_answers(sock: socket.socket, count: int) -> list[list[float]]:
+    """The first row of OUTPUT0 of ``count`` answers read from ``sock``, in order."""
+    data, answers = b"", []
+    while len(answers) < count:
+        head_end = data.find(b"\r\n\r\n")
+        if head_end >= 0:
+            head = data[:head_end].decode()
+            assert head.startswith("HTTP/1.1 200"), head
+            length = int(head.lower().split("content-length:")[1].split("\r\n")[0])
+            end = head_end + 4 + length
+            if len(data) >= end:
+                answers.append(json.loads(data[head_end + 4 : end])["outputs"][0]["data"])
+                data = data[end:]
+                continue
+        chunk = sock.recv(65536)
+        assert chunk, f"closed after {len(answers)} answers"
+        data += chunk
+    return answers
+
+
+def connect(server: ServerProcess) -> socket.socket:
+    host, port = server.http_hostport.rsplit(":", 1)
+    return socket.create_connection((host, int(port)), timeout=60)
+
+
+def hold_first(gate: Gate) -> list[Any]:
+    """A first request (from a thread) that the model holds: what it returns, once let go."""
+    before = len(gate.executions())
+    gate.hold.touch()
+    first, _ = in_threads([lambda: rest_infer(gate.server, gate.model, np.zeros((1, 2), "f4"))])
+    wait_for(lambda: len(gate.executions()) == before + 1, "the first request runs")
+    return first
+
+
+def test_requests_pipelined_behind_a_batched_one_are_answered_in_order(
+    server: ServerProcess, repo: Path
+) -> None:
+    """The first request of a connection waits for its batch outside a task and is answered
+    from the batch's result; those the client pipelined behind it are answered after it, in
+    order, and the connection serves on."""
+    gate = Gate(server, repo, "gated")
+    first = hold_first(gate)
+    with connect(server) as sock:
+        sock.sendall(b"".join(raw_request("gated", v) for v in (1.0, 2.0, 3.0)))
+        wait_for(lambda: gate.queued() == 1, "the connection's first request queued")
+        gate.hold.unlink()
+        assert read_answers(sock, 3) == [[3.0, 3.0], [5.0, 5.0], [7.0, 7.0]]
+        sock.sendall(raw_request("gated", 4.0) + raw_request("gated", 5.0, close=True))
+        assert read_answers(sock, 2) == [[9.0, 9.0], [11.0, 11.0]]
+        assert sock.recv(1) == b""  # closed after the answer that said so
+    for t in first:
+        t.join(60)
+
+
+def test_a_client_that_leaves_while_its_request_is_queued_drops_it(
+    server: ServerProcess, repo: Path
+) -> None:
+    gate = Gate(server, repo, "gated")
+    first = hold_first(gate)
+    with connect(server) as sock:
+        sock.sendall(raw_request("gated", 42.0))
+        wait_for(lambda: gate.queued() == 1, "the request queued")
+    wait_for(lambda: gate.queued() == 0, "the request withdrawn once its client left")
+    gate.hold.unlink()
+    for t in first:
+        t.join(60)
+    np.testing.assert_array_equal(rest_infer(server, "gated", np.ones((1, 2), "f4")), [[3, 3]])
+    assert 42.0 not in gate.values()

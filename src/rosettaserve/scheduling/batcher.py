@@ -35,6 +35,7 @@ from rosettaserve.core.errors import Cancelled, InvalidInput, ModelError, Servin
 from rosettaserve.core.invoker import Invocable, Invoker
 from rosettaserve.core.model import Arrays
 from rosettaserve.core.registry import DynamicBatching, ModelVersion
+from rosettaserve.core.resumable import Resumable
 from rosettaserve.core.stats import ModelStats
 
 log = logging.getLogger("rosettaserve.batching")
@@ -101,7 +102,9 @@ class DynamicBatcher:
         if not inputs:
             return await self.inner.predict(inputs, parameters, call)
         loop = asyncio.get_running_loop()
-        item = Pending(inputs, parameters, call, future=loop.create_future(), enqueued=loop.time())
+        # (a future the HTTP/1.1 server may resume the request's handler from: core/resumable.py)
+        future = Resumable(loop=loop)
+        item = Pending(inputs, parameters, call, future=future, enqueued=loop.time())
         self._queue.append(item)
         self._wake(loop)
         try:
