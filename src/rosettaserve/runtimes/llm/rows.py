@@ -45,20 +45,19 @@ def forward(
     ``[keep, V]`` of each job that this pass finishes (None for the others)."""
     starts = _starts(chunks, rows)
     width = max(sum(chunks[i][1] for i in row) for row in rows)
-    ids = torch.zeros(len(rows), width, dtype=torch.long)
-    positions = torch.zeros(len(rows), width, dtype=torch.long)
-    for r, row in enumerate(rows):
-        for i in row:
-            job, take = chunks[i]
-            at = starts[i]
-            ids[r, at : at + take] = torch.tensor(job.tokens[:take])
-            positions[r, at : at + take] = torch.arange(take)
+    ids, positions, owner = [], [], []  # per row; owner: the chunk of each position (-1: pad)
+    for row in rows:
+        row_ids = [t for i in row for t in chunks[i][0].tokens[: chunks[i][1]]]
+        pad = [0] * (width - len(row_ids))
+        ids.append(row_ids + pad)
+        positions.append([p for i in row for p in range(chunks[i][1])] + pad)
+        owner.append([i for i in row for _ in range(chunks[i][1])] + [-1] * len(pad))
     wanted = [_wanted(job, take, starts[i]) for i, (job, take) in enumerate(chunks)]
     keep = sorted({p for want in wanted for p in want})
     out = runner.model(
-        input_ids=ids.to(runner.device),
-        position_ids=positions.to(runner.device),
-        attention_mask=_mask(chunks, rows, starts, width, runner.dtype).to(runner.device),
+        input_ids=torch.tensor(ids, dtype=torch.long, device=runner.device),
+        position_ids=torch.tensor(positions, dtype=torch.long, device=runner.device),
+        attention_mask=_mask(torch.tensor(owner), runner.dtype).to(runner.device),
         past_key_values=make_cache([]),
         use_cache=True,
         **runner.keep_logits(torch.tensor(keep or [0], dtype=torch.long, device=runner.device)),
@@ -98,17 +97,12 @@ def _columns(keep: list[int]) -> dict[int, int]:
     return {p: c for c, p in enumerate(keep)}
 
 
-def _mask(
-    chunks: Chunks, rows: list[list[int]], starts: list[int], width: int, dtype: torch.dtype
-) -> torch.Tensor:
-    """The additive mask ``[rows, 1, width, width]``: 0 where a token may look. Padding at a
-    row's end sees itself only (no row of the softmax is empty)."""
-    allowed = torch.eye(width, dtype=torch.bool).repeat(len(rows), 1, 1)
-    for r, row in enumerate(rows):
-        for i in row:
-            at, take = starts[i], chunks[i][1]
-            allowed[r, at : at + take, at : at + take] = torch.ones(
-                take, take, dtype=torch.bool
-            ).tril()
+def _mask(owner: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """The additive mask ``[rows, 1, width, width]`` from the chunk owning each position (-1:
+    padding): 0 where a token may look, at its own chunk's earlier tokens and itself. Padding
+    at a row's end sees the padding before it (no row of the softmax is empty)."""
+    width = owner.shape[1]
+    causal = torch.ones(width, width, dtype=torch.bool).tril()
+    allowed = (owner[:, :, None] == owner[:, None, :]) & causal
     bias = torch.zeros(allowed.shape, dtype=dtype).masked_fill(~allowed, torch.finfo(dtype).min)
     return bias[:, None]
