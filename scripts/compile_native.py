@@ -70,6 +70,7 @@ MODULES = [
 # (its users fall back to a pure-Python way when it is not built).
 C_MODULES = [
     "rosettaserve/core/json_numbers.c",  # flat JSON number arrays (core/json_bulk.py)
+    "rosettaserve/core/json_floats.c",  # float32 arrays written as JSON (core/json_nonfinite.py)
 ]
 
 

@@ -11,7 +11,8 @@ import math
 import numpy as np
 import pytest
 
-from rosettaserve.core.types import InferenceRequest, InferenceResponse, Tensor
+from rosettaserve.core import json_nonfinite
+from rosettaserve.core.types import InferenceRequest, InferenceResponse, RequestedOutput, Tensor
 from rosettaserve.protocols.oip.convert import SEARCHED_VALUES, encode_infer
 
 
@@ -71,3 +72,42 @@ def test_two_small_outputs_one_with_an_infinity() -> None:
 def test_an_integer_output_is_not_searched() -> None:
     text = answer(Tensor("out", "INT32", (3,), np.array([1, 2, 3], dtype=np.int32)))
     assert json.loads(text)["outputs"][0]["data"] == [1, 2, 3]
+
+
+def mixed_outputs() -> list[Tensor]:
+    """Large FP32 outputs (written into the answer by json_floats) around a small one, an
+    FP64 one, a binary one and one with a NUL in its name (the mark's byte, escaped by orjson)."""
+    rng = np.random.default_rng(29)
+    big = rng.standard_normal(3000).astype(np.float32)
+    big[7] = math.nan
+    return [
+        Tensor("a", "FP32", (3000,), big),
+        Tensor("b", "FP32", (2, 4), np.array([[0.1, -0.0, 3e38, 1e-45]] * 2, dtype=np.float32)),
+        Tensor("c\x00", "FP32", (1, 500), -big[:500].reshape(1, 500)),
+        Tensor("d", "FP64", (100,), np.linspace(0.0, 1.0, 100)),
+        Tensor("e", "FP32", (100,), big[:100]),
+        Tensor("f", "FP32", (70,), big[:70], parameters={"binary_data": True}),
+    ]
+
+
+@pytest.mark.parametrize("count", [1, 2, 6])
+def test_fp32_outputs_written_into_the_answer_as_orjson_would(
+    count: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same answer, byte for byte, as with orjson writing every array (where json_floats
+    is not built), with one spliced output or several, the tokens included."""
+    request = InferenceRequest("m", [])
+    request.outputs = [
+        RequestedOutput(t.name, {"binary_data": t.name == "f"}) for t in mixed_outputs()
+    ]
+    response = InferenceResponse("m", "1", mixed_outputs()[:count])
+    spliced = encode_infer(response, request)
+    assert json_nonfinite.json_floats is not None  # built: the answers above came from it
+    monkeypatch.setattr(json_nonfinite, "json_floats", None)
+    plain = encode_infer(InferenceResponse("m", "1", mixed_outputs()[:count]), request)
+    assert spliced[0] == plain[0]
+    assert spliced[2] == plain[2]
+    assert [bytes(b) for b in spliced[1]] == [bytes(b) for b in plain[1]]
+    doc = json.loads(spliced[0][: spliced[2]] if spliced[2] else spliced[0])
+    first = np.array(doc["outputs"][0]["data"], dtype=np.float32)
+    assert np.array_equal(first, mixed_outputs()[0].data, equal_nan=True)

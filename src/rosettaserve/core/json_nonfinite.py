@@ -20,9 +20,15 @@ from typing import Any
 import numpy as np
 import orjson
 
+try:
+    from rosettaserve.core import json_floats as json_floats  # noqa: PLC0414 - convert.py uses it
+except ImportError:  # not built (scripts/compile_native.py): orjson writes every array
+    json_floats = None  # type: ignore[assignment]
+
 NAN, INFINITY, MINUS_INFINITY = "NaN", "Infinity", "-Infinity"
 _NUMPY = orjson.OPT_SERIALIZE_NUMPY
 _SMALL = 8  # values tested in Python
+_FLOAT32 = np.dtype(np.float32)  # native byte order
 
 
 def token(value: float) -> str:
@@ -34,7 +40,11 @@ def token(value: float) -> str:
 
 def array(arr: np.ndarray) -> np.ndarray | orjson.Fragment:
     """What orjson should write for a numeric array (with OPT_SERIALIZE_NUMPY): the array itself
-    when every value is finite, else its JSON text with the tokens where orjson writes null."""
+    when every value is finite, else its JSON text with the tokens where orjson writes null.
+    A float32 array's text comes from json_floats (C), which writes the same text as orjson in
+    less time, tokens included, and needs no test of the values first."""
+    if json_floats is not None and arr.dtype == _FLOAT32 and arr.ndim:
+        return orjson.Fragment(json_floats.write(np.ascontiguousarray(arr)))
     if arr.dtype.kind != "f" or _finite(arr):
         return arr
     flat = np.ascontiguousarray(arr)

@@ -1,0 +1,387 @@
+/* Float32 arrays written as JSON text (json_nonfinite.array's writer).
+
+   write(array, prefix=b"", suffix=b"") -> bytes   (prefix + the array's text + suffix)
+
+   ``array`` is a C-contiguous buffer of native float32 values (a numpy array), of any number of
+   dimensions; the text is its nested JSON lists, each value as the shortest decimal that reads
+   back to the same float32 (the nearest of them when several are as short), laid out as orjson
+   lays out float32 values with OPT_SERIALIZE_NUMPY: "0.0", "-0.0", "1.5", "100.0", "0.000001",
+   "1e-7", "1.2345678e+13". NaN and the infinities are the tokens NaN, Infinity and -Infinity
+   (core/json_nonfinite.py). On 262,144 normal values (bench/json_floats_cost.py) orjson
+   takes ~22 ns a value, this writer ~17-19 (as many instructions, in fewer cycles: see the
+   passes of write_array). tests/unit/test_json_floats.py compares the two on a million values
+   and more; every one of the 2^32 float32 values was compared once (the same text as orjson,
+   tokens aside).
+
+   The shortest decimal is found with Schubfach (R. Giulietti, "The Schubfach way to render
+   doubles", 2020) for binary32: a value v = c 2^q has the rounding interval R between its
+   halfway points to its neighbours (both ends in it when c is even). With k = floor(log10 of
+   the interval's width), the interval scaled by 10^-k is 1 to 10 wide, so it holds one or two
+   integers, and at most one multiple of ten: that multiple is the shortest decimal when R holds
+   it, else the integer of the two in R nearest to v. The scaled ends are computed from a 64-bit
+   upper approximation of 10^-k, rounded to odd, which keeps every comparison with an even
+   integer exact. */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+/* G[k - K_MIN] = ceil(10^-k / 2^B(k)), where B(k) = floor(log2(10^-k)) - 63 puts it in
+   [2^63, 2^64) (exact where 10^-k 2^-B(k) is an integer). Computed with Python's integers:
+     for k in range(-45, 32): p = Fraction(10)**-k; b = floor_log2(p) - 63; ceil(p / 2**b) */
+#define K_MIN (-45)
+static const uint64_t G[] = {
+    UINT64_C(0xB35DBF821AE4F38C), UINT64_C(0x8F7E32CE7BEA5C70), UINT64_C(0xE596B7B0C643C71A),
+    UINT64_C(0xB7ABC627050305AE), UINT64_C(0x92EFD1B8D0CF37BF), UINT64_C(0xEB194F8E1AE525FE),
+    UINT64_C(0xBC143FA4E250EB32), UINT64_C(0x96769950B50D88F5), UINT64_C(0xF0BDC21ABB48DB21),
+    UINT64_C(0xC097CE7BC90715B4), UINT64_C(0x9A130B963A6C115D), UINT64_C(0xF684DF56C3E01BC7),
+    UINT64_C(0xC5371912364CE306), UINT64_C(0x9DC5ADA82B70B59E), UINT64_C(0xFC6F7C4045812297),
+    UINT64_C(0xC9F2C9CD04674EDF), UINT64_C(0xA18F07D736B90BE6), UINT64_C(0x813F3978F8940985),
+    UINT64_C(0xCECB8F27F4200F3A), UINT64_C(0xA56FA5B99019A5C8), UINT64_C(0x84595161401484A0),
+    UINT64_C(0xD3C21BCECCEDA100), UINT64_C(0xA968163F0A57B400), UINT64_C(0x878678326EAC9000),
+    UINT64_C(0xD8D726B7177A8000), UINT64_C(0xAD78EBC5AC620000), UINT64_C(0x8AC7230489E80000),
+    UINT64_C(0xDE0B6B3A76400000), UINT64_C(0xB1A2BC2EC5000000), UINT64_C(0x8E1BC9BF04000000),
+    UINT64_C(0xE35FA931A0000000), UINT64_C(0xB5E620F480000000), UINT64_C(0x9184E72A00000000),
+    UINT64_C(0xE8D4A51000000000), UINT64_C(0xBA43B74000000000), UINT64_C(0x9502F90000000000),
+    UINT64_C(0xEE6B280000000000), UINT64_C(0xBEBC200000000000), UINT64_C(0x9896800000000000),
+    UINT64_C(0xF424000000000000), UINT64_C(0xC350000000000000), UINT64_C(0x9C40000000000000),
+    UINT64_C(0xFA00000000000000), UINT64_C(0xC800000000000000), UINT64_C(0xA000000000000000),
+    UINT64_C(0x8000000000000000), UINT64_C(0xCCCCCCCCCCCCCCCD), UINT64_C(0xA3D70A3D70A3D70B),
+    UINT64_C(0x83126E978D4FDF3C), UINT64_C(0xD1B71758E219652C), UINT64_C(0xA7C5AC471B478424),
+    UINT64_C(0x8637BD05AF6C69B6), UINT64_C(0xD6BF94D5E57A42BD), UINT64_C(0xABCC77118461CEFD),
+    UINT64_C(0x89705F4136B4A598), UINT64_C(0xDBE6FECEBDEDD5BF), UINT64_C(0xAFEBFF0BCB24AAFF),
+    UINT64_C(0x8CBCCC096F5088CC), UINT64_C(0xE12E13424BB40E14), UINT64_C(0xB424DC35095CD810),
+    UINT64_C(0x901D7CF73AB0ACDA), UINT64_C(0xE69594BEC44DE15C), UINT64_C(0xB877AA3236A4B44A),
+    UINT64_C(0x9392EE8E921D5D08), UINT64_C(0xEC1E4A7DB69561A6), UINT64_C(0xBCE5086492111AEB),
+    UINT64_C(0x971DA05074DA7BEF), UINT64_C(0xF1C90080BAF72CB2), UINT64_C(0xC16D9A0095928A28),
+    UINT64_C(0x9ABE14CD44753B53), UINT64_C(0xF79687AED3EEC552), UINT64_C(0xC612062576589DDB),
+    UINT64_C(0x9E74D1B791E07E49), UINT64_C(0xFD87B5F28300CA0E), UINT64_C(0xCAD2F7F5359A3B3F),
+    UINT64_C(0xA2425FF75E14FC32), UINT64_C(0x81CEB32C4B43FCF5),
+};
+
+/* floor(q log10 2), floor(q log10 2 + log10 3/4), floor(j log2 10), exact for every q of a
+   float32 (-149..104) and every j of the table (-31..45): checked with Python's fractions. */
+static inline int floor_log10_pow2(int q) { return (q * 78913) >> 18; }
+static inline int floor_log10_three_quarters_pow2(int q) { return (q * 78913 - 32715) >> 18; }
+static inline int floor_log2_pow10(int j) { return (j * 1741647) >> 19; }
+
+/* The scaling of each binary exponent (its index: the biased exponent of a float32), computed
+   once at import: 10^-k as g 2^B(k), and the shift h that puts the scaled value's binary point
+   at bit 32 of the upper half of a 128-bit product. IRREGULAR is for a power of two, whose
+   interval reaches only half as far below it. Looking them up costs fewer instructions than
+   computing them for every value. */
+typedef struct {
+    uint64_t g;
+    int32_t shift, k;              /* shift: h + 2, for 4c (c is below 2^24: no overflow) */
+    unsigned __int128 below, above; /* the scaled distances of the interval's ends from v */
+} scale;
+static scale REGULAR[256], IRREGULAR[256];
+
+static void fill_scale(scale *s, int q, int irregular) {
+    int k = irregular ? floor_log10_three_quarters_pow2(q) : floor_log10_pow2(q);
+    int h = q + floor_log2_pow10(-k) + 33; /* the scaled value's binary point at bit 32 */
+    s->g = G[k - K_MIN];
+    s->shift = h + 2;
+    s->k = k;
+    /* the ends are 4c - 2 (4c - 1 below a power of two) and 4c + 2, in units of 2^(q-2) */
+    s->above = (unsigned __int128)s->g << (h + 1);
+    s->below = (unsigned __int128)s->g << (h + !irregular);
+}
+
+static void fill_scales(void) {
+    for (int biased = 0; biased < 255; biased++) {
+        int q = (biased ? biased : 1) - 150;
+        fill_scale(&REGULAR[biased], q, 0);
+        fill_scale(&IRREGULAR[biased], q, biased > 1);
+    }
+}
+
+/* The upper half of a product, rounded to odd below 2^-32 (its bit 32 on): the integer part,
+   with its lowest bit set when a fraction was dropped (so that it compares with any even integer
+   as the exact value does). */
+static inline uint32_t round_to_odd(unsigned __int128 product) {
+    uint64_t high = (uint64_t)(product >> 64);
+    return (uint32_t)(high >> 32) | (uint32_t)((high & 0xFFFFFFFFu) != 0);
+}
+
+static const uint32_t POW10[] = {1,       10,       100,       1000,      10000,
+                                  100000,  1000000,  10000000,  100000000, 1000000000};
+
+static inline int digit_count(uint32_t d) { /* of 0 < d < 10^9: from its bit length */
+    int below = ((32 - __builtin_clz(d)) * 1233) >> 12; /* the count, or one less */
+    return below + (d >= POW10[below]);
+}
+
+/* The shortest decimal of c 2^q (c > 0), with sc the scaling of q: nine digits, the first not
+   0 (maybe trailing zeros), and where the decimal point goes: after *point of them (before the
+   first when 0, and so on). The candidates are chosen between with arithmetic rather
+   than branches: on random values a branch here is mispredicted about a third of the time. */
+static inline uint32_t shortest(uint32_t c, const scale *sc, int *point) {
+    uint32_t out = c & 1; /* odd c: the interval's ends are not in it */
+    /* v 10^-k is g 4c 2^h, from one multiply; its ends differ from it by exact products */
+    unsigned __int128 vb128 = (unsigned __int128)sc->g * ((uint64_t)c << sc->shift);
+    uint32_t vb = round_to_odd(vb128);
+    uint32_t vbl = round_to_odd(vb128 - sc->below) + out; /* + out: ends excluded */
+    uint32_t vbr = round_to_odd(vb128 + sc->above) - out;
+    uint32_t s = vb >> 2, t = s + 1; /* floor(v 10^-k), and the next integer */
+    uint32_t sp10 = s / 10 * 10, tp10 = sp10 + 10;
+    int upin = vbl <= sp10 << 2, wpin = tp10 << 2 <= vbr;
+    int uin = vbl <= s << 2, win = t << 2 <= vbr;
+    int32_t cmp = (int32_t)(vb - ((s + t) << 1)); /* v against the midpoint of s and t */
+    /* t when only t is in R, or both are and v is nearer t (or as near and t is even) */
+    uint32_t take_t = (uint32_t)(win & (!uin | (cmp + (int32_t)(s & 1) > 0)));
+    /* one multiple of ten in R: the shortest (exactly one of upin, wpin); else s or t */
+    uint32_t ten = 0 - (uint32_t)(upin ^ wpin);
+    uint32_t digits = ((sp10 + 10 * (uint32_t)wpin) & ten) | ((s + take_t) & ~ten);
+    /* as nine digits: scaled as s would be (found alongside the choice, not after it), and
+       back by ten when rounding up carried into a tenth (s = 99999999, digits = 10^8) */
+    int count = digit_count(s);
+    uint32_t nine = digits * POW10[9 - count];
+    int carry = nine >= 1000000000;
+    *point = sc->k + count + carry; /* digits before the decimal point */
+    return carry ? nine / 10 : nine;
+}
+
+
+/* x < 10^8 as eight digits (values 0..9, not yet characters), the first in the lowest byte, so
+   that one 8-byte store writes them in order: four digits to a 32-bit lane, then two to a
+   16-bit one, then one to a byte, with one multiply per step (x * 10486 >> 20 is x / 100 below
+   10^4, x * 103 >> 10 is x / 10 below 100). Built in a register: digits stored one by one and
+   read back as a word would stall the store forwarding (~20% of the time, measured). */
+static inline uint64_t eight_digits(uint32_t first4, uint32_t last4) {
+    uint64_t v = (uint64_t)first4 | ((uint64_t)last4 << 32);
+    uint64_t t = ((v * 10486) >> 20) & UINT64_C(0x0000007F0000007F);
+    v = t | ((v - 100 * t) << 16);
+    t = ((v * 103) >> 10) & UINT64_C(0x000F000F000F000F);
+    return t | ((v - 10 * t) << 8);
+}
+
+#define MAX_NUMBER 17 /* "-0.00000123456789" */
+#define OVERHANG 24   /* bytes a number's writing may store past its end (8-byte stores) */
+#define ZEROS8 UINT64_C(0x3030303030303030)
+
+static inline void store8(char *p, uint64_t word) { memcpy(p, &word, 8); }
+
+#define SPECIAL 1000 /* a point that marks 0, NaN and the infinities */
+
+/* The shortest decimal of a float32's magnitude, as shortest() gives it; *point SPECIAL for a
+   zero, NaN or infinity. */
+static inline uint32_t decimal_of(uint32_t bits, int *point) {
+    uint32_t fraction = bits & 0x7FFFFFu, biased = (bits >> 23) & 0xFFu;
+    if (biased == 0xFF || (biased == 0 && fraction == 0)) {
+        *point = SPECIAL;
+        return 0;
+    }
+    uint32_t c = biased ? fraction | 0x800000u : fraction;
+    return shortest(c, fraction ? &REGULAR[biased] : &IRREGULAR[biased], point);
+}
+
+static inline char *write_special(char *p, uint32_t bits) {
+    if ((bits & 0x7FFFFFFFu) > 0x7F800000u) { /* NaN, whatever its sign */
+        memcpy(p, "NaN", 3);
+        return p + 3;
+    }
+    *p = '-';
+    p += bits >> 31;
+    if (bits & 0x7F800000u) {
+        memcpy(p, "Infinity", 8);
+        return p + 8;
+    }
+    memcpy(p, "0.0", 3);
+    return p + 3;
+}
+
+/* The text of a float32 (bits) at p, from its shortest decimal (room for MAX_NUMBER +
+   OVERHANG bytes): past its text. */
+/* A decimal's digits as text: the first, and the next eight in a word (with the trailing
+   zeros), n of them in all without those. */
+typedef struct {
+    uint64_t rest;
+    uint32_t lead, n;
+} digits_text;
+
+static inline digits_text text_of(uint32_t nine) {
+    uint32_t high = nine / 10000; /* the first five digits, split again alongside the last four */
+    uint64_t rest = eight_digits(high % 10000, nine % 10000);
+    digits_text text = {rest + ZEROS8, '0' + high / 10000,
+                        9 - (uint32_t)(__builtin_clzll(rest | 1) + (rest == 0)) / 8};
+    return text;
+}
+
+/* The text of a float32 (bits) at p, from its shortest decimal (room for MAX_NUMBER +
+   OVERHANG bytes): past its text. */
+static inline char *write_decimal(char *p, uint32_t bits, digits_text text, int point) {
+    if (point == SPECIAL) return write_special(p, bits);
+    *p = '-';
+    p += bits >> 31;
+    char lead = (char)text.lead;
+    uint64_t rest = text.rest;
+    int n = (int)text.n;
+    if (point > 13 || point < -5) { /* d.ddde+XX */
+        p[0] = lead;
+        p[1] = '.';
+        store8(p + 2, rest);
+        p += n + (n > 1); /* no point after a lone digit */
+        int e = point - 1;
+        memcpy(p, e < 0 ? "e-" : "e+", 2);
+        e = e < 0 ? -e : e;
+        p[2] = (char)('0' + e / 10);
+        p[3] = (char)('0' + e % 10);
+        p[2] = e < 10 ? p[3] : p[2];
+        return p + 3 + (e >= 10);
+    }
+    if (point > 8) { /* ddd000.0, or ddddddddd.d: not worth avoiding the branches */
+        p[0] = lead;
+        store8(p + 1, rest);
+        if (point >= n) {
+            store8(p + 9, ZEROS8);
+            memcpy(p + point, ".0", 2);
+            return p + point + 2;
+        }
+        p[point] = '.';
+        store8(p + point + 1, rest >> (8 * (point - 1)));
+        return p + n + 1;
+    }
+    /* 0.000ddd, d.ddd or dd.ddd: the same stores, their places computed without a branch, as
+       the point falls before or after the first digit about as often on normal values (a
+       mispredicted branch costs ~15 cycles) */
+    if (point >= n) { /* ddd.0 */
+        p[0] = lead;
+        store8(p + 1, rest);
+        memcpy(p + point, ".0", 2);
+        return p + point + 2;
+    }
+    int before = point <= 0;             /* 0.000ddd, else dd.ddd */
+    int start = before ? 2 - point : 0;  /* where the first digit goes */
+    int dot = before ? 1 : point;        /* before: where "0." put it already */
+    int tail = before ? start + 1 : point + 1;
+    store8(p, UINT64_C(0x0030303030302E30)); /* "0.00000" and a byte more */
+    p[start] = lead;
+    store8(p + start + 1, rest);
+    p[dot] = '.';
+    store8(p + tail, before ? rest : rest >> (8 * (point - 1)));
+    return p + (before ? start + n : n + 1);
+}
+
+/* Values are written a block at a time, in two passes: every value's decimal and its digits as
+   text, then the texts in place. The first is a long chain of dependent multiplies, and in the
+   second each text's place depends on the length of the one before it: done one value at a
+   time, the processor could not overlap a value's chain with the next one's, and it took ~1.4x
+   as long (2,000 normal float32 values, in cache). */
+#define BLOCK 64
+
+/* The values of a C-contiguous array of the given shape, as nested JSON lists, at p. */
+static char *write_array(char *p, const char *values, const Py_ssize_t *shape, int ndim) {
+    Py_ssize_t index[64] = {0}; /* per dimension: the position in the list being written */
+    int depth = 0;
+    *p++ = '[';
+    for (;;) {
+        if (index[depth] == shape[depth]) { /* this list is done */
+            *p++ = ']';
+            if (depth == 0) return p;
+            index[depth] = 0;
+            index[--depth]++;
+            continue;
+        }
+        if (index[depth]) *p++ = ',';
+        if (depth + 1 < ndim) {
+            *p++ = '[';
+            depth++;
+            continue;
+        }
+        Py_ssize_t n = shape[depth];
+        for (Py_ssize_t i = 0; i < n; i += BLOCK) { /* the innermost list, a block at a time */
+            int m = n - i < BLOCK ? (int)(n - i) : BLOCK;
+            uint32_t bits[BLOCK], nine[BLOCK];
+            int point[BLOCK];
+            digits_text text[BLOCK];
+            memcpy(bits, values, 4 * (size_t)m);
+            values += 4 * m;
+            for (int j = 0; j < m; j++) text[j] = text_of(nine[j] = decimal_of(bits[j], &point[j]));
+            for (int j = 0; j < m; j++) {
+                p = write_decimal(p, bits[j], text[j], point[j]);
+                *p++ = ',';
+            }
+        }
+        p -= n > 0; /* the last comma */
+        index[depth] = n;
+    }
+}
+
+/* Room for the text of an array of this shape: -1 (with an exception set) when it is beyond
+   what a bytes object can hold. */
+static Py_ssize_t room_for(const Py_buffer *view) {
+    Py_ssize_t lists = 1, count = view->len / 4, room = OVERHANG;
+    for (int d = 0; d < view->ndim; d++) {
+        room += 3 * lists; /* their brackets, and a comma after each */
+        if (view->shape[d] > 0 && lists > PY_SSIZE_T_MAX / 16 / view->shape[d]) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        lists *= view->shape[d];
+    }
+    if (count > PY_SSIZE_T_MAX / 2 / (MAX_NUMBER + 1) - room) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return room + count * (MAX_NUMBER + 1);
+}
+
+/* write(array, prefix=b"", suffix=b""): prefix, the array's text and suffix, in one bytes
+   object (no copy of the text to put it inside a document). */
+static PyObject *json_floats_write(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs < 1 || nargs > 3) {
+        PyErr_SetString(PyExc_TypeError, "write() takes an array, and a prefix and a suffix");
+        return NULL;
+    }
+    Py_buffer view, prefix = {0}, suffix = {0};
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) return NULL;
+    PyObject *text = NULL;
+    if (view.itemsize != 4 || view.format == NULL || strcmp(view.format, "f") != 0 ||
+        view.ndim < 1 || view.ndim > 64) {
+        PyErr_SetString(PyExc_TypeError, "write() takes a float32 array of 1 to 64 dimensions");
+        goto done;
+    }
+    if ((nargs > 1 && PyObject_GetBuffer(args[1], &prefix, PyBUF_SIMPLE) < 0) ||
+        (nargs > 2 && PyObject_GetBuffer(args[2], &suffix, PyBUF_SIMPLE) < 0)) {
+        goto done;
+    }
+    Py_ssize_t room = room_for(&view);
+    if (room < 0) goto done;
+    if (prefix.len > PY_SSIZE_T_MAX / 4 - room || suffix.len > PY_SSIZE_T_MAX / 4 - room) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    text = PyBytes_FromStringAndSize(NULL, prefix.len + room + suffix.len);
+    if (text == NULL) goto done;
+    char *begin = PyBytes_AS_STRING(text);
+    if (prefix.len) memcpy(begin, prefix.buf, (size_t)prefix.len);
+    char *end = write_array(begin + prefix.len, (const char *)view.buf, view.shape, view.ndim);
+    if (suffix.len) memcpy(end, suffix.buf, (size_t)suffix.len);
+    _PyBytes_Resize(&text, end + suffix.len - begin); /* on failure: text is NULL, an error set */
+done:
+    PyBuffer_Release(&view);
+    if (prefix.obj) PyBuffer_Release(&prefix);
+    if (suffix.obj) PyBuffer_Release(&suffix);
+    return text;
+}
+
+static PyMethodDef methods[] = {
+    {"write", (PyCFunction)(void (*)(void))json_floats_write, METH_FASTCALL,
+     "write(array, prefix=b'', suffix=b'') -> bytes: a float32 array as JSON lists (each value "
+     "its shortest decimal; NaN, Infinity, -Infinity as those tokens) between prefix and "
+     "suffix."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "json_floats", "Float32 arrays written as JSON text.", -1, methods,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit_json_floats(void) {
+    fill_scales();
+    return PyModule_Create(&module_def);
+}
