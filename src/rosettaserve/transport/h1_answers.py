@@ -357,4 +357,4 @@ async def _ready(response: HttpResponse) -> HttpResponse:
     return response
 
 
-_ANSWERED = object()  # what next() gives for a handler that answered in its first step
+_ANSWERED: Final = object()  # what next() gives for a handler that answered in its first step

@@ -13,8 +13,8 @@ from rosettaserve.transport.routing import HttpResponse
 LENGTH: Final = 0
 CHUNKED: Final = 1
 UNTIL_CLOSE: Final = 2
-_STATUS_LINES = {s.value: f"HTTP/1.1 {s.value} {s.phrase}\r\n".encode() for s in HTTPStatus}
-CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+_STATUS_LINES: Final = {s.value: f"HTTP/1.1 {s.value} {s.phrase}\r\n".encode() for s in HTTPStatus}
+CONTINUE: Final = b"HTTP/1.1 100 Continue\r\n\r\n"
 
 
 def head(
@@ -49,7 +49,7 @@ def head(
 
 # The status line and content-type line of each (status, content type) answered: handlers use
 # a few. A dict read here costs less than functools.lru_cache's call (callgrind).
-_STARTS: dict[tuple[int, str], bytes] = {}
+_STARTS: Final[dict[tuple[int, str], bytes]] = {}
 MAX_STARTS: Final = 256
 
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from rosettaserve.transport.h2_fields import NO_LENGTH, request_fault, trailer_fault
 from rosettaserve.transport.h2_sender import Sender
@@ -88,11 +88,24 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("rosettaserve.grpc")
 
-RESET_LIMIT = 1000  # beyond this many client resets, when they are most of its streams: GOAWAY
-WRITE_BUFFER_HIGH = 8 << 20  # written but not yet taken by the client: beyond it, reads pause
-IDLE_TIMEOUT_S = 300.0  # a connection with no stream and nothing received this long is closed
+# beyond this many client resets, when they are most of its streams: GOAWAY
+RESET_LIMIT: Final = 1000
+# written but not yet taken by the client: beyond it, reads pause
+WRITE_BUFFER_HIGH: Final = 8 << 20
+# a connection with no stream and nothing received this long is closed
+IDLE_TIMEOUT_S: Final = 300.0
 
-_HTTP1_METHODS = (b"GET ", b"POST", b"PUT ", b"HEAD", b"DELE", b"OPTI", b"PATC", b"CONN", b"TRAC")
+_HTTP1_METHODS: Final = (
+    b"GET ",
+    b"POST",
+    b"PUT ",
+    b"HEAD",
+    b"DELE",
+    b"OPTI",
+    b"PATC",
+    b"CONN",
+    b"TRAC",
+)
 
 
 class Connection(Sender):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from rosettaserve.transport.h2_stalls import close_stalled
 from rosettaserve.transport.h2_stream import RESET_HERE, Stream, StreamHistory
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("rosettaserve.grpc")
 
-PENDING_LIMIT = 4 << 20  # a stream's queued reply bytes beyond which its writer waits
+PENDING_LIMIT: Final = 4 << 20  # a stream's queued reply bytes beyond which its writer waits
 
 
 class Sender(asyncio.Protocol):

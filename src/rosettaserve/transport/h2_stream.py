@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 
 from rosettaserve.transport.h2_fields import NO_LENGTH
 from rosettaserve.transport.h2_wire import (
@@ -23,10 +23,11 @@ from rosettaserve.transport.h2_wire import (
 if TYPE_CHECKING:
     from rosettaserve.transport.h2 import Connection
 
-RESET_MEMORY = 512  # reset streams remembered, twice this many at most (their late frames)
-SKIP_MEMORY = 64  # ranges of stream ids a client skipped (never opened), remembered
+RESET_MEMORY: Final = 512  # reset streams remembered, twice this many at most (their late frames)
+SKIP_MEMORY: Final = 64  # ranges of stream ids a client skipped (never opened), remembered
 # how a stream that is no longer open ended, as remembered for the frames that may follow
-RESET_HERE, RESET_BY_CLIENT = 1, 2
+RESET_HERE: Final = 1
+RESET_BY_CLIENT: Final = 2
 
 
 class Receiver(Protocol):

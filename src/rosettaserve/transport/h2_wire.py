@@ -6,33 +6,60 @@ can raise, and the checks of a frame that need no connection state.
 from __future__ import annotations
 
 import struct
+from typing import Final
 
-PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
-DATA, HEADERS, PRIORITY, RST_STREAM, SETTINGS, PUSH_PROMISE, PING, GOAWAY = range(8)
-WINDOW_UPDATE, CONTINUATION = 8, 9
-END_STREAM = ACK = 0x1
-END_HEADERS, PADDED, PRIORITY_FLAG = 0x4, 0x8, 0x20
+# Final: compiled, these are constants or C statics here and where they are imported, not a
+# lookup in a module's dict (~140 instructions each, callgrind)
+PREFACE: Final = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+# frame types
+DATA: Final = 0
+HEADERS: Final = 1
+PRIORITY: Final = 2
+RST_STREAM: Final = 3
+SETTINGS: Final = 4
+PUSH_PROMISE: Final = 5
+PING: Final = 6
+GOAWAY: Final = 7
+WINDOW_UPDATE: Final = 8
+CONTINUATION: Final = 9
+# flags
+END_STREAM: Final = 0x1
+ACK: Final = 0x1
+END_HEADERS: Final = 0x4
+PADDED: Final = 0x8
+PRIORITY_FLAG: Final = 0x20
 # error codes
-NO_ERROR, PROTOCOL_ERROR, INTERNAL_ERROR, FLOW_CONTROL_ERROR = 0, 1, 2, 3
-STREAM_CLOSED, FRAME_SIZE_ERROR, REFUSED_STREAM, CANCEL = 5, 6, 7, 8
-COMPRESSION_ERROR, ENHANCE_YOUR_CALM = 9, 11
+NO_ERROR: Final = 0
+PROTOCOL_ERROR: Final = 1
+INTERNAL_ERROR: Final = 2
+FLOW_CONTROL_ERROR: Final = 3
+STREAM_CLOSED: Final = 5
+FRAME_SIZE_ERROR: Final = 6
+REFUSED_STREAM: Final = 7
+CANCEL: Final = 8
+COMPRESSION_ERROR: Final = 9
+ENHANCE_YOUR_CALM: Final = 11
 # settings
-HEADER_TABLE_SIZE, ENABLE_PUSH, MAX_CONCURRENT_STREAMS, INITIAL_WINDOW_SIZE = 1, 2, 3, 4
-MAX_FRAME_SIZE, MAX_HEADER_LIST_SIZE = 5, 6
+HEADER_TABLE_SIZE: Final = 1
+ENABLE_PUSH: Final = 2
+MAX_CONCURRENT_STREAMS: Final = 3
+INITIAL_WINDOW_SIZE: Final = 4
+MAX_FRAME_SIZE: Final = 5
+MAX_HEADER_LIST_SIZE: Final = 6
 
-DEFAULT_WINDOW = 65535
-DEFAULT_FRAME = 16384
-MAX_WINDOW = (1 << 31) - 1
+DEFAULT_WINDOW: Final = 65535
+DEFAULT_FRAME: Final = 16384
+MAX_WINDOW: Final = (1 << 31) - 1
 # what this server advertises
-STREAM_WINDOW = 16 << 20  # a 1 MiB request never waits for a window update
-CONNECTION_WINDOW = 64 << 20
-FRAME_LIMIT = 1 << 20
-HEADER_LIST_LIMIT = 64 * 1024
-CONCURRENT_STREAMS = 1024
+STREAM_WINDOW: Final = 16 << 20  # a 1 MiB request never waits for a window update
+CONNECTION_WINDOW: Final = 64 << 20
+FRAME_LIMIT: Final = 1 << 20
+HEADER_LIST_LIMIT: Final = 64 * 1024
+CONCURRENT_STREAMS: Final = 1024
 
-FRAME_HEAD = struct.Struct(">BHBBL")  # length as a byte and a short, type, flags, stream id
-U32 = struct.Struct(">L")
-SETTING = struct.Struct(">HL")
+FRAME_HEAD: Final = struct.Struct(">BHBBL")  # length as a byte and a short, type, flags, stream id
+U32: Final = struct.Struct(">L")
+SETTING: Final = struct.Struct(">HL")
 
 
 class ConnectionFailure(Exception):
@@ -72,7 +99,7 @@ def server_preface() -> bytes:
     return frame(SETTINGS, 0, 0, len(settings)) + settings + window
 
 
-SERVER_PREFACE = server_preface()
+SERVER_PREFACE: Final = server_preface()
 
 
 def check_priority(stream_id: int, payload: bytes) -> None:
