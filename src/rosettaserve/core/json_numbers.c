@@ -70,7 +70,9 @@ static inline int digit_run(const unsigned char *p, const unsigned char *end, ui
         return 0;
     }
     uint64_t digits = word - ONES * 0x30;
-    if (n < 8) digits = (digits & ((UINT64_C(1) << (8 * n)) - 1)) << (8 * (8 - n)); /* zeros first */
+    /* the n digits moved up, zeros first (no branch on n: it varies from number to number) */
+    int shift = 8 * (8 - n);
+    digits = (digits & (~UINT64_C(0) >> shift)) << shift;
     /* pairs, then fours, then all eight, each step one multiply per pair of lanes */
     digits = digits * 10 + (digits >> 8);
     digits = (((digits & UINT64_C(0x000000FF000000FF)) * (100 + (UINT64_C(1000000) << 32))) +
@@ -183,7 +185,10 @@ static inline int read_short_number(const unsigned char **pp, const unsigned cha
     if (p < end && *p == '.') {
         if (!want_float) return 0; /* read_number tells the caller to start again */
         n_fraction = digit_run(p + 1, end, &fraction);
-        if (n_fraction == 0 || (n_fraction == 8 && p + 9 < end && is_digit(p[9]))) return 0;
+        /* a ninth digit? tested without a branch on n_fraction (7 or 8 as often as not) */
+        int room = p + 9 < end;
+        int more = (n_fraction == 8) & room & is_digit(p[9 * room]);
+        if ((n_fraction == 0) | more) return 0;
         p += 1 + n_fraction;
     }
     if (p < end && (*p == 'e' || *p == 'E')) return 0;
