@@ -10,6 +10,7 @@ its own prompt's earlier tokens only, through an additive ``[rows, 1, width, wid
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import torch
@@ -62,17 +63,31 @@ def forward(
         use_cache=True,
         **runner.keep_logits(torch.tensor(keep or [0], dtype=torch.long, device=runner.device)),
     )
-    logits = out.logits.float().cpu()
-    column = {p: p for p in range(width)} if logits.shape[1] == width else _columns(keep)
-    new = cache_kv(out.past_key_values)
     row_of = {i: r for r, row in enumerate(rows) for i in row}
+    logits = _picked(out.logits, [row_of[i] for i in range(len(chunks))], wanted, keep)
+    new = cache_kv(out.past_key_values)
     results: list[tuple[KV, torch.Tensor | None]] = []
     for i, (_, take) in enumerate(chunks):
         r, at = row_of[i], starts[i]
         mine = [(k[r : r + 1, :, at : at + take], v[r : r + 1, :, at : at + take]) for k, v in new]
-        cols = [column[p] for p in wanted[i]]
-        results.append((mine, logits[r, cols] if cols else None))
+        results.append((mine, logits[i]))
     return results
+
+
+def _picked(
+    logits: torch.Tensor, row_of: list[int], wanted: list[list[int]], keep: list[int]
+) -> list[torch.Tensor | None]:
+    """Each chunk's logits ``[len(wanted), V]`` (None if it wants none), taken in one gather
+    from the model's ``[rows, len(keep) or width, V]``."""
+    width = logits.shape[1]
+    column = {p: c for c, p in enumerate(keep)} if width == len(keep) else {}
+    index = [column.get(p, p) for want in wanted for p in want]
+    rows = [r for r, want in zip(row_of, wanted, strict=True) for _ in want]
+    at = logits.device
+    flat = logits[torch.tensor(rows, device=at), torch.tensor(index, device=at)].float().cpu()
+    ends = list(itertools.accumulate(len(want) for want in wanted))
+    pairs = zip(wanted, ends, strict=True)
+    return [flat[end - len(want) : end] if want else None for want, end in pairs]
 
 
 def _starts(chunks: Chunks, rows: list[list[int]]) -> list[int]:
@@ -91,10 +106,6 @@ def _wanted(job: Any, take: int, start: int) -> list[int]:
     if job.remaining != take:
         return []
     return list(range(start + take - job.keep, start + take))
-
-
-def _columns(keep: list[int]) -> dict[int, int]:
-    return {p: c for c, p in enumerate(keep)}
 
 
 def _mask(owner: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
