@@ -35,6 +35,7 @@ MODULES = [
     "rosettaserve/core/call.py",
     "rosettaserve/core/codec.py",
     "rosettaserve/core/dataplane.py",
+    "rosettaserve/core/dtypes.py",
     "rosettaserve/core/invoker.py",
     "rosettaserve/core/json_bulk.py",
     "rosettaserve/core/registry.py",

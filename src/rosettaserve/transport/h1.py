@@ -148,7 +148,12 @@ class Connection(Answering):
             raise Refused
         key = name.decode("latin-1").lower()
         text = value.decode("latin-1")
-        self.headers[key] = f"{self.headers[key]}, {text}" if key in self.headers else text
+        # one lookup (a name is a new str: hashed once), not ``in`` and then a store
+        headers = self.headers
+        count = len(headers)
+        held = headers.setdefault(key, text)
+        if len(headers) == count:  # a repeated field: its values joined (RFC 9110 §5.3)
+            headers[key] = f"{held}, {text}"
 
     def on_headers_complete(self) -> None:
         self.phase = BODY

@@ -25,6 +25,9 @@ class EchoApp:
             seen = VAR.get()
             VAR.reset(token)
             return HttpResponse(200, seen.encode(), "text/plain")
+        if raw_url == b"/headers":
+            fields = ";".join(f"{name}={value}" for name, value in sorted(headers.items()))
+            return HttpResponse(200, fields.encode(), "text/plain")
         if raw_url == b"/type":
             return HttpResponse(200, type(body).__name__.encode(), "text/plain")
         if raw_url == b"/stream":
@@ -73,6 +76,18 @@ def test_pipelined_requests_are_answered_in_order() -> None:
     bodies = [part.split(b"\r\n\r\n", 1)[1] for part in data.split(b"HTTP/1.1 200 OK")[1:]]
     assert [b.split(b"HTTP")[0] for b in bodies] == [b"POST /a hi", b"GET /b ", b"GET /c "]
     assert data.count(b"connection: close") == 1
+
+
+def test_a_repeated_header_field_has_its_values_joined() -> None:
+    """Also when the values are the same one-character or empty strings (one object each)."""
+    data = run(
+        exchange(
+            b"GET /headers HTTP/1.1\r\nHost: x\r\nX-One: a\r\nX-Empty: \r\nx-one: a\r\n"
+            b"X-Empty: \r\nX-Three: 1\r\nX-Three: 2\r\nX-Three: 3\r\nConnection: close\r\n\r\n"
+        )
+    )
+    body = data.split(b"\r\n\r\n", 1)[1]
+    assert body == b"connection=close;host=x;x-empty=, ;x-one=a, a;x-three=1, 2, 3"
 
 
 def test_streaming_response_is_chunked() -> None:
