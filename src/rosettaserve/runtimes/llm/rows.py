@@ -46,19 +46,22 @@ def forward(
     ``[keep, V]`` of each job that this pass finishes (None for the others)."""
     starts = _starts(chunks, rows)
     width = max(sum(chunks[i][1] for i in row) for row in rows)
-    ids, positions, owner = [], [], []  # per row; owner: the chunk of each position (-1: pad)
+    ids: list[int] = []  # row after row; owner: the chunk of each position (-1: padding)
+    positions: list[int] = []
+    owner: list[int] = []
     for row in rows:
         row_ids = [t for i in row for t in chunks[i][0].tokens[: chunks[i][1]]]
         pad = [0] * (width - len(row_ids))
-        ids.append(row_ids + pad)
-        positions.append([p for i in row for p in range(chunks[i][1])] + pad)
-        owner.append([i for i in row for _ in range(chunks[i][1])] + [-1] * len(pad))
+        ids += row_ids + pad
+        positions += [p for i in row for p in range(chunks[i][1])] + pad
+        owner += [i for i in row for _ in range(chunks[i][1])] + [-1] * len(pad)
+    shape = (len(rows), width)
     wanted = [_wanted(job, take, starts[i]) for i, (job, take) in enumerate(chunks)]
     keep = sorted({p for want in wanted for p in want})
     out = runner.model(
-        input_ids=torch.tensor(ids, dtype=torch.long, device=runner.device),
-        position_ids=torch.tensor(positions, dtype=torch.long, device=runner.device),
-        attention_mask=_mask(torch.tensor(owner), runner.dtype).to(runner.device),
+        input_ids=torch.tensor(ids, dtype=torch.long, device=runner.device).view(shape),
+        position_ids=torch.tensor(positions, dtype=torch.long, device=runner.device).view(shape),
+        attention_mask=_mask(torch.tensor(owner).view(shape), runner.dtype).to(runner.device),
         past_key_values=make_cache([]),
         use_cache=True,
         **runner.keep_logits(torch.tensor(keep or [0], dtype=torch.long, device=runner.device)),
