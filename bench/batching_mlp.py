@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
 import re
 import statistics
 import subprocess
@@ -142,10 +143,17 @@ def wrk(
     if "Non-2xx" in out or "Socket errors" in out:
         raise RuntimeError(out)
     return {
+        "requests": float(re.search(r"(\d+) requests in", out).group(1)),  # type: ignore[union-attr]
         "rps": float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)),  # type: ignore[union-attr]
         "p50": to_ms(re.search(r"^\s+50%\s+(\S+)", out, re.M).group(1)),  # type: ignore[union-attr]
         "p99": to_ms(re.search(r"^\s+99%\s+(\S+)", out, re.M).group(1)),  # type: ignore[union-attr]
     }
+
+
+def cpu_seconds(pid: int) -> float:
+    """The CPU time process ``pid`` has used (user + system, every thread: ONNX Runtime's too)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def to_ms(value: str) -> float:
@@ -194,20 +202,27 @@ def main() -> None:
         proc, url = start_server(root / "repo", args)
         try:
             check_same_answers(url, body, headers)
-            results = measure(url, script, args)
+            results = measure(url, script, args, proc.pid)
         finally:
             proc.terminate()
             proc.wait()
     report(results, args)
 
 
-def measure(url: str, script: Path, args: argparse.Namespace) -> dict[str, list[dict[str, float]]]:
+def measure(
+    url: str, script: Path, args: argparse.Namespace, pid: int
+) -> dict[str, list[dict[str, float]]]:
+    """wrk's figures for each run, and the server's CPU µs per request (``cpu_us``): on a host
+    shared with other work, req/s falls with the CPU the server gets, its CPU time per request
+    much less."""
     results: dict[str, list[dict[str, float]]] = {m: [] for m in MODELS}
     for model in MODELS:
         wrk(url, model, script, args, args.warmup)
     for run in range(args.runs):
         for model in MODELS:
+            cpu = cpu_seconds(pid)
             result = wrk(url, model, script, args, args.duration)
+            result["cpu_us"] = (cpu_seconds(pid) - cpu) / result["requests"] * 1e6
             results[model].append(result)
             print(f"run {run + 1} {model}: {result}", file=sys.stderr)
     for model in MODELS:
@@ -221,17 +236,17 @@ def report(results: dict[str, list[dict[str, float]]], args: argparse.Namespace)
         f"{args.connections} connections, {args.duration:g} s x {args.runs} runs, "
         f"max_queue_delay {args.delay_us} us, {'binary' if args.binary else 'JSON'} requests\n"
     )
-    print("| model | req/s | p50 ms | p99 ms | mean batch | req/s of each run |")
-    print("|---|---|---|---|---|---|")
+    print("| model | req/s | p50 ms | p99 ms | server CPU us/req | mean batch | req/s of runs |")
+    print("|---|---|---|---|---|---|---|")
     medians = {}
     for model, rows in results.items():
         runs, batch = rows[:-1], rows[-1]["batch"]
-        med = {k: statistics.median(r[k] for r in runs) for k in ("rps", "p50", "p99")}
+        med = {k: statistics.median(r[k] for r in runs) for k in ("rps", "p50", "p99", "cpu_us")}
         medians[model] = med["rps"]
         each = ", ".join(f"{r['rps']:.0f}" for r in runs)
         print(
             f"| {model} | {med['rps']:.0f} | {med['p50']:.2f} | {med['p99']:.2f} | "
-            f"{batch:.1f} | {each} |"
+            f"{med['cpu_us']:.1f} | {batch:.1f} | {each} |"
         )
     print(f"\nbatched / unbatched: {medians['mlp_batched'] / medians['mlp_unbatched']:.2f}x")
 
