@@ -295,6 +295,8 @@ def test_many_fresh_prompts_go_as_a_few_packed_rows(llm: LlmModel) -> None:
             assert torch.allclose(v, wv, atol=1e-4)
     chunks = plan([PrefillJob(None, job.tokens, done=2, kv=job.kv) for job in jobs], 4096)
     assert rows.layout(chunks) is None  # prompts on a past go another way
+    long = [PrefillJob(None, [5] * 600), *(PrefillJob(None, job.tokens) for job in jobs)]
+    assert rows.layout(plan(long, 4096)) is None  # rows as wide as the long one: mostly padding
 
 
 def test_a_burst_at_an_idle_engine_is_gathered_into_one_pass() -> None:

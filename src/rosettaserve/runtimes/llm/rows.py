@@ -25,7 +25,8 @@ ROW_TOKENS = 96
 
 def layout(chunks: Chunks) -> list[list[int]] | None:
     """The chunks (indices) of each row, in order; None when rows do not apply: a job has a
-    past, or everything fits in one row anyway."""
+    past, everything fits in one row anyway, or padding would more than double the tokens
+    through the model (a long prompt among short ones: its row sets every row's width)."""
     if any(job.done for job, _ in chunks):
         return None
     rows: list[list[int]] = [[]]
@@ -36,7 +37,9 @@ def layout(chunks: Chunks) -> list[list[int]] | None:
             filled = 0
         rows[-1].append(i)
         filled += take
-    return rows if len(rows) > 1 else None
+    width = max(sum(chunks[i][1] for i in row) for row in rows)
+    tokens = sum(take for _, take in chunks)
+    return rows if len(rows) > 1 and len(rows) * width <= 2 * tokens else None
 
 
 def forward(
