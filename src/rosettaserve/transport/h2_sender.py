@@ -193,7 +193,8 @@ class Sender(asyncio.Protocol):
     def _close_if_done(self, stream: Stream) -> None:
         if stream.local_closed and stream.remote_closed:
             self.streams.pop(stream.id, None)
-            self.blocked.pop(stream.id, None)
+            if self.blocked:  # (mostly empty: no call of pop, a generic one compiled)
+                self.blocked.pop(stream.id, None)
             stream.receiver = None
 
     def goaway(self, code: int, message: str = "") -> None:

@@ -57,7 +57,6 @@ FRAME_LIMIT: Final = 1 << 20
 HEADER_LIST_LIMIT: Final = 64 * 1024
 CONCURRENT_STREAMS: Final = 1024
 
-FRAME_HEAD: Final = struct.Struct(">BHBBL")  # length as a byte and a short, type, flags, stream id
 U32: Final = struct.Struct(">L")
 SETTING: Final = struct.Struct(">HL")
 
@@ -79,8 +78,10 @@ class StreamError(Exception):
 
 
 def frame(kind: int, flags: int, stream_id: int, length: int) -> bytes:
-    """A frame's 9-byte header."""
-    return FRAME_HEAD.pack(length >> 16, length & 0xFFFF, kind, flags, stream_id)
+    """A frame's 9-byte header: length (3 bytes) and type, then flags and stream id (4 bytes).
+    Two native ints' to_bytes, not a struct's pack: compiled, the struct's method call cost
+    ~950 instructions a frame, this ~600 (callgrind; a ModelInfer call writes 3-5 frames)."""
+    return (length << 8 | kind).to_bytes(4, "big") + (flags << 32 | stream_id).to_bytes(5, "big")
 
 
 def server_preface() -> bytes:
