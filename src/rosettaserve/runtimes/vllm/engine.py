@@ -21,6 +21,7 @@ from rosettaserve.core.generate import (
     GeneratorInfo,
     SamplingParams,
 )
+from rosettaserve.runtimes.llm.detok import encoder
 from rosettaserve.runtimes.llm.prompts import max_new_tokens, prompt_ids
 from rosettaserve.runtimes.vllm.stream import VllmStream, vllm_sampling
 
@@ -66,6 +67,7 @@ class VllmEngine:
     ) -> None:
         self.llm = llm
         self.tokenizer = tokenizer
+        self.encode = encoder(tokenizer)
         self.info = info
         self.config = config
         self.vocab = vocab
@@ -75,7 +77,7 @@ class VllmEngine:
         self.llm.shutdown()
 
     def tokenize(self, text: str, special: bool = True) -> list[int]:
-        return list(self.tokenizer(text, add_special_tokens=special)["input_ids"])
+        return self.encode(text, special)
 
     def generate(self, request: GenerateRequest) -> VllmStream:
         """Check ``request`` and hand it to vLLM (it starts when the stream is first read)."""
