@@ -44,6 +44,7 @@ MODULES = [
     "rosettaserve/observability/metrics.py",
     "rosettaserve/protocols/oip/convert.py",
     "rosettaserve/protocols/oip/grpc_convert.py",
+    "rosettaserve/protocols/oip/grpc_infer.py",
     "rosettaserve/protocols/oip/grpc_wire.py",
     "rosettaserve/protocols/oip/rest.py",
     "rosettaserve/scheduling/batcher.py",

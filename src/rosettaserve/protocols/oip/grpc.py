@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from functools import partial
 from typing import Any
 
 from google.protobuf.json_format import ParseDict
 
-from rosettaserve.core.call import TIMEOUT_US
 from rosettaserve.core.dataplane import DataPlane
 from rosettaserve.core.errors import ServingError
-from rosettaserve.core.types import InferenceRequest
 from rosettaserve.observability.access_log import model_path, named_in
 from rosettaserve.protocols.oip import convert, extensions
 from rosettaserve.protocols.oip.grpc_convert import encode_infer, parameters_from, parse_infer
-from rosettaserve.protocols.oip.grpc_wire import model_named, reply_bytes, request_from
+from rosettaserve.protocols.oip.grpc_infer import model_infer
+from rosettaserve.protocols.oip.grpc_wire import model_named
 from rosettaserve.protocols.oip.pb import grpc_service_pb2 as pb
 from rosettaserve.transport.grpc import CallTracker
 
@@ -27,6 +27,8 @@ class OipServicer:
     def __init__(self, dp: DataPlane, tracker: CallTracker) -> None:
         self.dp = dp
         self.tracker = tracker
+        # bytes in and out (grpc_wire), run compiled: protocols/oip/grpc_infer.py
+        self.ModelInfer = partial(model_infer, dp)
 
     @staticmethod
     def model_of(request: Any) -> str:
@@ -55,11 +57,6 @@ class OipServicer:
         mv = self.dp.resolve(request.name, request.version)
         doc = convert.model_metadata(mv, self.dp.model_versions(request.name))
         return ParseDict(doc, pb.ModelMetadataResponse())
-
-    async def ModelInfer(self, request: bytes, context: Any) -> bytes:
-        """Bytes in and out: grpc_wire reads and writes the messages."""
-        response = await self.dp.infer(within_deadline(request_from(request), context))
-        return reply_bytes(response)
 
     async def ModelStreamInfer(
         self, requests: AsyncIterator[Any], context: Any
@@ -120,16 +117,6 @@ class OipServicer:
     async def RepositoryModelUnload(self, request: Any, context: Any) -> Any:
         await self.dp.unload_model(request.model_name)
         return pb.RepositoryModelUnloadResponse()
-
-
-def within_deadline(request: InferenceRequest, context: Any) -> InferenceRequest:
-    """The client's gRPC deadline, when it set one, bounds the request's timeout too."""
-    remaining = context.time_remaining()
-    if remaining is not None:
-        deadline_us = max(1, int(remaining * 1e6))
-        own = request.context.get(TIMEOUT_US)
-        request.context[TIMEOUT_US] = min(own, deadline_us) if own else deadline_us
-    return request
 
 
 # rpc name -> (request type, response type, client streams and server streams)

@@ -1,0 +1,29 @@
+"""ModelInfer, the rpc of every small gRPC inference, compiled (scripts/compile_native.py):
+bytes in, bytes out (``grpc_wire``), the data plane in between. ``grpc.OipServicer`` serves it;
+the servicer's module is not compiled (its streaming rpc is an async generator), and run from
+there, each call cost an interpreted coroutine and a Python frame more (callgrind)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rosettaserve.core.call import TIMEOUT_US
+from rosettaserve.core.dataplane import DataPlane
+from rosettaserve.core.types import InferenceRequest
+from rosettaserve.protocols.oip.grpc_wire import reply_bytes, request_from
+
+
+async def model_infer(dp: DataPlane, request: bytes, context: Any) -> bytes:
+    """One ModelInfer call: ``context`` is the call's (its deadline)."""
+    response = await dp.infer(within_deadline(request_from(request), context))
+    return reply_bytes(response)
+
+
+def within_deadline(request: InferenceRequest, context: Any) -> InferenceRequest:
+    """The client's gRPC deadline, when it set one, bounds the request's timeout too."""
+    remaining = context.time_remaining()
+    if remaining is not None:
+        deadline_us = max(1, int(remaining * 1e6))
+        own = request.context.get(TIMEOUT_US)
+        request.context[TIMEOUT_US] = min(own, deadline_us) if own else deadline_us
+    return request
