@@ -328,26 +328,6 @@ static Py_ssize_t room_for(const Py_buffer *view) {
     return room + count * (MAX_NUMBER + 1);
 }
 
-/* Where the text is written before its length is known: kept from call to call (up to
-   MAX_SCRATCH bytes), and the text copied out at its size. Writing straight into a bytes object
-   of the worst case's size (MAX_NUMBER + 1 bytes a value) and shrinking it made glibc map fresh
-   memory for every large array (its threshold for that follows the sizes freed, here the
-   shrunk ones): ~700 page faults for 262,144 values, ~1.1 ms of a 6.2 ms answer (OIP's
-   encode_infer), against ~0.2 ms for the copy. Used under the GIL only. */
-#define MAX_SCRATCH ((size_t)64 << 20)
-static char *scratch;
-static size_t scratch_size;
-
-static char *scratch_of(size_t size) {
-    if (size > scratch_size) {
-        char *grown = PyMem_RawRealloc(scratch, size);
-        if (grown == NULL) return NULL;
-        scratch = grown;
-        scratch_size = size;
-    }
-    return scratch;
-}
-
 /* write(array, prefix=b"", suffix=b""): prefix, the array's text and suffix, in one bytes
    object (no copy of the text to put it inside a document). */
 static PyObject *json_floats_write(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
@@ -374,20 +354,13 @@ static PyObject *json_floats_write(PyObject *module, PyObject *const *args, Py_s
         PyErr_NoMemory();
         goto done;
     }
-    size_t size = (size_t)(prefix.len + room + suffix.len);
-    char *begin = size <= MAX_SCRATCH ? scratch_of(size) : NULL;
-    if (begin == NULL) {
-        text = PyBytes_FromStringAndSize(NULL, prefix.len + room + suffix.len);
-        if (text == NULL) goto done;
-        begin = PyBytes_AS_STRING(text);
-    }
+    text = PyBytes_FromStringAndSize(NULL, prefix.len + room + suffix.len);
+    if (text == NULL) goto done;
+    char *begin = PyBytes_AS_STRING(text);
     if (prefix.len) memcpy(begin, prefix.buf, (size_t)prefix.len);
     char *end = write_array(begin + prefix.len, (const char *)view.buf, view.shape, view.ndim);
     if (suffix.len) memcpy(end, suffix.buf, (size_t)suffix.len);
-    if (text == NULL) /* written in the scratch: copied out at its size */
-        text = PyBytes_FromStringAndSize(begin, end + suffix.len - begin);
-    else /* on failure: text is NULL, an error set */
-        _PyBytes_Resize(&text, end + suffix.len - begin);
+    _PyBytes_Resize(&text, end + suffix.len - begin); /* on failure: text is NULL, an error set */
 done:
     PyBuffer_Release(&view);
     if (prefix.obj) PyBuffer_Release(&prefix);
