@@ -124,6 +124,19 @@ def test_prefix_and_suffix_frame_the_text() -> None:
     assert json_floats.write(values[:0], b"", b"") == b"[]"
 
 
+def test_an_unaligned_array_is_written_too() -> None:
+    """A binary tensor at an odd offset of a request body is a float32 array numpy exports as
+    "=f" (not aligned): its text is the aligned copy's."""
+    values = np.array([0.1, -2.5, math.nan, 3e-41], dtype=np.float32)
+    odd = np.frombuffer(memoryview(b"x" + values.tobytes())[1:], dtype=np.float32)
+    assert not odd.flags.aligned
+    assert json_floats.write(odd) == json_floats.write(values) == reference(values)
+    assert (
+        json_floats.write(odd.reshape(2, 2), b"[", b"]")
+        == b"[" + reference(values.reshape(2, 2)) + b"]"
+    )
+
+
 def test_what_it_does_not_take_is_a_clear_error() -> None:
     with pytest.raises(TypeError, match="float32"):
         json_floats.write(np.zeros(3, dtype=np.float64))
