@@ -214,7 +214,8 @@ def main(args: argparse.Namespace) -> None:
                     ]
                     results[f"{setup}, {n}-token prompts"] = median_of(runs)
                     row = {k: round(v, 2) for k, v in median_of(runs).items()}
-                    print(setup, n, row, flush=True)
+                    each = [round(r["itl_p99"], 1) for r in runs]  # the spread, not just the median
+                    print(setup, n, row, "itl_p99 each run:", each, flush=True)
             finally:
                 for proc in procs:
                     proc.stop()

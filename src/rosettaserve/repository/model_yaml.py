@@ -90,7 +90,7 @@ LLM_PARAMETERS = Section(
             "prefill_chunk_tokens",
             Integer(16, 1 << 20),
             "prompt tokens (padding included) prefilled per engine iteration",
-            256,
+            96,
         ),
         Key(
             "prefix_cache_tokens",

@@ -126,7 +126,7 @@ def engine_config(name: str, params: Fields, model: Any) -> Any:
         max_waiting=params.integer("max_waiting", 64, 0) or 0,
         max_n=params.integer("max_n", 8, 1, 128) or 8,
         kv_budget_tokens=params.integer("kv_budget_tokens", 0, 0) or 0,
-        prefill_chunk_tokens=params.integer("prefill_chunk_tokens", 256, 16, 1 << 20) or 256,
+        prefill_chunk_tokens=params.integer("prefill_chunk_tokens", 96, 16, 1 << 20) or 96,
         prefix_cache_tokens=params.integer("prefix_cache_tokens", 4096, 0, 1 << 30) or 0,
         prefix_block_tokens=params.integer("prefix_block_tokens", 16, 1, 4096) or 16,
         options=dict(params.doc),
