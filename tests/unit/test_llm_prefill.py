@@ -256,7 +256,7 @@ def test_prompts_on_a_long_past_go_as_one_padded_batch(llm: LlmModel) -> None:
     tails = [llm.engine.tokenize(" ".join(WORDS[i : i + n]), False) for i, n in spans]
     jobs = [PrefillJob(None, prefix + tail, done=len(prefix), kv=kv) for tail in tails]
     jobs.append(PrefillJob(None, llm.engine.tokenize("Once upon a time")))  # no past at all
-    chunks = plan(jobs, 256)
+    chunks = plan(jobs, 256, 256)
     assert [t for _, t in chunks] == [len(t) for t in tails] + [len(jobs[-1].tokens)]
     assert padded.cheaper(chunks)
     logits = run(runner, chunks)
@@ -276,7 +276,7 @@ def test_many_fresh_prompts_go_as_a_few_packed_rows(llm: LlmModel) -> None:
     texts = prompts(12, 3, (3, 8, 13, 30))
     jobs = [PrefillJob(None, llm.engine.tokenize(t)) for t in texts]
     jobs[3].keep = 2  # a job that needs two positions' logits
-    chunks = plan(jobs, 4096)
+    chunks = plan(jobs, 4096, 4096)
     layout = rows.layout(chunks)
     assert layout is not None
     assert len(layout) > 1
@@ -293,10 +293,11 @@ def test_many_fresh_prompts_go_as_a_few_packed_rows(llm: LlmModel) -> None:
             assert k.shape == wk.shape == v.shape == wv.shape
             assert torch.allclose(k, wk, atol=1e-4)
             assert torch.allclose(v, wv, atol=1e-4)
-    chunks = plan([PrefillJob(None, job.tokens, done=2, kv=job.kv) for job in jobs], 4096)
+    chunks = plan([PrefillJob(None, job.tokens, done=2, kv=job.kv) for job in jobs], 4096, 4096)
     assert rows.layout(chunks) is None  # prompts on a past go another way
     long = [PrefillJob(None, [5] * 600), *(PrefillJob(None, job.tokens) for job in jobs)]
-    assert rows.layout(plan(long, 4096)) is None  # rows as wide as the long one: mostly padding
+    # rows as wide as the long one: mostly padding
+    assert rows.layout(plan(long, 4096, 4096)) is None
 
 
 def test_a_burst_at_an_idle_engine_is_gathered_into_one_pass() -> None:
@@ -339,7 +340,7 @@ def job(remaining: int, keep: int = 1) -> PrefillJob:
 
 def test_a_pass_takes_prompts_in_order_within_its_budget() -> None:
     def takes(jobs: list[PrefillJob]) -> list[int]:
-        return [t for _, t in plan(jobs, 64)]
+        return [t for _, t in plan(jobs, 64, 64)]
 
     assert takes([job(500)]) == [64]  # the first is cut to a chunk
     assert takes([job(10), job(10), job(10)]) == [10, 10, 10]
@@ -349,6 +350,18 @@ def test_a_pass_takes_prompts_in_order_within_its_budget() -> None:
     assert takes([job(90, keep=3), job(4)]) == [90]
     assert takes([job(4), job(90, keep=3)]) == [4]
     assert takes([job(4)] * 100) == [4] * 16
+
+
+def test_while_streams_decode_long_prompts_share_one_chunk_and_short_ones_go_whole() -> None:
+    def takes(jobs: list[PrefillJob]) -> list[int]:
+        return [t for _, t in plan(jobs, 384, 32)]
+
+    assert takes([job(500)]) == [32]  # a long prompt: one chunk a pass
+    assert takes([job(500), job(300)]) == [32]  # two share it
+    assert takes([job(20)] * 12) == [20] * 12  # short prompts whole, beyond a chunk together
+    assert takes([job(500), job(20), job(33), job(10)]) == [32, 20, 10]  # short ones pass by
+    assert takes([job(30)] * 20) == [30] * 12 + [24]  # the whole pass's budget still holds
+    assert takes([job(90, keep=3)]) == [90]  # never cut, as above
 
 
 def fake_kv(tokens: int, tag: float) -> list[tuple[torch.Tensor, torch.Tensor]]:

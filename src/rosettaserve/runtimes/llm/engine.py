@@ -4,9 +4,10 @@ Each iteration of the engine thread:
   1. drops sequences whose client went away (their KV cache goes with them);
   2. admits waiting requests (up to ``max_num_seqs`` sequences prefilling or running), taking
      what the prefix cache holds of their prompts (prefix_cache.py);
-  3. runs one prefill pass of at most ``prefill_chunk_tokens`` tokens (``IDLE_PASS_FACTOR``
-     times that when no sequence is decoding) over the prompts being prefilled: prompts
-     admitted together share it, a longer one is prefilled a chunk per iteration (prefill.py);
+  3. runs one prefill pass of at most ``IDLE_PASS_FACTOR`` x ``prefill_chunk_tokens`` tokens
+     over the prompts being prefilled: prompts admitted together share it; while sequences
+     decode, a prompt longer than ``prefill_chunk_tokens`` is prefilled a chunk of that size
+     per iteration, the long ones sharing one chunk (prefill.py);
      a prompt whose last chunk ran chooses its first token and joins
      (when no sequence was decoding, a burst reaching an idle engine, the requests already
      read by their event loops are gathered first, and the prompts that arrive meanwhile are
@@ -76,8 +77,9 @@ FRESH_PREFILL_PASSES = 4
 # requests whose bytes have arrived are passed on by their loops and join it).
 GATHER_WAIT_S = 0.010
 GATHER_ROUNDS = 4
-# A pass may take this many times ``prefill_chunk_tokens`` when no sequence is decoding (no
-# stream waits for it): 1,152 tokens by default, a burst of 32 chat prompts in one pass.
+# A pass takes at most this many times ``prefill_chunk_tokens`` (1,152 tokens by default: a
+# burst of 32 chat prompts in one pass); while sequences decode, prompts longer than a chunk
+# share one chunk of it (prefill.plan).
 IDLE_PASS_FACTOR = 12
 __all__ = ["SWITCH_INTERVAL_S", "Engine", "EngineConfig", "EngineStats", "SwitchInterval"]
 
@@ -342,10 +344,10 @@ class Engine:
                 if job.digests is None:
                     job.digests = cache.digests(job.tokens, len(job.tokens) - job.keep)
                 job.done, job.kv = cache.lookup(job.digests)
-        budget = self.config.prefill_chunk_tokens
-        if not self._running:  # no stream waits for a decode step: a burst shares one pass
-            budget *= IDLE_PASS_FACTOR
-        chunks = plan(self._prefilling, budget)
+        chunk = self.config.prefill_chunk_tokens
+        budget = chunk * IDLE_PASS_FACTOR
+        # streams decoding wait for this pass: long prompts take one chunk of it between them
+        chunks = plan(self._prefilling, budget, chunk if self._running else budget)
         for job, _ in chunks:
             if not job.started:
                 job.started = True

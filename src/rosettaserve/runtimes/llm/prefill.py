@@ -41,21 +41,28 @@ class PrefillJob:
         return len(self.tokens) - self.done
 
 
-def plan(jobs: list[PrefillJob], budget: int) -> list[tuple[PrefillJob, int]]:
-    """The first jobs, in order, and their chunk lengths for one pass of at most ``budget``
-    new tokens; the last one chosen may get only part of what it has left. A job that needs
-    the logits of several positions (a replay with logprobs) is never cut: it waits for a pass
-    of its own, where it may go past the budget."""
+def plan(jobs: list[PrefillJob], budget: int, long_budget: int) -> list[tuple[PrefillJob, int]]:
+    """Jobs, in order, and their chunk lengths for one pass of at most ``budget`` new tokens,
+    of which jobs of more than ``long_budget`` tokens (long prompts) share at most
+    ``long_budget``: a short prompt goes whole, a long one a chunk a pass (vLLM's long prefill
+    threshold), so a stream's step waits for one chunk of a long prompt, never for its whole
+    prefill. The last job chosen may get only part of what it has left. A job that needs the
+    logits of several positions (a replay with logprobs) is never cut: it waits for a pass of
+    its own, where it may go past the budget."""
     chosen: list[tuple[PrefillJob, int]] = []
-    left = budget
+    left, long_left = budget, long_budget
     for job in jobs:
-        take = min(job.remaining, left)
+        long = len(job.tokens) > long_budget  # its last chunk too: it counts as a chunk
+        take = min(job.remaining, left, long_left if long else left)
+        if take <= 0:
+            continue  # the long prompts' share is spent: short ones behind may still go
         if job.keep > 1 and take < job.remaining:
             if chosen:
                 break
             take = job.remaining
         chosen.append((job, take))
         left -= take
+        long_left -= take if long else 0
         if left <= 0:
             break
     return chosen
