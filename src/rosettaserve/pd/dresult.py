@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable
 
+from rosettaserve.core.timeouts import within
 from rosettaserve.pd.wire import KEEPALIVE, close_frame
 
 
@@ -52,7 +53,7 @@ class DResultHub:
         try:
             while True:
                 try:
-                    item = await asyncio.wait_for(queue.get(), self.heartbeat)
+                    item = await within(queue.get(), self.heartbeat)
                 except TimeoutError:
                     yield KEEPALIVE
                     continue

@@ -15,6 +15,8 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from rosettaserve.core.timeouts import within
+
 log = logging.getLogger("rosettaserve.pd")
 MAX_HEAD_BYTES = 64 * 1024
 CREDENTIALS = ("authorization", "x-api-key")  # never forwarded: the peer key replaces them
@@ -140,7 +142,7 @@ async def request(
     reader, writer = await _connect(address, timeout)
     try:
         writer.write(_head(address, method, path, headers or {}, len(body)) + body)
-        return await asyncio.wait_for(_read_head(reader, writer), timeout)
+        return await within(_read_head(reader, writer), timeout)
     except TimeoutError:
         writer.close()
         raise HttpClientError(f"{address} did not answer within {timeout:g} s") from None
@@ -161,7 +163,7 @@ async def fetch(
 ) -> tuple[int, dict[str, str], bytes]:
     response = await request(address, method, path, headers=headers, body=body, timeout=timeout)
     try:
-        data = await asyncio.wait_for(response.read(limit), timeout)
+        data = await within(response.read(limit), timeout)
     except TimeoutError:
         response.close()
         raise HttpClientError(f"{address} did not finish its answer in {timeout:g} s") from None
@@ -173,9 +175,8 @@ async def _connect(
 ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     tls = PEERS.tls() if address.secure else None
     try:
-        streams = await asyncio.wait_for(
-            asyncio.open_connection(address.host, address.port, ssl=tls), timeout
-        )
+        connecting = asyncio.open_connection(address.host, address.port, ssl=tls)
+        streams = await within(connecting, timeout)
     except ssl.SSLError as exc:  # the peer's certificate, or ours, was refused
         reason = f"TLS with {address} failed: {exc.reason or exc}"
         if PEERS.failures.get(str(address)) != reason:  # said once, not at every poll

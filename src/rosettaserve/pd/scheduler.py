@@ -29,6 +29,7 @@ from urllib.parse import quote
 
 from rosettaserve.core.errors import DeadlineExceeded, ModelError, ModelNotReady, ServingError
 from rosettaserve.core.status import BY_HTTP, ErrorKind
+from rosettaserve.core.timeouts import within
 from rosettaserve.pd import wire
 from rosettaserve.pd.families import ROUTES, Family, family_of, stream_content_type
 from rosettaserve.pd.http_client import HttpClientError, fetch
@@ -257,7 +258,7 @@ class Scheduler:
 
     async def _next(self, pending: Pending) -> Item:
         try:
-            return await asyncio.wait_for(pending.queue.get(), self.options.token_timeout_s)
+            return await within(pending.queue.get(), self.options.token_timeout_s)
         except TimeoutError:
             where = pending.decode.address if pending.decode else "?"
             return DeadlineExceeded(

@@ -15,6 +15,7 @@ from rosettaserve.core.executor import ThreadInstances, run_loading
 from rosettaserve.core.invoker import Invoker
 from rosettaserve.core.model import Model
 from rosettaserve.core.registry import IndexEntry, ModelVersion, VersionState
+from rosettaserve.core.timeouts import within
 from rosettaserve.repository.config import CONFIG_FILE, ConfigError, ModelConfig, read_config
 from rosettaserve.repository.layout import ModelDir, scan_model, scan_repository
 from rosettaserve.runtimes import create_model
@@ -131,7 +132,7 @@ class ModelRepository:
         if mv.model is not None:
             try:
                 left = max(UNLOAD_MIN_S, deadline - time.monotonic())
-                await asyncio.wait_for(run_loading(mv.model.unload), left)
+                await within(run_loading(mv.model.unload), left)
             except TimeoutError:
                 log.warning("unloading %s version %s did not finish in time", mv.name, mv.version)
             except Exception:

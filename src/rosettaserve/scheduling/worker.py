@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from rosettaserve.core.timeouts import within
 from rosettaserve.observability.metrics import Snapshot, render
 from rosettaserve.scheduling.channel import Channel, receive_blocking
 
@@ -57,7 +58,7 @@ class WorkerLink:
         self._replies[rid] = reply
         self._channel.send("collect", rid)
         try:
-            return await asyncio.wait_for(reply, COLLECT_TIMEOUT_S)
+            return await within(reply, COLLECT_TIMEOUT_S)
         finally:
             self._replies.pop(rid, None)
 
