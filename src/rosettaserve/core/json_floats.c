@@ -8,10 +8,12 @@
    lays out float32 values with OPT_SERIALIZE_NUMPY: "0.0", "-0.0", "1.5", "100.0", "0.000001",
    "1e-7", "1.2345678e+13". NaN and the infinities are the tokens NaN, Infinity and -Infinity
    (core/json_nonfinite.py). On 262,144 normal values (bench/json_floats_cost.py, OIP's
-   encode_infer) orjson takes ~22-23 ns a value, this writer ~19-20: about as many instructions
-   (callgrind: 54.8M against 56.1M an answer), in fewer cycles (see write_array's passes). tests/unit/test_json_floats.py compares the two on a million values
-   and more; every one of the 2^32 float32 values was compared once (the same text as orjson,
-   tokens aside).
+   encode_infer) orjson takes ~22-23 ns a value, this writer ~15 (callgrind: 162 instructions a
+   value, orjson's ~214; it was ~19-20 ns and ~210 instructions before the comparisons below were
+   made on the unrounded products, the choices and the layout without branches).
+   tests/unit/test_json_floats.py compares the two on a million values and more; every one of
+   the 2^32 float32 values was compared (the same text as orjson, tokens aside), and again with
+   each change of the writer (the same text as the writer before it).
 
    The shortest decimal is found with Schubfach (R. Giulietti, "The Schubfach way to render
    doubles", 2020) for binary32: a value v = c 2^q has the rounding interval R between its
@@ -75,8 +77,9 @@ typedef struct {
     uint64_t g;
     int32_t shift, k;              /* shift: h + 2, for 4c (c is below 2^24: no overflow) */
     unsigned __int128 below, above; /* the scaled distances of the interval's ends from v */
+    uint32_t hidden;                /* the significand's implicit bit (0 below the normals) */
 } scale;
-static scale REGULAR[256], IRREGULAR[256];
+static scale REGULAR[256], IRREGULAR[256]; /* by the biased exponent */
 
 static void fill_scale(scale *s, int q, int irregular) {
     int k = irregular ? floor_log10_three_quarters_pow2(q) : floor_log10_pow2(q);
@@ -94,53 +97,68 @@ static void fill_scales(void) {
         int q = (biased ? biased : 1) - 150;
         fill_scale(&REGULAR[biased], q, 0);
         fill_scale(&IRREGULAR[biased], q, biased > 1);
+        REGULAR[biased].hidden = IRREGULAR[biased].hidden = biased ? 0x800000u : 0;
     }
-}
-
-/* The upper half of a product, rounded to odd below 2^-32 (its bit 32 on): the integer part,
-   with its lowest bit set when a fraction was dropped (so that it compares with any even integer
-   as the exact value does). */
-static inline uint32_t round_to_odd(unsigned __int128 product) {
-    uint64_t high = (uint64_t)(product >> 64);
-    return (uint32_t)(high >> 32) | (uint32_t)((high & 0xFFFFFFFFu) != 0);
 }
 
 static const uint32_t POW10[] = {1,       10,       100,       1000,      10000,
                                   100000,  1000000,  10000000,  100000000, 1000000000};
 
-static inline int digit_count(uint32_t d) { /* of 0 < d < 10^9: from its bit length */
-    int below = ((32 - __builtin_clz(d)) * 1233) >> 12; /* the count, or one less */
-    return below + (d >= POW10[below]);
+/* The number of digits of 0 < d < 2^32 in one addition (D. Lemire's way): for the d of a bit
+   length, COUNT_OF[length - 1] is (count << 32) with 2^32 - 10^count added when 10^count has
+   that bit length too (then d reaching it carries into the count). SCALE_TO_NINE[count] is
+   10^(9 - count). */
+static uint64_t COUNT_OF[32];
+static uint32_t SCALE_TO_NINE[10];
+
+static void fill_digit_counts(void) {
+    uint64_t power = 10; /* the first power of ten above 2^bit */
+    int count = 1;
+    for (int bit = 0; bit < 32; bit++) {
+        while (power <= (UINT64_C(1) << bit)) power *= 10, count++;
+        COUNT_OF[bit] = (uint64_t)count << 32;
+        if (power < UINT64_C(2) << bit) COUNT_OF[bit] += (UINT64_C(1) << 32) - power;
+    }
+    for (int k = 0; k < 10; k++) SCALE_TO_NINE[k] = POW10[9 - k];
+}
+
+static inline int digit_count(uint32_t d) {
+    return (int)((d + COUNT_OF[31 ^ __builtin_clz(d)]) >> 32);
 }
 
 /* The shortest decimal of c 2^q (c > 0), with sc the scaling of q: nine digits, the first not
    0 (maybe trailing zeros), and where the decimal point goes: after *point of them (before the
    first when 0, and so on). The candidates are chosen between with arithmetic rather
-   than branches: on random values a branch here is mispredicted about a third of the time. */
+   than branches: on random values a branch here is mispredicted about a third of the time.
+
+   Schubfach compares the scaled ends, rounded to odd below 2^-32 (x = hi >> 32 with its lowest
+   bit set when hi has any bit below 2^32), with even integers 4m. That is the same as comparing
+   hi itself with 4m 2^32 (x <= 4m exactly when hi <= 4m 2^32, x < 4m when hi < 4m 2^32), so
+   the rounding is never done: hi, the upper 64 bits of the product, is compared with m << 34. */
 static inline uint32_t shortest(uint32_t c, const scale *sc, int *point) {
-    uint32_t out = c & 1; /* odd c: the interval's ends are not in it */
+    uint64_t out = c & 1; /* odd c: the interval's ends are not in it */
     /* v 10^-k is g 4c 2^h, from one multiply; its ends differ from it by exact products */
     unsigned __int128 vb128 = (unsigned __int128)sc->g * ((uint64_t)c << sc->shift);
-    uint32_t vb = round_to_odd(vb128);
-    uint32_t vbl = round_to_odd(vb128 - sc->below) + out; /* + out: ends excluded */
-    uint32_t vbr = round_to_odd(vb128 + sc->above) - out;
-    uint32_t s = vb >> 2, t = s + 1; /* floor(v 10^-k), and the next integer */
-    uint32_t sp10 = s / 10 * 10, tp10 = sp10 + 10;
-    int upin = vbl <= sp10 << 2, wpin = tp10 << 2 <= vbr;
-    int uin = vbl <= s << 2, win = t << 2 <= vbr;
-    int32_t cmp = (int32_t)(vb - ((s + t) << 1)); /* v against the midpoint of s and t */
-    /* t when only t is in R, or both are and v is nearer t (or as near and t is even) */
-    uint32_t take_t = (uint32_t)(win & (!uin | (cmp + (int32_t)(s & 1) > 0)));
-    /* one multiple of ten in R: the shortest (exactly one of upin, wpin); else s or t */
-    uint32_t ten = 0 - (uint32_t)(upin ^ wpin);
-    uint32_t digits = ((sp10 + 10 * (uint32_t)wpin) & ten) | ((s + take_t) & ~ten);
-    /* as nine digits: scaled as s would be (found alongside the choice, not after it), and
-       back by ten when rounding up carried into a tenth (s = 99999999, digits = 10^8) */
-    int count = digit_count(s);
-    uint32_t nine = digits * POW10[9 - count];
-    int carry = nine >= 1000000000;
-    *point = sc->k + count + carry; /* digits before the decimal point */
-    return carry ? nine / 10 : nine;
+    uint64_t vb = (uint64_t)(vb128 >> 64);
+    /* below/above the integers (in R when its ends are: <=, else <), each at least 2^32 */
+    uint64_t vbl = (uint64_t)((vb128 - sc->below) >> 64) + out - 1; /* in R: vbl < 4m 2^32 */
+    uint64_t vbr = (uint64_t)((vb128 + sc->above) >> 64) - out;     /* in R: vbr >= 4m 2^32 */
+    /* the integers in R: from lo to hi (one or more; one of them s or t) */
+    uint32_t lo = (uint32_t)(vbl >> 34) + 1, hi = (uint32_t)(vbr >> 34);
+    /* the multiple of ten at or below hi, the shortest when in R (R is below 10 wide) */
+    uint32_t ten = hi / 10 * 10;
+    /* else the integer nearest to v (s or t = s + 1; the even one when v is halfway), moved
+       into R when it is not in it */
+    uint32_t nearest = (uint32_t)((vb + ((vb >> 34) & 1) + ((UINT64_C(1) << 33) - 1)) >> 34);
+    nearest = nearest < lo ? lo : nearest;
+    nearest = nearest > hi ? hi : nearest;
+    /* chosen with a mask: as a branch, mispredicted about a third of the time */
+    uint32_t tens = 0 - (uint32_t)(ten >= lo);
+    uint32_t digits = (ten & tens) | (nearest & ~tens);
+    /* as nine digits (digits is below 2^28: s is below 10 2^24) */
+    int count = digit_count(digits);
+    *point = sc->k + count; /* digits before the decimal point */
+    return digits * SCALE_TO_NINE[count];
 }
 
 
@@ -167,14 +185,25 @@ static inline void store8(char *p, uint64_t word) { memcpy(p, &word, 8); }
 
 /* The shortest decimal of a float32's magnitude, as shortest() gives it; *point SPECIAL for a
    zero, NaN or infinity. */
-static inline uint32_t decimal_of(uint32_t bits, int *point) {
-    uint32_t fraction = bits & 0x7FFFFFu, biased = (bits >> 23) & 0xFFu;
-    if (biased == 0xFF || (biased == 0 && fraction == 0)) {
+/* decimal_of's rare cases: a power of two (its interval is narrower below it), and the values
+   written as tokens. */
+static __attribute__((noinline)) uint32_t rare_decimal_of(uint32_t bits, int *point) {
+    uint32_t magnitude = bits & 0x7FFFFFFFu;
+    if (magnitude == 0 || magnitude >= 0x7F800000u) {
         *point = SPECIAL;
         return 0;
     }
-    uint32_t c = biased ? fraction | 0x800000u : fraction;
-    return shortest(c, fraction ? &REGULAR[biased] : &IRREGULAR[biased], point);
+    const scale *sc = &IRREGULAR[magnitude >> 23];
+    return shortest(sc->hidden, sc, point);
+}
+
+static inline uint32_t decimal_of(uint32_t bits, int *point) {
+    uint32_t magnitude = bits & 0x7FFFFFFFu, fraction = bits & 0x7FFFFFu;
+    if (__builtin_expect(fraction == 0 || magnitude >= 0x7F800000u, 0)) {
+        return rare_decimal_of(bits, point);
+    }
+    const scale *sc = &REGULAR[magnitude >> 23];
+    return shortest(fraction | sc->hidden, sc, point);
 }
 
 static inline char *write_special(char *p, uint32_t bits) {
@@ -204,21 +233,23 @@ typedef struct {
 static inline digits_text text_of(uint32_t nine) {
     uint32_t high = nine / 10000; /* the first five digits, split again alongside the last four */
     uint64_t rest = eight_digits(high % 10000, nine % 10000);
-    digits_text text = {rest + ZEROS8, '0' + high / 10000,
-                        9 - (uint32_t)(__builtin_clzll(rest | 1) + (rest == 0)) / 8};
+    /* n: 1 + the bytes of rest up to its last digit not 0, from the bit length of rest (each
+       digit is below 16: 2 rest + 1 has one bit more, and is 1 when rest is 0) */
+    int length = 63 - __builtin_clzll(2 * rest + 1);
+    digits_text text = {rest + ZEROS8, '0' + high / 10000, (uint32_t)(length + 15) >> 3};
     return text;
 }
 
 /* The text of a float32 (bits) at p, from its shortest decimal (room for MAX_NUMBER +
    OVERHANG bytes): past its text. */
 static inline char *write_decimal(char *p, uint32_t bits, digits_text text, int point) {
-    if (point == SPECIAL) return write_special(p, bits);
-    *p = '-';
-    p += bits >> 31;
     char lead = (char)text.lead;
     uint64_t rest = text.rest;
     int n = (int)text.n;
-    if (point > 13 || point < -5) { /* d.ddde+XX */
+    if (point > 13 || point < -5) { /* d.ddde+XX, or a token */
+        if (point == SPECIAL) return write_special(p, bits);
+        *p = '-';
+        p += bits >> 31;
         p[0] = lead;
         p[1] = '.';
         store8(p + 2, rest);
@@ -231,6 +262,8 @@ static inline char *write_decimal(char *p, uint32_t bits, digits_text text, int 
         p[2] = e < 10 ? p[3] : p[2];
         return p + 3 + (e >= 10);
     }
+    *p = '-';
+    p += bits >> 31;
     if (point > 8) { /* ddd000.0, or ddddddddd.d: not worth avoiding the branches */
         p[0] = lead;
         store8(p + 1, rest);
@@ -252,16 +285,17 @@ static inline char *write_decimal(char *p, uint32_t bits, digits_text text, int 
         memcpy(p + point, ".0", 2);
         return p + point + 2;
     }
-    int before = point <= 0;             /* 0.000ddd, else dd.ddd */
-    int start = before ? 2 - point : 0;  /* where the first digit goes */
-    int dot = before ? 1 : point;        /* before: where "0." put it already */
-    int tail = before ? start + 1 : point + 1;
+    uint32_t before = 0 - (uint32_t)(point <= 0); /* 0.000ddd (all ones), else dd.ddd (0) */
+    int start = (2 - point) & (int)before;          /* where the first digit goes */
+    int dot = point + ((1 - point) & (int)before);  /* before: where "0." put it already */
+    int tail = start + 1 + (point & ~(int)before);  /* after the point (before: rest again) */
+    int shift = (8 * (point - 1)) & ~(int)before;
     store8(p, UINT64_C(0x0030303030302E30)); /* "0.00000" and a byte more */
     p[start] = lead;
     store8(p + start + 1, rest);
     p[dot] = '.';
-    store8(p + tail, before ? rest : rest >> (8 * (point - 1)));
-    return p + (before ? start + n : n + 1);
+    store8(p + tail, rest >> shift);
+    return p + n + start + 1 + (int)before; /* before: start + n, else n + 1 */
 }
 
 /* Values are written a block at a time, in two passes: every value's decimal and its digits as
@@ -386,5 +420,6 @@ static struct PyModuleDef module_def = {
 
 PyMODINIT_FUNC PyInit_json_floats(void) {
     fill_scales();
+    fill_digit_counts();
     return PyModule_Create(&module_def);
 }
