@@ -1,15 +1,15 @@
 """json_numbers (C): a flat JSON array of numbers reads to exactly the values Python's own JSON
-reader gives (correctly rounded doubles, exact int64) where each number is within its exact fast
-path; anything else is declined (None), for simdjson or the ordinary reader to read or report."""
+reader gives (correctly rounded doubles, bit for bit what float() reads; exact int64); anything
+else is declined (None), for simdjson or the ordinary reader to read or report."""
 
 from __future__ import annotations
 
 import json
 import random
+from fractions import Fraction
 
 import numpy as np
 import pytest
-import simdjson
 
 from rosettaserve.core import json_numbers
 
@@ -66,24 +66,85 @@ def test_a_number_array_reads_as_python_reads_it(text: bytes) -> None:
 @pytest.mark.parametrize(
     "text",
     [
-        b"[0.1, 0.2, 0.30000000000000004]",  # 17 digits: beyond 2^53
-        b"[1.0, 9007199254740993]",
-        b"[4.9e-324]",
+        b"[0.1, 0.2, 0.30000000000000004]",  # 17 digits: beyond 2^53, Eisel-Lemire's
+        b"[0.12345678901234568, -0.9521701335906982, 1.1003357172012329e-05]",
+        b"[1.0, 9007199254740993]",  # 2^53 + 1: halfway, to even
+        b"[4.9e-324, 5e-324, 2.4703282292062328e-324, 2.4703282292062327e-324]",  # subnormals
+        b"[2.2250738585072011e-308, 2.2250738585072014e-308, 2.225073858507201e-308]",
+        b"[1e-324, 1e-400, -1e-400, 0e400, 1e-99999999999999999999]",  # to zero (signed)
+        b"[1.7976931348623157e308, 1.7976931348623158e308, 1e308, -1.7976931348623157e308]",
         b"[1e23]",  # beyond the exact powers of ten
         b"[1e-23]",
-        b"[1e-400]",
         b"[3.4028235e38, 1.1754944e-38]",  # float32's extremes: exponents beyond 22
         b"[9007199254740992.0]",  # 17 digits with the zero
-        b"[0.000000000000000000001234567890123]",  # leading zeros count as digits
-        b"[3.14159265358979323846264338327950288]",
-        b"[12345678901234567890123.5]",
+        b"[0.000000000000000000001234567890123]",  # leading zeros are not significant
+        b"[3.14159265358979323846264338327950288]",  # beyond 19 digits: the first 19 decide
+        b"[12345678901234567890123.5, 1.00000000000000000000000000000000000000000]",
+        b"[-0.0000000000000000000000000000000000000000, 0.0e-5, -0e0]",
+        b"[1.5, 12345678901234567890123]",  # an integer beyond int64 in a float array: a float
+        b"[9223372036854775808, 0.5, -9223372036854775809]",
+        b"[1000000000000000000000000000000000000000000000000000000000000e-60]",
+        b"[9007199254740993000000, 90071992547409930000001e-1]",  # halfway beyond 19 digits
+        b"[1.00000000000000011102230246251565404236316680908203125]",  # 1 + 2^-53 exactly
+        b"[1.00000000000000011102230246251565404236316680908203125000000001]",  # just above
+        b"[0.0000000000000000000000000000000000000001e40, 123456789012345678901e-2]",
     ],
 )
-def test_a_number_beyond_the_exact_fast_path_is_left_to_simdjson(text: bytes) -> None:
-    """Declined, so json_bulk's next reader (simdjson, also exact) reads the array instead."""
-    assert read(text) is None
-    values = np.frombuffer(simdjson.Parser().parse(text).as_buffer(of_type="d"), np.float64)
-    assert values.tolist() == [float(v) for v in json.loads(text)]
+def test_a_number_beyond_the_exact_fast_path_reads_as_python_reads_it(text: bytes) -> None:
+    same(read(text), text)
+
+
+def test_halfway_cases_round_to_even_like_python() -> None:
+    """Decimals exactly halfway between two neighbouring doubles (up to 770 digits), and a hair
+    above or below: where the first 19 digits leave the rounding open, Python's reader decides."""
+    rng = random.Random(7)
+    texts = []
+    for _ in range(400):
+        x = abs(float(np.frombuffer(rng.randbytes(8), np.float64)[0]))
+        y = float(np.nextafter(x, np.inf))
+        if not np.isfinite(y) or x == 0:
+            continue
+        half = (Fraction(x) + Fraction(y)) / 2
+        shift = half.denominator.bit_length() - 1  # a power of two: 5^shift makes it whole
+        digits = str(half.numerator * 5**shift)
+        for tail, exponent in (("", -shift), ("1", -shift - 1), ("0", -shift - 1)):
+            texts.append(f"{digits}{tail}e{exponent}")
+        below = str(half.numerator * 5**shift - 1)
+        texts.append(f"{below}9e{-shift - 1}")
+    for start in range(0, len(texts), 50):
+        text = _array(rng, texts[start : start + 50])
+        same(read(text), text)
+
+
+def test_random_doubles_and_digit_strings_read_as_float_reads_them() -> None:
+    """~300,000 numbers: every double's repr, float32 values widened, digit strings of 1-40
+    digits with a point anywhere and exponents from -360 to 330, all with either sign."""
+    rng = random.Random(11)
+    np_rng = np.random.default_rng(11)
+    doubles = np_rng.integers(0, 2**64, 60_000, dtype=np.uint64).view(np.float64)
+    texts = [repr(v) for v in doubles.tolist() if np.isfinite(v)]
+    texts += [repr(v) for v in np_rng.random(60_000, dtype=np.float32).astype(float).tolist()]
+    texts += [repr(v) for v in np_rng.standard_normal(60_000).astype(np.float32).tolist()]
+    for _ in range(120_000):
+        digits = "".join(rng.choices("0123456789", k=rng.randint(1, 40)))
+        point = rng.randint(0, len(digits))
+        whole = digits[:point].lstrip("0") or "0"
+        text = whole + ("." + digits[point:] if point < len(digits) else "")
+        if rng.random() < 0.6:
+            text += rng.choice("eE") + rng.choice(["", "+", "-"]) + str(rng.randint(0, 360))
+        texts.append(rng.choice(["", "-"]) + text)
+    rng.shuffle(texts)
+    for start in range(0, len(texts), 5000):
+        chunk = [t for t in texts[start : start + 5000] if abs(float(t)) != float("inf")]
+        text = ("[" + ",".join(chunk) + ",0.5]").encode()
+        got = json_numbers.read(text)
+        assert got is not None
+        values, is_float = got
+        assert is_float
+        # an integer widens as json.loads reads it: "-0" is the integer 0, +0.0
+        expected = np.array([float(int(t)) if t.lstrip("-").isdigit() else float(t) for t in chunk])
+        expected = np.append(expected, 0.5)
+        assert values == bytearray(expected.tobytes())
 
 
 @pytest.mark.parametrize(

@@ -11,12 +11,12 @@ errors. Whatever the fast path cannot account for, it gives up on: the caller th
 whole body the ordinary way.
 
 The reader is json_numbers, in C (built by scripts/compile_native.py, as the compiled request
-path is). It reads a number only where Clinger's exact fast path applies, which covers float32
-values as clients write them; simdjson reads the arrays it declines (integers beyond int64;
-17-digit doubles, as Python clients send float32 values widened), and everything when it is not
-built. Simdjson builds a tape entry per number and then copies the tape into a buffer;
-json_numbers writes each number's value once: on 1 MiB of FP32 values as clients send them it
-takes ~57% of simdjson's time (bench/RESULTS.md).
+path is). It reads every JSON number to the correctly rounded double (Clinger's fast path, else
+Eisel-Lemire, else Python's own reader for the rare decimal beyond 19 digits whose rounding they
+leave open), bit for bit what float() reads; simdjson reads the arrays it declines (integers
+beyond int64 in an integer array, numbers beyond float64), and everything when it is not built.
+Simdjson builds a tape entry per number and then copies the tape into a buffer; json_numbers
+writes each number's value once.
 """
 
 from __future__ import annotations

@@ -4,19 +4,29 @@
 
    ``text`` (any bytes-like object) must be exactly one JSON array of numbers, with optional
    blanks: "[1, -2.5e3, 0]". The buffer holds one int64 per number when every number is an
-   integer (no fraction, no exponent) within int64, else one float64 per number, exact: each is
-   read only where Clinger's fast path gives the correctly rounded double (at most 2^53 in its
-   digits, a power of ten up to 10^22 either way), which covers float32 values as clients write
-   them ("-0.95217013"). None means "not this reader's case": anything that is not such an array
-   (nesting, strings, booleans, null, malformed JSON), an integer beyond int64 in an integer
-   array, or a number beyond the fast path (17 significant digits, as a float64's shortest repr
-   often has). json_bulk then gives the text to simdjson, and when that declines too, to the
-   ordinary reader, which reports malformed input. Built by scripts/compile_native.py. */
+   integer (no fraction, no exponent) within int64, else one float64 per number: the correctly
+   rounded double, bit for bit what Python's float() reads from the number's text (an integer
+   "-0" among floats is +0.0, as every JSON reader has it). A decimal of up to 19 significant
+   digits is read by Clinger's exact fast path where it applies (up to 2^53 in its digits, a
+   power of ten up to 10^22 either way: float32 values as clients write them, "-0.95217013"),
+   else by the Eisel-Lemire method (its 128-bit powers of five are json_numbers_pow5.h, written
+   by scripts/gen_pow5_table.py), which is exact for every such decimal: the 17 digits of a
+   float64's shortest repr ("0.12345678901234568", float32 values widened by Python clients).
+   Longer decimals are read from their first 19 digits when those decide the rounding, else by
+   Python's own reader (PyOS_string_to_double, what float() calls).
+   None means "not this reader's case": anything that is not such an array (nesting, strings,
+   booleans, null, malformed JSON), an integer beyond int64 in an integer array, or a number
+   beyond float64's range (1e400). json_bulk then gives the text to simdjson, and when that
+   declines too, to the ordinary reader, which reports malformed input. Built by
+   scripts/compile_native.py. */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
+
+#include "json_numbers_pow5.h"
 
 /* Powers of ten that double holds exactly: the range of the fast path. */
 static const double EXACT_POW10[] = {
@@ -25,9 +35,11 @@ static const double EXACT_POW10[] = {
 };
 #define MAX_EXACT_POW10 22
 #define MAX_EXACT_MANTISSA (UINT64_C(1) << 53)
-#define MAX_SIGNIFICANT 19   /* decimal digits that always fit in uint64 */
+#define MAX_SIGNIFICANT 19 /* decimal digits that always fit in uint64 */
+#define MAX_SLOW_TEXT 1100 /* a number's characters read by Python's reader, at most */
 
-typedef enum { NUMBER_INT, NUMBER_FLOAT, NUMBER_BAD } number_kind;
+/* NUMBER_WIDE: an integer beyond int64 (its array is read as floats if a float turns up) */
+typedef enum { NUMBER_INT, NUMBER_FLOAT, NUMBER_WIDE, NUMBER_BAD } number_kind;
 
 static inline int is_blank(unsigned char c) {
     return c == ' ' || c == '\t' || c == '\n' || c == '\r';
@@ -43,7 +55,11 @@ static inline const unsigned char *skip_blanks(const unsigned char *p, const uns
 static const uint64_t POW10_U64[] = {
     UINT64_C(1),          UINT64_C(10),          UINT64_C(100),          UINT64_C(1000),
     UINT64_C(10000),      UINT64_C(100000),      UINT64_C(1000000),      UINT64_C(10000000),
-    UINT64_C(100000000),
+    UINT64_C(100000000),  UINT64_C(1000000000),  UINT64_C(10000000000),
+    UINT64_C(100000000000), UINT64_C(1000000000000), UINT64_C(10000000000000),
+    UINT64_C(100000000000000), UINT64_C(1000000000000000), UINT64_C(10000000000000000),
+    UINT64_C(100000000000000000), UINT64_C(1000000000000000000),
+    UINT64_C(10000000000000000000),
 };
 
 #define ONES UINT64_C(0x0101010101010101)
@@ -82,21 +98,28 @@ static inline int digit_run(const unsigned char *p, const unsigned char *end, ui
     return n;
 }
 
-/* The digits at *pp appended to *mantissa; returns how many (*pp moves past them). Beyond
-   MAX_SIGNIFICANT digits in all, *mantissa stops changing and *inexact is set. */
+/* Whether the 8 bytes at p are all digits, and their value (fast_float's SWAR; cheaper than
+   digit_run where 8 digits are the rule: the middle of a 17-digit fraction). */
+static inline int eight_digits(const unsigned char *p, uint64_t *value) {
+    uint64_t word;
+    memcpy(&word, p, 8);
+    if (((word + ONES * 0x46) | (word - ONES * 0x30)) & (ONES * 0x80)) return 0;
+    word = ((word & (ONES * 0x0F)) * 2561) >> 8;
+    word = ((word & UINT64_C(0x00FF00FF00FF00FF)) * 6553601) >> 16;
+    *value = (uint32_t)(((word & UINT64_C(0x0000FFFF0000FFFF)) * UINT64_C(42949672960001)) >> 32);
+    return 1;
+}
+
+/* The digits at *pp appended to *mantissa (mod 2^64: exact while there are at most
+   MAX_SIGNIFICANT in all); returns how many (*pp moves past them). */
 static inline int64_t read_digits(const unsigned char **pp, const unsigned char *end,
-                                  uint64_t *mantissa, int *significant, int *inexact) {
+                                  uint64_t *mantissa) {
     const unsigned char *p = *pp;
     int64_t total = 0;
     for (;;) {
         uint64_t chunk;
         int n = digit_run(p, end, &chunk);
-        if (!*inexact && *significant + n <= MAX_SIGNIFICANT) {
-            *mantissa = *mantissa * POW10_U64[n] + chunk;
-            *significant += n;
-        } else if (n) {
-            *inexact = 1;
-        }
+        *mantissa = *mantissa * POW10_U64[n] + chunk;
         p += n;
         total += n;
         if (n < 8) break;
@@ -105,67 +128,191 @@ static inline int64_t read_digits(const unsigned char **pp, const unsigned char 
     return total;
 }
 
+/* w * 10^q (w up to MAX_SIGNIFICANT digits) as the correctly rounded double's bits, by the
+   Eisel-Lemire method as fast_float has it (Lemire, "Number Parsing at a Gigabyte per Second",
+   2021): w normalized times 5^q to 128 bits gives the mantissa and a rounding that is always
+   right for such w (Mushtak and Lemire, "Fast Number Parsing Without Fallback", 2023). 0 when
+   the value is beyond float64 (infinity): not this reader's case. */
+static int eisel_lemire(uint64_t w, int64_t q, uint64_t *bits) {
+    if (w == 0 || q < SMALLEST_POWER_OF_FIVE) { /* below half the smallest subnormal */
+        *bits = 0;
+        return 1;
+    }
+    if (q > LARGEST_POWER_OF_FIVE) return 0;
+    int lz = __builtin_clzll(w);
+    w <<= lz;
+    const uint64_t *power = &POWER_OF_FIVE_128[2 * (q - SMALLEST_POWER_OF_FIVE)];
+    unsigned __int128 product = (unsigned __int128)w * power[0];
+    uint64_t high = (uint64_t)(product >> 64), low = (uint64_t)product;
+    if ((high & 0x1FF) == 0x1FF) { /* the 55 bits kept may change: the low word of 5^q too */
+        uint64_t carry = (uint64_t)(((unsigned __int128)w * power[1]) >> 64);
+        low += carry;
+        high += carry > low;
+    }
+    int upper = (int)(high >> 63);
+    int shift = upper + 64 - 52 - 3;
+    uint64_t mantissa = high >> shift;
+    /* floor(q * log2(10)) + 63, plus the double's exponent bias */
+    int64_t power2 = ((217706 * q) >> 16) + 63 + upper - lz + 1023;
+    if (power2 <= 0) { /* a subnormal (no exact halfway case can reach here) */
+        if (-power2 + 1 >= 64) {
+            *bits = 0;
+            return 1;
+        }
+        mantissa >>= -power2 + 1;
+        mantissa += mantissa & 1;
+        mantissa >>= 1;
+        /* rounding up to 2^52 makes it the smallest normal: the OR below keeps that right */
+        power2 = mantissa < (UINT64_C(1) << 52) ? 0 : 1;
+        *bits = mantissa | ((uint64_t)power2 << 52);
+        return 1;
+    }
+    /* exactly halfway (only where 5^q fits in 64 bits): round to even, not up */
+    if (low <= 1 && q >= -4 && q <= 23 && (mantissa & 3) == 1 && (mantissa << shift) == high) {
+        mantissa &= ~UINT64_C(1);
+    }
+    mantissa += mantissa & 1;
+    mantissa >>= 1;
+    if (mantissa >= (UINT64_C(2) << 52)) {
+        mantissa = UINT64_C(1) << 52;
+        power2++;
+    }
+    mantissa &= ~(UINT64_C(1) << 52);
+    if (power2 >= 0x7FF) return 0; /* infinity */
+    *bits = mantissa | ((uint64_t)power2 << 52);
+    return 1;
+}
+
+/* The number text (digits, point, exponent; no sign) of more than MAX_SIGNIFICANT digits, whose
+   digits run from begin to digits_end: its first MAX_SIGNIFICANT significant digits decide
+   the double when w and w + 1 round alike, else Python's own reader reads the text. 0 when
+   neither can (infinity, or a text beyond MAX_SLOW_TEXT). */
+static int read_long_decimal(const unsigned char *begin, const unsigned char *digits_end,
+                             const unsigned char *text_end, int64_t exponent, uint64_t *bits) {
+    const unsigned char *point = memchr(begin, '.', (size_t)(digits_end - begin));
+    const unsigned char *p = begin;
+    while (p < digits_end && (*p == '0' || *p == '.')) p++; /* leading zeros */
+    uint64_t w = 0;
+    for (int taken = 0; p < digits_end && taken < MAX_SIGNIFICANT; p++) {
+        if (*p == '.') continue;
+        w = w * 10 + (uint64_t)(*p - '0');
+        taken++;
+    }
+    /* w's last digit is at p - 1: integer digits left after it each add a power of ten,
+       fraction digits up to it each take one away */
+    int64_t whole_left = 0, fraction_taken = 0;
+    if (point != NULL && p > point)
+        fraction_taken = p - point - 1;
+    else
+        whole_left = (point != NULL ? point : digits_end) - p;
+    int rest_nonzero = 0;
+    for (const unsigned char *d = p; d < digits_end; d++) rest_nonzero |= *d != '0' && *d != '.';
+    /* exponent is the written one; the digits taken stand for w * 10^q */
+    int64_t q = exponent + whole_left - fraction_taken;
+    uint64_t below, above;
+    if (!eisel_lemire(w, q, &below)) return 0;
+    if (!rest_nonzero) {
+        *bits = below;
+        return 1;
+    }
+    if (eisel_lemire(w + 1, q, &above) && above == below) { /* the value lies between them */
+        *bits = below;
+        return 1;
+    }
+    /* the rounding depends on digits beyond the first 19: Python's reader decides (rare) */
+    size_t length = (size_t)(text_end - begin);
+    if (length >= MAX_SLOW_TEXT) return 0;
+    char text[MAX_SLOW_TEXT];
+    memcpy(text, begin, length);
+    text[length] = '\0';
+    char *parsed_end = NULL;
+    double value = PyOS_string_to_double(text, &parsed_end, NULL);
+    if (value == -1.0 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (parsed_end != text + length || isinf(value)) return 0;
+    memcpy(bits, &value, 8);
+    return 1;
+}
+
 /* One JSON number starting at *pp. Integers (no fraction or exponent) within int64 come back in
    *as_int with NUMBER_INT; when want_float is set, every number comes back in *as_float with
-   NUMBER_FLOAT. NUMBER_BAD: not a JSON number, or out of range. *pp moves past the number. */
+   NUMBER_FLOAT; NUMBER_WIDE (only when it is not): an integer beyond int64. NUMBER_BAD: not a
+   JSON number, or beyond float64. *pp moves past the number. */
 static number_kind read_number(const unsigned char **pp, const unsigned char *end, int want_float,
                                int64_t *as_int, double *as_float) {
     const unsigned char *p = *pp;
     int negative = p < end && *p == '-';
     p += negative;
-    uint64_t mantissa = 0;
-    int significant = 0; /* digits held in mantissa (leading zeros of a fraction included) */
-    int inexact = 0;     /* digits beyond MAX_SIGNIFICANT: not this reader's case */
-    int64_t exponent = 0;
+    const unsigned char *digits_begin = p;
+    uint64_t mantissa = 0; /* the digits, exact while there are at most MAX_SIGNIFICANT */
+    int64_t digits;
     if (p < end && *p == '0') {
         p++;
+        digits = 1;
         if (p < end && is_digit(*p)) return NUMBER_BAD; /* JSON has no leading zeros */
     } else {
-        if (read_digits(&p, end, &mantissa, &significant, &inexact) == 0) return NUMBER_BAD;
+        digits = read_digits(&p, end, &mantissa);
+        if (digits == 0) return NUMBER_BAD;
     }
     int integral = 1;
+    int64_t exponent = 0;
     if (p < end && *p == '.') {
         integral = 0;
         p++;
-        int before = significant;
-        int64_t digits = read_digits(&p, end, &mantissa, &significant, &inexact);
-        if (digits == 0) return NUMBER_BAD;
-        exponent -= significant - before;
+        int64_t fraction = read_digits(&p, end, &mantissa);
+        if (fraction == 0) return NUMBER_BAD;
+        digits += fraction;
+        exponent = -fraction;
     }
+    const unsigned char *digits_end = p;
+    int64_t written = 0;
     if (p < end && (*p == 'e' || *p == 'E')) {
         integral = 0;
         p++;
         int exponent_negative = 0;
         if (p < end && (*p == '+' || *p == '-')) exponent_negative = *p++ == '-';
         if (p >= end || !is_digit(*p)) return NUMBER_BAD;
-        int64_t written = 0;
         for (; p < end && is_digit(*p); p++) {
             if (written < 100000) written = written * 10 + (*p - '0'); /* far beyond any double */
         }
-        exponent += exponent_negative ? -written : written;
+        /* held at 100000: with few digits that is 0.0 or infinity, with many not known */
+        if (written >= 100000 && digits > MAX_SIGNIFICANT) return NUMBER_BAD;
+        if (exponent_negative) written = -written;
     }
     *pp = p;
     if (integral && !want_float) {
         uint64_t limit = negative ? UINT64_C(9223372036854775808) : UINT64_C(9223372036854775807);
-        if (inexact || mantissa > limit) return NUMBER_BAD;
+        if (digits > MAX_SIGNIFICANT || mantissa > limit) return NUMBER_WIDE;
         *as_int = negative ? (int64_t)(0 - mantissa) : (int64_t)mantissa;
         return NUMBER_INT;
     }
     if (!want_float) return NUMBER_FLOAT; /* the caller starts again, reading floats */
-    if (inexact || mantissa > MAX_EXACT_MANTISSA || exponent < -MAX_EXACT_POW10 ||
-        exponent > MAX_EXACT_POW10) {
-        return NUMBER_BAD; /* beyond the exact fast path: simdjson reads the array */
+    exponent += written;
+    double value;
+    if (digits <= MAX_SIGNIFICANT && mantissa <= MAX_EXACT_MANTISSA &&
+        exponent >= -MAX_EXACT_POW10 && exponent <= MAX_EXACT_POW10) {
+        /* both operands exact: IEEE multiplication and division round correctly */
+        value = exponent >= 0 ? (double)mantissa * EXACT_POW10[exponent]
+                              : (double)mantissa / EXACT_POW10[-exponent];
+    } else {
+        uint64_t bits;
+        int read = digits <= MAX_SIGNIFICANT
+                       ? eisel_lemire(mantissa, exponent, &bits)
+                       : read_long_decimal(digits_begin, digits_end, p, written, &bits);
+        if (!read) return NUMBER_BAD; /* beyond float64 */
+        memcpy(&value, &bits, 8);
     }
-    /* both operands exact: IEEE multiplication and division round correctly */
-    double value = exponent >= 0 ? (double)mantissa * EXACT_POW10[exponent]
-                                 : (double)mantissa / EXACT_POW10[-exponent];
-    *as_float = negative && !(integral && mantissa == 0) ? -value : value; /* "-0" is +0.0 */
-    return NUMBER_FLOAT;
+    *as_float = negative && !(integral && mantissa == 0 && digits == 1) ? -value : value;
+    return NUMBER_FLOAT; /* "-0" is +0.0 */
 }
 
 /* The common number, read without read_number's bookkeeping: -?digits(.digits)? with at most 7
-   integer and 8 fraction digits (a float32 as clients write it). 1 when read (*pp moves past
-   it); 0 when read_number must read it (nothing has been consumed then). */
+   integer digits and MAX_SIGNIFICANT digits in all: a float32 as clients write it (8 fraction
+   digits at most, Clinger's exact fast path), or widened to a double by a Python client (17
+   digits, Eisel-Lemire). 1 when read (*pp moves past it); 0 when read_number must read it
+   (nothing has been consumed then). */
 static inline int read_short_number(const unsigned char **pp, const unsigned char *end,
                                     int want_float, char *out) {
     const unsigned char *p = *pp;
@@ -184,19 +331,34 @@ static inline int read_short_number(const unsigned char **pp, const unsigned cha
     int n_fraction = 0;
     if (p < end && *p == '.') {
         if (!want_float) return 0; /* read_number tells the caller to start again */
-        n_fraction = digit_run(p + 1, end, &fraction);
-        /* a ninth digit? tested without a branch on n_fraction (7 or 8 as often as not) */
-        int room = p + 9 < end;
-        int more = (n_fraction == 8) & room & is_digit(p[9 * room]);
-        if ((n_fraction == 0) | more) return 0;
-        p += 1 + n_fraction;
+        p++;
+        n_fraction = digit_run(p, end, &fraction);
+        if (n_fraction == 0) return 0;
+        p += n_fraction;
+        if (n_fraction == 8) { /* maybe more: up to MAX_SIGNIFICANT digits in all */
+            uint64_t chunk;
+            if (n_whole <= MAX_SIGNIFICANT - 16 && end - p >= 8 && eight_digits(p, &chunk)) {
+                fraction = fraction * 100000000 + chunk;
+                n_fraction += 8;
+                p += 8;
+            }
+            for (; p < end && is_digit(*p); p++, n_fraction++) {
+                if (n_whole + n_fraction >= MAX_SIGNIFICANT) return 0;
+                fraction = fraction * 10 + (uint64_t)(*p - '0');
+            }
+        }
     }
     if (p < end && (*p == 'e' || *p == 'E')) return 0;
     if (want_float) {
-        /* under 10^15 < 2^53 and an exact power of ten: the division rounds correctly */
-        double value = (double)(whole * POW10_U64[n_fraction] + fraction) / EXACT_POW10[n_fraction];
         uint64_t bits;
-        memcpy(&bits, &value, 8);
+        if (n_fraction <= 8) {
+            /* under 10^15 < 2^53 and an exact power of ten: the division rounds correctly */
+            double value =
+                (double)(whole * POW10_U64[n_fraction] + fraction) / EXACT_POW10[n_fraction];
+            memcpy(&bits, &value, 8);
+        } else if (!eisel_lemire(whole * POW10_U64[n_fraction] + fraction, -n_fraction, &bits)) {
+            return 0;
+        }
         /* the sign, without a branch on it; "-0" is the integer 0, which widens to +0.0 (as
            every other reader has it), "-0.0" is -0.0 */
         bits |= (uint64_t)(negative & ((n_fraction != 0) | (whole != 0))) << 63;
@@ -217,6 +379,7 @@ static Py_ssize_t read_array(const unsigned char *p, const unsigned char *end, i
     if (p >= end || *p != '[') return -1;
     p = skip_blanks(p + 1, end);
     Py_ssize_t count = 0;
+    int wide = 0; /* an integer beyond int64 seen: no integer array */
     for (;;) {
         if (count >= capacity || p >= end) return -1;
         if (!read_short_number(&p, end, want_float, out + count * 8)) {
@@ -225,6 +388,7 @@ static Py_ssize_t read_array(const unsigned char *p, const unsigned char *end, i
             number_kind kind = read_number(&p, end, want_float, &as_int, &as_float);
             if (kind == NUMBER_BAD) return -1;
             if (kind == NUMBER_FLOAT && !want_float) return -2;
+            wide |= kind == NUMBER_WIDE;
             if (want_float)
                 memcpy(out + count * 8, &as_float, 8);
             else
@@ -242,7 +406,7 @@ static Py_ssize_t read_array(const unsigned char *p, const unsigned char *end, i
         if (*p != ',') return -1;
         p = skip_blanks(p + 1, end);
     }
-    return skip_blanks(p + 1, end) == end ? count : -1;
+    return skip_blanks(p + 1, end) == end && !wide ? count : -1;
 }
 
 static PyObject *json_numbers_read(PyObject *module, PyObject *arg) {
