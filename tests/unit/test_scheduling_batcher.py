@@ -21,7 +21,7 @@ from rosettaserve.core.errors import DeadlineExceeded, InvalidInput, ModelError,
 from rosettaserve.core.invoker import Invoker
 from rosettaserve.core.registry import DynamicBatching, ModelVersion, VersionState
 from rosettaserve.core.types import InferenceRequest, InferenceResponse, Tensor, TensorSpec
-from rosettaserve.scheduling.batcher import DynamicBatcher, schedule
+from rosettaserve.scheduling.batcher import DynamicBatcher, _stack, schedule
 
 
 class Recorder(Model):
@@ -494,3 +494,25 @@ def test_a_streaming_call_on_a_batched_model_is_batched_and_counted_once() -> No
         assert sorted(mv.stats.batches) == [1]
 
     run(body)
+
+
+@pytest.mark.parametrize(
+    "arrays",
+    [
+        [np.full((i % 3 + 1, 4), float(i), np.float32) for i in range(5)],  # bytes joined
+        [np.arange(8, dtype=np.int64).reshape(4, 2).T, np.zeros((1, 4), np.int64)],  # a transpose
+        [np.arange(12, dtype=np.float64).reshape(2, 6)[:, ::2], np.ones((1, 3))],  # strided
+        [np.array([[b"a", b"bc"]], dtype=object), np.array([[b"", b"d"]], dtype=object)],
+        [np.zeros((0, 3), np.float32), np.ones((2, 3), np.float32), np.zeros((0, 3), np.float32)],
+    ],
+)
+def test_a_batch_is_stacked_as_concatenate_stacks_it_and_is_writable(
+    arrays: list[np.ndarray],
+) -> None:
+    rows = sum(len(a) for a in arrays)
+    stacked = _stack(arrays, rows)
+    expected = np.concatenate(arrays)
+    assert stacked.dtype == expected.dtype
+    assert stacked.shape == expected.shape
+    assert stacked.tolist() == expected.tolist()
+    assert stacked.flags.writeable  # a model may work in place on its inputs
