@@ -133,7 +133,8 @@ static inline int64_t read_digits(const unsigned char **pp, const unsigned char 
    2021): w normalized times 5^q to 128 bits gives the mantissa and a rounding that is always
    right for such w (Mushtak and Lemire, "Fast Number Parsing Without Fallback", 2023). 0 when
    the value is beyond float64 (infinity): not this reader's case. */
-static int eisel_lemire(uint64_t w, int64_t q, uint64_t *bits) {
+static inline __attribute__((always_inline)) int eisel_lemire(uint64_t w, int64_t q,
+                                                               uint64_t *bits) {
     if (w == 0 || q < SMALLEST_POWER_OF_FIVE) { /* below half the smallest subnormal */
         *bits = 0;
         return 1;
@@ -332,12 +333,13 @@ static inline int read_short_number(const unsigned char **pp, const unsigned cha
     if (p < end && *p == '.') {
         if (!want_float) return 0; /* read_number tells the caller to start again */
         p++;
-        n_fraction = digit_run(p, end, &fraction);
-        if (n_fraction == 0) return 0;
-        p += n_fraction;
-        if (n_fraction == 8) { /* maybe more: up to MAX_SIGNIFICANT digits in all */
+        /* 8 digits or more (a double's 16-17): eight at a time, the rest one by one; fewer (a
+           float32's 7-8): digit_run, without a branch per digit */
+        if (end - p >= 16 && eight_digits(p, &fraction)) {
+            n_fraction = 8;
+            p += 8;
             uint64_t chunk;
-            if (n_whole <= MAX_SIGNIFICANT - 16 && end - p >= 8 && eight_digits(p, &chunk)) {
+            if (n_whole <= MAX_SIGNIFICANT - 16 && eight_digits(p, &chunk)) {
                 fraction = fraction * 100000000 + chunk;
                 n_fraction += 8;
                 p += 8;
@@ -346,6 +348,11 @@ static inline int read_short_number(const unsigned char **pp, const unsigned cha
                 if (n_whole + n_fraction >= MAX_SIGNIFICANT) return 0;
                 fraction = fraction * 10 + (uint64_t)(*p - '0');
             }
+        } else {
+            n_fraction = digit_run(p, end, &fraction);
+            if (n_fraction == 0) return 0;
+            p += n_fraction;
+            if (n_fraction == 8 && p < end && is_digit(*p)) return 0; /* read_number reads it */
         }
     }
     if (p < end && (*p == 'e' || *p == 'E')) return 0;
