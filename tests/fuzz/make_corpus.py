@@ -163,6 +163,7 @@ def number_arrays() -> dict[str, bytes]:
         "uint64.json": json.dumps(EXTREMES_64["UINT64"]).encode(),
         "mixed.json": b" [ 0, -0, -0.0, 1e22, 1E-22, 12345678.87654321 ,3]\n",
         # Eisel-Lemire's edges: subnormals, float64's ends, beyond 19 digits, halfway (2^53 + 1)
+        "keys.json": b'{"data": [1, 2.5, 3], "x": {"data" : [ -1.5,7 ]}, "data":[[1]], "data"]',
         "long_digits.json": b"[4.9e-324,2.2250738585072011e-308,1.7976931348623157e308,"
         b"1e-400,3.14159265358979323846264338327950288,0.000000000000000000001234567890123,"
         b"90071992547409930000001e-1,9007199254740993,12345678901234567890123.5,-0.0]",

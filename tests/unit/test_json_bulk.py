@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 from collections.abc import Callable
 
 import numpy as np
@@ -182,3 +183,41 @@ def test_string_data_is_not_tried_in_bulk() -> None:
     assert req.inputs[0].data.tolist() == [w.encode() for w in words]  # type: ignore[attr-defined]
     np.testing.assert_array_equal(req.inputs[1].data, np.float32(numbers))  # type: ignore[attr-defined]
     assert json_bulk.find_arrays(body(words, "BYTES", shape=[100]), b"data") == []
+
+
+def _search_bodies(rng: random.Random) -> list[bytes]:
+    """Bodies for the array search: keys quoted or not, blanks, colons, brackets and numbers cut
+    and shuffled around real arrays (some nested, unclosed, too short or not numeric)."""
+    long = ", ".join(repr(rng.random()) for _ in range(80))
+    pieces = [
+        '"data"', '"data" ', "data", '"dat"', ":", " : ", "[", "]", "[[", "-", "0", " ", "\n",
+        ",", '"x"', "{", "}", "[" + long + "]", " [ " + long + "]", "[" + long, "[-" + long + "]",
+        '["a", ' + long + "]", "[1, [" + long + "]]", "[" + long[:200] + "]",
+    ]  # fmt: skip
+    arrays = [p for p in pieces if long[:200] in p]
+    bodies = []
+    for _ in range(3000):
+        parts = []
+        for _ in range(rng.randint(1, 6)):
+            if rng.random() < 0.5:  # a key and an array, maybe with blanks, maybe broken
+                parts += ['"data"', rng.choice(["", " ", "\n"]), rng.choice([":", " :", ""])]
+                parts += [rng.choice(["", " ", "\t"]), rng.choice(arrays)]
+            parts += rng.choices(pieces, k=rng.randint(0, 3))
+        bodies.append("".join(parts).encode())
+    return bodies
+
+
+def test_the_c_search_finds_the_same_arrays_as_the_python_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """json_numbers.find (C) against find_arrays' Python, its reference where it is not built."""
+    c_reader = json_bulk.json_numbers
+    assert c_reader is not None  # built: find_arrays uses the C search
+    rng = random.Random(3)
+    cases = _search_bodies(rng)
+    found = [c_reader.find(raw, b"data", json_bulk.MIN_ARRAY) for raw in cases]
+    assert sum(map(len, found)) > 500  # many bodies hold a span: the comparison is not empty
+    monkeypatch.setattr(json_bulk, "json_numbers", None)
+    for raw, spans in zip(cases, found, strict=True):
+        assert json_bulk.find_arrays(raw, b"data") == spans, raw
+        assert json_bulk.find_arrays(bytearray(raw), b"data") == spans, raw

@@ -1,10 +1,11 @@
 """The C JSON number reader (``core/json_numbers.c``), run built with AddressSanitizer
 (``tests/fuzz/asan.py``), against the readers of the library path.
 
-Properties: ``read`` returns None or (buffer, is_float) and raises nothing; where it reads an
-array, Python's own json (float() for each float), orjson and simdjson (json_bulk's other readers;
-simdjson declines integers beyond 64 bits) read the same text as a flat list of numbers with
-bit-for-bit the same values: int64 when it says integers, float64 otherwise.
+Properties: ``find`` gives the spans that json_bulk.find_arrays's Python gives. ``read`` returns
+None or (buffer, is_float) and raises nothing; where it reads an array, Python's own json (float()
+for each float), orjson and simdjson (json_bulk's other readers; simdjson declines integers beyond
+64 bits) read the same text as a flat list of numbers with bit-for-bit the same values: int64 when
+it says integers, float64 otherwise.
 """
 
 from __future__ import annotations
@@ -15,12 +16,17 @@ import numpy as np
 import orjson
 import simdjson
 
+from rosettaserve.core import json_bulk
 from tests.fuzz import asan
 
 reader = asan.load()
+json_bulk.json_numbers = None  # find_arrays' Python: the reference for the C search
+json_bulk.MIN_ARRAY = 4  # arrays as short as a fuzzed input holds
 
 
 def check(data: bytes) -> None:
+    spans = reader.find(data, b"data", json_bulk.MIN_ARRAY)
+    assert spans == json_bulk.find_arrays(data, b"data"), spans
     result = reader.read(data)
     for view in (bytearray(data), memoryview(data)):  # every bytes-like form reads alike
         again = reader.read(view)
