@@ -8,10 +8,12 @@ and metrics are read from it afterwards.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
-# InferenceRequest.context keys set by protocol adapters (the tensors never see them)
-PROTOCOL = "protocol"  # which adapter the request came through, e.g. "oip_rest"
-TIMEOUT_US = "timeout_us"  # the request's own timeout in microseconds (0: none)
+# InferenceRequest.context keys set by protocol adapters (the tensors never see them; Final:
+# compiled, a constant where they are read, not a lookup in the module's dict)
+PROTOCOL: Final = "protocol"  # which adapter the request came through, e.g. "oip_rest"
+TIMEOUT_US: Final = "timeout_us"  # the request's own timeout in microseconds (0: none)
 
 
 @dataclass(init=False, slots=True)

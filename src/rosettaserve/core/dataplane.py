@@ -375,8 +375,8 @@ def to_tensor(model: str, name: str, value: Any, spec: TensorSpec | None) -> Ten
         dt = dtypes.lookup(spec.datatype) if spec else dtypes.from_numpy(arr.dtype)
         if dt.is_bytes:
             arr = bytes_array(arr)
-        elif arr.dtype != dt.numpy:
-            arr = arr.astype(dt.numpy)
+        elif arr.dtype is not dt.numpy and arr.dtype != dt.numpy:  # (numpy's own dtypes are
+            arr = arr.astype(dt.numpy)  # one object each: ~400 instructions fewer than "!=")
     except (TypeError, ValueError, InvalidInput) as exc:
         raise ModelError(f"model '{model}' returned an unusable output '{name}': {exc}") from exc
     return Tensor(name, dt.name, tuple(arr.shape), arr)
