@@ -183,8 +183,6 @@ static inline void store8(char *p, uint64_t word) { memcpy(p, &word, 8); }
 
 #define SPECIAL 1000 /* a point that marks 0, NaN and the infinities */
 
-/* The shortest decimal of a float32's magnitude, as shortest() gives it; *point SPECIAL for a
-   zero, NaN or infinity. */
 /* decimal_of's rare cases: a power of two (its interval is narrower below it), and the values
    written as tokens. */
 static __attribute__((noinline)) uint32_t rare_decimal_of(uint32_t bits, int *point) {
@@ -197,6 +195,8 @@ static __attribute__((noinline)) uint32_t rare_decimal_of(uint32_t bits, int *po
     return shortest(sc->hidden, sc, point);
 }
 
+/* The shortest decimal of a float32's magnitude, as shortest() gives it; *point SPECIAL for a
+   zero, NaN or infinity. */
 static inline uint32_t decimal_of(uint32_t bits, int *point) {
     uint32_t magnitude = bits & 0x7FFFFFFFu, fraction = bits & 0x7FFFFFu;
     if (__builtin_expect(fraction == 0 || magnitude >= 0x7F800000u, 0)) {
