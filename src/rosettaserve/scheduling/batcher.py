@@ -24,8 +24,8 @@ import logging
 from collections import deque
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
-from time import perf_counter_ns
-from typing import Any
+from time import perf_counter_ns as _perf_counter_ns
+from typing import Any, Final
 
 import numpy as np
 
@@ -40,6 +40,8 @@ from rosettaserve.core.stats import ModelStats
 
 log = logging.getLogger("rosettaserve.batching")
 Kind = tuple[tuple[str, np.dtype, tuple[int, ...]], ...]
+# Final: compiled, a C static, not a lookup in the module's dict (~140 instructions each time)
+perf_counter_ns: Final = _perf_counter_ns
 
 
 @dataclass(init=False, eq=False, slots=True)

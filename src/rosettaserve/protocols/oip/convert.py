@@ -35,6 +35,7 @@ SEARCHED_VALUES: Final = 64
 # ~5.3 on 1 MiB of FP32 (bench/json_floats_cost.py).
 _SPLICE_MARK: Final = b"\x00"
 _SPLICE: Final = orjson.Fragment(_SPLICE_MARK)
+_NO_OUTPUTS: Final[dict[str, dict[str, Any]]] = {}  # no outputs named: never written to
 
 
 def json_length(header: str | None, body_size: int) -> int:
@@ -236,7 +237,7 @@ def encode_infer(
     """The JSON (header), the binary tensor data that follows it (buffers, not joined: they go
     to the socket as they are), and, when there is binary data, the JSON header's length."""
     default_binary = bool(request.context.get(BINARY_OUTPUT_KEY, False))
-    wanted = {o.name: o.parameters for o in request.outputs or ()}
+    wanted = {o.name: o.parameters for o in request.outputs} if request.outputs else _NO_OUTPUTS
     blobs: list[Any] = []
     outputs = []
     unsearched: list[dict[str, Any]] = []  # small float outputs, written before being tested
