@@ -19,7 +19,7 @@ from types import ModuleType
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCE = ROOT / "src" / "rosettaserve" / "core" / "json_numbers.c"
-TABLE = SOURCE.with_name("json_numbers_pow5.h")  # its #include
+HEADERS = sorted(SOURCE.parent.glob("json_numbers_*.h"))  # its #includes
 BUILD = ROOT / "build" / "fuzz"
 FLAGS = ["-g", "-O1", "-fno-omit-frame-pointer", "-fsanitize=address,fuzzer-no-link"]
 ENV_MODULE = "ROSETTASERVE_FUZZ_JSON_NUMBERS"  # the built module the target loads
@@ -37,7 +37,7 @@ def build(sanitized: bool = True) -> Path:
     ordinary build of the same source, for tests in a process without the sanitizer."""
     folder = BUILD if sanitized else BUILD / "plain"
     target = folder / ("json_numbers" + str(sysconfig.get_config_var("EXT_SUFFIX")))
-    newest = max(SOURCE.stat().st_mtime, TABLE.stat().st_mtime)
+    newest = max(path.stat().st_mtime for path in [SOURCE, *HEADERS])
     if target.exists() and target.stat().st_mtime >= newest:
         return target
     clang = shutil.which("clang")
