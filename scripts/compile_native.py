@@ -73,6 +73,7 @@ MODULES = [
 C_MODULES = [
     "rosettaserve/core/json_numbers.c",  # flat JSON number arrays (core/json_bulk.py)
     "rosettaserve/core/json_floats.c",  # float32 arrays written as JSON (core/json_nonfinite.py)
+    "rosettaserve/transport/body_buffer.c",  # a large request body's buffer, not zeroed (h1.py)
 ]
 
 

@@ -34,6 +34,11 @@ from rosettaserve.transport.h1_head import H1Limits
 from rosettaserve.transport.routing import HttpResponse, error_body
 from rosettaserve.transport.sockets import listen, no_delay
 
+try:  # a large body's buffer, not zeroed first: the socket writes each of its bytes
+    from rosettaserve.transport.body_buffer import unfilled
+except ImportError:  # not built (scripts/compile_native.py): zeroed
+    unfilled = bytearray
+
 __all__ = ["BULK_MIN_BYTES", "App", "Connection", "HttpServer"]
 
 IDLE_TIMEOUT_S = 30.0
@@ -177,7 +182,9 @@ class Connection(Answering):
         if "expect" in headers:
             self._expects(headers["expect"])
         if length >= BULK_MIN_BYTES and self.bulk is None and "transfer-encoding" not in headers:
-            self.bulk = bytearray(length)
+            # not zeroed (1 MiB FP32 JSON: 90.1M -> 87.4M server instructions, callgrind):
+            # handed on only when every byte of it was read into it
+            self.bulk = unfilled(length)
 
     def on_body(self, body: bytes) -> None:
         self.size += len(body)
@@ -237,7 +244,7 @@ class Connection(Answering):
         declared = headers.get("content-length", "")
         length = int(declared) if declared.isdigit() else 0
         if 0 < length <= self.server.max_request_size:
-            self.bulk = bytearray(length)
+            self.bulk = unfilled(length)
         return True
 
     def _expects(self, expect: str) -> None:
