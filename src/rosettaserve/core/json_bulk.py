@@ -82,10 +82,16 @@ def _skip_blanks(body: bytes | bytearray, at: int) -> int:
     return at
 
 
-def read_array(text: bytes | bytearray | memoryview) -> np.ndarray | None:
+def read_array(text: bytes | bytearray | memoryview, single: bool = False) -> np.ndarray | None:
     """A flat numeric JSON array as int64 (or uint64 beyond int64) or float64; None if it cannot
-    be read exactly (out-of-range numbers: the ordinary path reports them)."""
+    be read exactly (out-of-range numbers: the ordinary path reports them). ``single`` (an FP32
+    tensor's data): floats may come as float32 instead, what numpy's cast of the float64 array
+    gives, unless a value is beyond float32 (then float64, for the cast's range error)."""
     if json_numbers is not None:
+        if single:
+            read_single = json_numbers.read_single(text)
+            if read_single is not None:
+                return np.frombuffer(read_single[0], dtype=read_single[1])
         read = json_numbers.read(text)
         if read is not None:
             values, is_float = read
@@ -108,27 +114,26 @@ def read_array(text: bytes | bytearray | memoryview) -> np.ndarray | None:
 
 
 def loads(
-    body: bytes | bytearray, key: bytes, place: Callable[[Any, list[np.ndarray]], int]
+    body: bytes | bytearray, key: bytes, place: Callable[[Any, list[memoryview]], int]
 ) -> Any:
     """The document with bulk arrays swapped in, or None when the fast path does not apply.
 
-    ``place(doc, arrays)`` swaps each marker ``{MARK: i}`` where the caller expects it and
-    returns how many it swapped; any other count means a marker landed elsewhere (the key also
-    named something else), and the fast path gives up."""
+    ``place(doc, texts)`` swaps each marker ``{MARK: i}`` where the caller expects it for the
+    array ``texts[i]`` reads (``swap``) and returns how many it swapped; any other count means a
+    marker landed elsewhere (the key also named something else) or an array was not read, and
+    the fast path gives up. The arrays are read there, where the caller knows the datatype they
+    are for: an FP32 tensor's floats are read as float32 straight away (``read_array``)."""
     if len(body) < MIN_BODY:
         return None
     spans = find_arrays(body, key)
     if not spans:
         return None
     view = memoryview(body)
-    arrays: list[np.ndarray] = []
+    texts: list[memoryview] = []
     parts: list[bytes | memoryview] = []
     last = 0
     for i, (start, end) in enumerate(spans):
-        array = read_array(view[start:end])
-        if array is None:
-            return None
-        arrays.append(array)
+        texts.append(view[start:end])
         parts += [view[last:start], b"{%s:%d}" % (_MARK_JSON, i)]
         last = end
     parts.append(view[last:])
@@ -136,7 +141,7 @@ def loads(
         doc = orjson.loads(b"".join(parts))
     except orjson.JSONDecodeError:
         return None  # a match inside a string broke the text: read it the ordinary way
-    return doc if place(doc, arrays) == len(arrays) else None
+    return doc if place(doc, texts) == len(texts) else None
 
 
 def marker_index(value: Any) -> int | None:
@@ -146,11 +151,21 @@ def marker_index(value: Any) -> int | None:
     return None
 
 
-def swap(container: dict[str, Any], key: str, arrays: list[np.ndarray], used: set[int]) -> int:
-    """Put the array a marker at ``container[key]`` stands for in its place: 1 if swapped."""
+def swap(
+    container: dict[str, Any],
+    key: str,
+    texts: list[memoryview],
+    used: set[int],
+    single: bool = False,
+) -> int:
+    """Put the array a marker at ``container[key]`` stands for in its place, read from its text
+    (``single``: for an FP32 tensor, see read_array): 1 if swapped, 0 if not (or not read)."""
     index = marker_index(container.get(key))
-    if index is None or not 0 <= index < len(arrays) or index in used:
+    if index is None or not 0 <= index < len(texts) or index in used:
         return 0
     used.add(index)
-    container[key] = arrays[index]
+    array = read_array(texts[index], single)
+    if array is None:
+        return 0
+    container[key] = array
     return 1

@@ -5,7 +5,8 @@ Properties: ``find`` gives the spans that json_bulk.find_arrays's Python gives. 
 None or (buffer, is_float) and raises nothing; where it reads an array, Python's own json (float()
 for each float), orjson and simdjson (json_bulk's other readers; simdjson declines integers beyond
 64 bits) read the same text as a flat list of numbers with bit-for-bit the same values: int64 when
-it says integers, float64 otherwise.
+it says integers, float64 otherwise. ``read_single`` reads what ``read`` reads, its floats as
+numpy's cast of them to float32 (float64 where the cast overflows), its integers as they are.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ def check(data: bytes) -> None:
     assert type(values) is bytearray
     assert type(is_float) is bool
     got = np.frombuffer(values, dtype=np.float64 if is_float else np.int64)
+    check_single(data, got)
     doc = orjson.loads(data)  # anything the reader takes is JSON
     assert type(doc) is list, doc
     assert all(type(v) in (int, float) for v in doc), doc
@@ -58,3 +60,18 @@ def check(data: bytes) -> None:
     assert isinstance(parsed, simdjson.Array)
     buffer = np.frombuffer(parsed.as_buffer(of_type="d" if is_float else "i"), dtype=got.dtype)
     assert buffer.tobytes() == got.tobytes(), (buffer, got)
+
+
+def check_single(data: bytes, got: np.ndarray) -> None:
+    single = reader.read_single(data)
+    assert single is not None
+    values, code = single
+    if got.dtype == np.int64:
+        assert code == "q"
+        assert bytes(values) == got.tobytes()
+        return
+    with np.errstate(over="ignore"):
+        narrowed = got.astype(np.float32)
+    expected = got if np.isinf(narrowed).any() else narrowed
+    assert code == expected.dtype.char, (code, expected.dtype)
+    assert bytes(values) == expected.tobytes(), (values, expected)

@@ -103,13 +103,18 @@ def parse_infer(
     )
 
 
-def _place_data(doc: Any, arrays: list[np.ndarray]) -> int:
-    """Bulk-read arrays go where they stood: the ``data`` of an input."""
+def _place_data(doc: Any, texts: list[memoryview]) -> int:
+    """Bulk-read arrays go where they stood: the ``data`` of an input (an FP32 input's floats
+    read as float32 straight away, json_bulk.read_array)."""
     used: set[int] = set()
     items = doc.get("inputs") if isinstance(doc, dict) else None
     if not isinstance(items, list):
         return 0
-    return sum(json_bulk.swap(i, "data", arrays, used) for i in items if isinstance(i, dict))
+    return sum(
+        json_bulk.swap(i, "data", texts, used, i.get("datatype") == "FP32")
+        for i in items
+        if isinstance(i, dict)
+    )
 
 
 def request_context(
