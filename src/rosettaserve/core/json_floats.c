@@ -8,10 +8,11 @@
    lays out float32 values with OPT_SERIALIZE_NUMPY: "0.0", "-0.0", "1.5", "100.0", "0.000001",
    "1e-7", "1.2345678e+13". NaN and the infinities are the tokens NaN, Infinity and -Infinity
    (core/json_nonfinite.py). On 262,144 normal values (bench/json_floats_cost.py, OIP's
-   encode_infer) orjson takes ~22-23 ns a value, this writer ~12.8 (~13.6 in its build for any
-   x86-64, see write_array; callgrind: 165 instructions a value, orjson's ~214; it was ~19-20 ns
-   and ~210 instructions before the comparisons below were made on the unrounded products, the
-   choices and the layout without branches).
+   encode_infer) orjson takes ~22-23 ns a value, this writer ~12 (~6% less than the 12.8 it
+   took before PLACING and the two passes of write_array, alternated in process; more in its
+   build for any x86-64, see write_array; callgrind: 143 instructions a value, orjson's ~214; it
+   was ~19-20 ns and ~210 instructions before the comparisons below were made on the unrounded
+   products, the choices and the layout without branches).
    tests/unit/test_json_floats.py compares the two on a million values and more; every one of
    the 2^32 float32 values was compared (the same text as orjson, tokens aside), and again with
    each change of the writer (the same text as the writer before it).
@@ -222,8 +223,6 @@ static inline char *write_special(char *p, uint32_t bits) {
     return p + 3;
 }
 
-/* The text of a float32 (bits) at p, from its shortest decimal (room for MAX_NUMBER +
-   OVERHANG bytes): past its text. */
 /* A decimal's digits as text: the first, and the next eight in a word (with the trailing
    zeros), n of them in all without those. */
 typedef struct {
@@ -241,9 +240,41 @@ static inline digits_text text_of(uint32_t nine) {
     return text;
 }
 
-/* The text of a float32 (bits) at p, from its shortest decimal (room for MAX_NUMBER +
-   OVERHANG bytes): past its text. */
-static inline char *write_decimal(char *p, uint32_t bits, digits_text text, int point) {
+/* Where write_decimal puts a text's parts, by the decimal point's place (-5 to 8) when the
+   point falls among the digits or before them ("0.000ddd", "d.ddd", "dd.ddd"): the first digit,
+   the point, the digits after it (again rest, shifted), and the text's length past its n
+   digits. Looked up: computed with masks (no branch, the point falls before or after the
+   first digit about as often), they were ~15 instructions a value. With this table and
+   write_wide's one comparison: 170 -> 154 instructions a value (callgrind), 262,144 normal
+   values ~3% faster (alternated in process). */
+typedef struct {
+    uint8_t start, dot, tail, shift, advance;
+} placing;
+#define PLACING_MIN (-5)
+static placing PLACING[14];
+
+static void fill_placings(void) {
+    for (int point = PLACING_MIN; point <= 8; point++) {
+        placing *at = &PLACING[point - PLACING_MIN];
+        if (point <= 0) { /* "0." and -point zeros, then the digits */
+            at->start = (uint8_t)(2 - point);
+            at->dot = 1;
+            at->tail = (uint8_t)(3 - point); /* rest again, where it is already */
+            at->shift = 0;
+            at->advance = (uint8_t)(2 - point);
+        } else { /* point digits, ".", the others */
+            at->start = 0;
+            at->dot = (uint8_t)point;
+            at->tail = (uint8_t)(point + 1);
+            at->shift = (uint8_t)(8 * (point - 1));
+            at->advance = 1;
+        }
+    }
+}
+
+/* write_decimal's text when the point falls outside -5..8: d.ddde+XX (a token when SPECIAL),
+   ddd000.0 or ddddddddd.d. */
+static inline char *write_wide(char *p, uint32_t bits, digits_text text, int point) {
     char lead = (char)text.lead;
     uint64_t rest = text.rest;
     int n = (int)text.n;
@@ -265,48 +296,58 @@ static inline char *write_decimal(char *p, uint32_t bits, digits_text text, int 
     }
     *p = '-';
     p += bits >> 31;
-    if (point > 8) { /* ddd000.0, or ddddddddd.d: not worth avoiding the branches */
-        p[0] = lead;
-        store8(p + 1, rest);
-        if (point >= n) {
-            store8(p + 9, ZEROS8);
-            memcpy(p + point, ".0", 2);
-            return p + point + 2;
-        }
-        p[point] = '.';
-        store8(p + point + 1, rest >> (8 * (point - 1)));
-        return p + n + 1;
+    p[0] = lead; /* ddd000.0, or ddddddddd.d: not worth avoiding the branches */
+    store8(p + 1, rest);
+    if (point >= n) {
+        store8(p + 9, ZEROS8);
+        memcpy(p + point, ".0", 2);
+        return p + point + 2;
     }
-    /* 0.000ddd, d.ddd or dd.ddd: the same stores, their places computed without a branch, as
-       the point falls before or after the first digit about as often on normal values (a
-       mispredicted branch costs ~15 cycles) */
+    p[point] = '.';
+    store8(p + point + 1, rest >> (8 * (point - 1)));
+    return p + n + 1;
+}
+
+/* The text of a float32 (bits) at p, from its shortest decimal (room for MAX_NUMBER +
+   OVERHANG bytes): past its text. */
+static inline char *write_decimal(char *p, uint32_t bits, digits_text text, int point) {
+    char lead = (char)text.lead;
+    uint64_t rest = text.rest;
+    int n = (int)text.n;
+    /* the point outside -5..8: one comparison (three, ~3 instructions a value more) */
+    if (__builtin_expect((unsigned)(point - PLACING_MIN) > (unsigned)(8 - PLACING_MIN), 0)) {
+        return write_wide(p, bits, text, point);
+    }
+    *p = '-';
+    p += bits >> 31;
+    /* 0.000ddd, d.ddd or dd.ddd: the same stores, their places looked up (PLACING) rather than
+       branched on, as the point falls before or after the first digit about as often on
+       normal values (a mispredicted branch costs ~15 cycles) */
     if (point >= n) { /* ddd.0 */
         p[0] = lead;
         store8(p + 1, rest);
         memcpy(p + point, ".0", 2);
         return p + point + 2;
     }
-    uint32_t before = 0 - (uint32_t)(point <= 0); /* 0.000ddd (all ones), else dd.ddd (0) */
-    int start = (2 - point) & (int)before;          /* where the first digit goes */
-    int dot = point + ((1 - point) & (int)before);  /* before: where "0." put it already */
-    int tail = start + 1 + (point & ~(int)before);  /* after the point (before: rest again) */
-    int shift = (8 * (point - 1)) & ~(int)before;
+    const placing *at = &PLACING[point - PLACING_MIN];
     store8(p, UINT64_C(0x0030303030302E30)); /* "0.00000" and a byte more */
-    p[start] = lead;
-    store8(p + start + 1, rest);
-    p[dot] = '.';
-    store8(p + tail, rest >> shift);
-    return p + n + start + 1 + (int)before; /* before: start + n, else n + 1 */
+    p[at->start] = lead;
+    store8(p + at->start + 1, rest);
+    p[at->dot] = '.';
+    store8(p + at->tail, rest >> at->shift);
+    return p + n + at->advance;
 }
 
-/* Values are written a block at a time, in three passes: every value's decimal, its digits as
-   text, then the texts in place. The first two are long chains of dependent multiplies, and in
-   the third each text's place depends on the length of the one before it: done one value at a
-   time, the processor could not overlap a value's chain with the next one's, and it took ~1.4x
-   as long (2,000 normal float32 values, in cache). The decimal and its text were one pass until
-   that chain was seen to be the limit (~110 instructions a value, too many for the processor
-   to run more than two or three values' chains at once): split, 262,144 values took ~14.9 ->
-   ~13.6 ns a value. */
+/* Values are written a block at a time, in two passes: every value's decimal, then its digits
+   as text, put in place. The decimal is a long chain of dependent multiplies, and each text's
+   place depends on the length of the one before it: done one value at a time, the processor
+   could not overlap a value's chain with the next one's, and it took ~1.4x as long (2,000
+   normal float32 values, in cache). The decimal and its text were one pass until that chain
+   was seen to be the limit (~110 instructions a value, too many for the processor to run more
+   than two or three values' chains at once): split, 262,144 values took ~14.9 -> ~13.6 ns a
+   value. The text was a pass of its own after that, its digits kept in an array: made where
+   they are put in place, 154 -> 143 instructions a value (callgrind), ~3% less time
+   (alternated in process). */
 #define BLOCK 64
 
 /* Built twice where gcc can pick one at load time (glibc's ifunc): for x86-64-v3 processors
@@ -344,13 +385,11 @@ static char *write_array(char *p, const char *values, const Py_ssize_t *shape, i
             int m = n - i < BLOCK ? (int)(n - i) : BLOCK;
             uint32_t bits[BLOCK], nine[BLOCK];
             int point[BLOCK];
-            digits_text text[BLOCK];
             memcpy(bits, values, 4 * (size_t)m);
             values += 4 * m;
             for (int j = 0; j < m; j++) nine[j] = decimal_of(bits[j], &point[j]);
-            for (int j = 0; j < m; j++) text[j] = text_of(nine[j]);
             for (int j = 0; j < m; j++) {
-                p = write_decimal(p, bits[j], text[j], point[j]);
+                p = write_decimal(p, bits[j], text_of(nine[j]), point[j]);
                 *p++ = ',';
             }
         }
@@ -437,5 +476,6 @@ static struct PyModuleDef module_def = {
 PyMODINIT_FUNC PyInit_json_floats(void) {
     fill_scales();
     fill_digit_counts();
+    fill_placings();
     return PyModule_Create(&module_def);
 }
