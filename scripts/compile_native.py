@@ -77,6 +77,14 @@ C_MODULES = [
 ]
 
 
+def sources_of(source: str) -> list[Path]:
+    """The files a listed module is built from: its source, and for C the headers beside it
+    named after it (``json_numbers.c`` includes ``json_numbers_*.h``)."""
+    path = SRC / source
+    headers = sorted(path.parent.glob(f"{path.stem}_*.h")) if path.suffix == ".c" else []
+    return [path, *headers]
+
+
 def module_name(source: str) -> str:
     """The dotted name of the module built from ``source`` (relative to src/, .py or .c)."""
     return source.removesuffix(".py").removesuffix(".c").replace("/", ".")
@@ -97,7 +105,8 @@ def up_to_date() -> bool:
     present = built()
     if not all(p.exists() for p in expected) or len(present) != len(expected) + 1:
         return False
-    inputs = [SRC / m for m in MODULES + C_MODULES] + [Path(__file__), ROOT / "pyproject.toml"]
+    inputs = [p for m in MODULES + C_MODULES for p in sources_of(m)]
+    inputs += [Path(__file__), ROOT / "pyproject.toml"]
     return min(p.stat().st_mtime for p in present) >= max(p.stat().st_mtime for p in inputs)
 
 
