@@ -22,6 +22,7 @@ What the compiled modules are written around:
 from __future__ import annotations
 
 import os
+import re
 import sys
 import sysconfig
 from pathlib import Path
@@ -78,11 +79,16 @@ C_MODULES = [
 
 
 def sources_of(source: str) -> list[Path]:
-    """The files a listed module is built from: its source, and for C the headers beside it
-    named after it (``json_numbers.c`` includes ``json_numbers_*.h``)."""
-    path = SRC / source
-    headers = sorted(path.parent.glob(f"{path.stem}_*.h")) if path.suffix == ".c" else []
-    return [path, *headers]
+    """The files a listed module is built from: its source and, for C, the headers of its own
+    it includes (``#include "name.h"``, beside it), theirs too."""
+    files = [SRC / source]
+    for path in files:  # grows as headers are found
+        if path.suffix in (".c", ".h"):
+            for name in re.findall(r'^#include "([^"]+)"', path.read_text(), re.MULTILINE):
+                header = path.parent / name
+                if header not in files:
+                    files.append(header)
+    return files
 
 
 def module_name(source: str) -> str:

@@ -19,7 +19,7 @@ from types import ModuleType
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCE = ROOT / "src" / "rosettaserve" / "core" / "json_numbers.c"
-HEADERS = sorted(SOURCE.parent.glob("json_numbers_*.h"))  # its #includes
+HEADERS = sorted(SOURCE.parent.glob("*.h"))  # its #includes are among them
 BUILD = ROOT / "build" / "fuzz"
 FLAGS = ["-g", "-O1", "-fno-omit-frame-pointer", "-fsanitize=address,fuzzer-no-link"]
 ENV_MODULE = "ROSETTASERVE_FUZZ_JSON_NUMBERS"  # the built module the target loads

@@ -350,15 +350,9 @@ static inline char *write_decimal(char *p, uint32_t bits, digits_text text, int 
    (alternated in process). */
 #define BLOCK 64
 
-/* Built twice where gcc can pick one at load time (glibc's ifunc): for x86-64-v3 processors
-   (2013 on: BMI2's shifts by any register, LZCNT, ...) and for any x86-64. The v3 build writes
-   262,144 normal float32 values in ~12.8 ns a value against ~13.6 (alternated, in process). */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11 && \
-    defined(__GLIBC__)
-#define BUILT_PER_PROCESSOR __attribute__((target_clones("arch=x86-64-v3", "default")))
-#else
-#define BUILT_PER_PROCESSOR
-#endif
+/* Built twice (per_processor.h): the v3 build writes 262,144 normal float32 values in ~12.8 ns
+   a value against ~13.6 (alternated, in process). */
+#include "per_processor.h"
 
 /* The values of a C-contiguous array of the given shape, as nested JSON lists, at p. */
 BUILT_PER_PROCESSOR

@@ -369,12 +369,7 @@ static int long_fraction_first(const unsigned char *p, const unsigned char *end)
    division and a cast) and for any x86-64, picked at load by glibc's ifunc. 1 MiB FP32 text
    read as float32: best 12.1-12.4 -> 11.8-11.9 ns a number, medians ~0.2 ns lower in 4 of 6
    (alternated in process, 40 of each, either one first); 17-digit texts 16.4 -> 16.0. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11 && \
-    defined(__GLIBC__)
-#define BUILT_PER_PROCESSOR __attribute__((target_clones("arch=x86-64-v3", "default")))
-#else
-#define BUILT_PER_PROCESSOR
-#endif
+#include "per_processor.h"
 
 /* The array of text in values (room for capacity numbers of 8 bytes): how many numbers, or as
    read_array; *kind: 0 int64, 1 float64, 2 float32 (single, see read_array). */
