@@ -123,6 +123,31 @@ def test_nested_and_ragged_data_take_the_ordinary_path() -> None:
         parse(body(rows, shape=[N // 100, 100]))
 
 
+def test_a_list_after_the_first_number_takes_the_ordinary_path(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The search stops at the first "]" without looking for a "[" before it: the span it gives
+    for "[0.5, ..., [1.0, 2.0], ...]" is not a flat array, the reader declines it, and the body
+    is read the ordinary way, with the ordinary outcome."""
+    values: list[object] = [0.5] * (N - 1)
+    values[N // 2] = [1.0, 2.0]
+    raw = body(values, shape=[N - 1])
+    spans = json_bulk.find_arrays(raw, b"data")
+    assert len(spans) == 1
+    assert b"[1.0, 2.0]" in raw[spans[0][0] : spans[0][1] + 1]
+    assert json_bulk.loads(raw, b"data", convert._place_data) is None
+    assert outcome(raw) == ("error", ordinary_message(raw, monkeypatch))
+    nested_last = body([*([0.5] * (N - 1)), [1.0]], shape=[N])
+    assert json_bulk.loads(nested_last, b"data", convert._place_data) is None
+    assert outcome(nested_last) == ("error", ordinary_message(nested_last, monkeypatch))
+
+
+def ordinary_message(raw: bytes, monkeypatch: pytest.MonkeyPatch) -> str:
+    with pytest.raises(InvalidInput) as caught:
+        ordinary(raw, monkeypatch)
+    return caught.value.message
+
+
 def test_a_data_key_elsewhere_is_left_alone() -> None:
     """A numeric list under "data" in the request parameters stays a list of numbers."""
     raw = body([0.25] * N, parameters={"data": list(range(N))})

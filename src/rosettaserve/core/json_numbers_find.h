@@ -21,7 +21,6 @@ static int find_spans(const unsigned char *body, Py_ssize_t length, const char *
         if (first >= end || (*first != '-' && !is_digit(*first))) continue;
         const unsigned char *close = memchr(start, ']', (size_t)(end - start));
         if (close == NULL || close - start < min_array) continue;
-        if (memchr(start + 1, '[', (size_t)(close - start - 1)) != NULL) continue; /* nested */
         PyObject *span = Py_BuildValue("(nn)", (Py_ssize_t)(start - body),
                                        (Py_ssize_t)(close + 1 - body));
         if (span == NULL) return -1;
