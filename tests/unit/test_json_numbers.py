@@ -188,6 +188,40 @@ def test_anything_else_is_refused(text: bytes) -> None:
     assert read(text) is None
 
 
+_TAIL = ", 1.25, -2.5, 3.75, 4.125"  # 16 bytes and more after the number: the d.ddd path
+
+
+@pytest.mark.parametrize(
+    "number",
+    [
+        "-0.0", "0.0", "0.00000000", "-0.00000000", "9.99999999", "-9.99999999", "5.0",
+        "1.5e3", "1.5E+3", "-9.99999999e-5", "1.123456789", "1.1234567890123456",
+        "0.5", "-0.5", "7.1", "3.14159265", "-1.00000001", "1.25 ", "1.25\n",
+    ],
+)  # fmt: skip
+def test_one_digit_texts_far_from_the_end_read_as_python_reads_them(number: str) -> None:
+    """One integer digit, a point, then digits, with 16 bytes of text after it (the reader's
+    shorter path for float32 texts), in both copies of the reader (first number short or long)
+    and as the last of several: json.loads's values, bit for bit."""
+    for text in (
+        f"[{number}{_TAIL}]",
+        f"[0.12345678901234568, {number}{_TAIL}]",
+        f"[2.5,{number}]",
+    ):
+        same(read(text.encode()), text.encode())
+        single = json_numbers.read_single(text.encode())
+        assert single is not None
+        wide = np.float64(json.loads(text)).astype(np.float32)
+        assert np.frombuffer(single[0], dtype=np.float32).tobytes() == wide.tobytes()
+
+
+@pytest.mark.parametrize("number", ["1.", "-1.", "1.e5", "1.5.5", "1.5x", "1.5-", "01.5", "-.5"])
+def test_malformed_one_digit_texts_far_from_the_end_are_refused(number: str) -> None:
+    text = f"[{number}{_TAIL}]".encode()
+    assert read(text) is None
+    assert json_numbers.read_single(text) is None
+
+
 def test_bytes_like_inputs_are_read() -> None:
     text = b'{"data": [1.5, -2, 3e2]}'
     start, end = text.index(b"["), text.index(b"]") + 1
