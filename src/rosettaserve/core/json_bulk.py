@@ -50,10 +50,10 @@ def find_arrays(body: bytes | bytearray, key: bytes) -> list[tuple[int, int]]:
     value of ``key`` when it is a list that starts with a number, up to the first "]" (what it
     holds, the reader checks: a list inside, "[1, [2]]", is not a number, so the reader declines
     the span and the body takes the ordinary path; looking for one here took a second pass over
-    the array, ~90 µs of the 1 MiB JSON request's ~7.6 ms; strings, as in BYTES data, are not
-    worth a try). json_numbers.find
-    is the same search in C: ~13.5k -> ~3.0k instructions on the batching case's body (callgrind,
-    bench/batching_instructions.py); the Python below is its reference where it is not built."""
+    the array, 0.6-1.7% of the 1 MiB JSON request's server cycles; strings, as in BYTES data,
+    are not worth a try). json_numbers.find is the same search in C: ~13.5k -> ~3.0k
+    instructions on the batching case's body (callgrind, bench/batching_instructions.py); the
+    Python below is its reference where it is not built."""
     if json_numbers is not None:
         return json_numbers.find(body, key, MIN_ARRAY)
     spans = []
@@ -89,11 +89,13 @@ def read_array(text: bytes | bytearray | memoryview, single: bool = False) -> np
     be read exactly (out-of-range numbers: the ordinary path reports them). ``single`` (an FP32
     tensor's data): floats may come as float32 instead, what numpy's cast of the float64 array
     gives, unless a value is beyond float32 (then float64, for the cast's range error)."""
-    if json_numbers is not None:
-        if single:
-            read_single = json_numbers.read_single(text)
-            if read_single is not None:
-                return np.frombuffer(read_single[0], dtype=read_single[1])
+    if json_numbers is not None and single:
+        # read_single declines exactly what read declines (its floats only end up narrower), so
+        # a declined FP32 array goes on to simdjson without being parsed a second time
+        read_single = json_numbers.read_single(text)
+        if read_single is not None:
+            return np.frombuffer(read_single[0], dtype=read_single[1])
+    elif json_numbers is not None:
         read = json_numbers.read(text)
         if read is not None:
             values, is_float = read

@@ -398,8 +398,9 @@ static int long_fraction_first(const unsigned char *p, const unsigned char *end)
 
 /* The array of text in values (room for capacity numbers of 8 bytes): how many numbers, or as
    read_array; *kind: 0 int64, 1 float64, 2 float32 (single, see read_array). */
-BUILT_PER_PROCESSOR static Py_ssize_t read_into(const unsigned char *begin, const unsigned char *end, int single,
-                            char *values, Py_ssize_t capacity, int *kind) {
+BUILT_PER_PROCESSOR static Py_ssize_t read_into(const unsigned char *begin,
+                                                const unsigned char *end, int single,
+                                                char *values, Py_ssize_t capacity, int *kind) {
     *kind = 0;
     Py_ssize_t count = read_array(begin, end, 0, 0, 0, values, capacity);
     if (count != -2) return count;

@@ -5,8 +5,9 @@ Properties: ``find`` gives the spans that json_bulk.find_arrays's Python gives. 
 None or (buffer, is_float) and raises nothing; where it reads an array, Python's own json (float()
 for each float), orjson and simdjson (json_bulk's other readers; simdjson declines integers beyond
 64 bits) read the same text as a flat list of numbers with bit-for-bit the same values: int64 when
-it says integers, float64 otherwise. ``read_single`` reads what ``read`` reads, its floats as
-numpy's cast of them to float32 (float64 where the cast overflows), its integers as they are.
+it says integers, float64 otherwise. ``read_single`` reads what ``read`` reads and declines what
+it declines, its floats as numpy's cast of them to float32 (float64 where the cast overflows), its
+integers as they are.
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ def check(data: bytes) -> None:
         if result is not None and again is not None:
             assert bytes(again[0]) == bytes(result[0])
             assert again[1] == result[1]
-    if result is None:
+    if result is None:  # read_single declines the same texts (json_bulk relies on it)
+        assert reader.read_single(data) is None
         return
     values, is_float = result
     assert type(values) is bytearray
