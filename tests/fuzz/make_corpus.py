@@ -210,6 +210,27 @@ def grps_bodies() -> dict[str, bytes]:
     }
 
 
+def sampling_requests() -> dict[str, bytes]:
+    """``family\n<body>`` (targets/llm_sampling.py): each family's sampling fields at the
+    values that once failed a batch, at their ranges' ends, and as clients send them."""
+    tiny = {"temperature": 1e-300, "top_p": 1e-300, "repetition_penalty": 1e-300}
+    edges = {"temperature": 1e-5, "top_p": 5e-324, "top_k": 2**63, "seed": 2**63 - 1}
+    edges |= {"presence_penalty": -2.0, "frequency_penalty": 2.0, "repetition_penalty": 100}
+    usual = {"temperature": 0.7, "top_p": 0.9, "top_k": 40, "seed": 1, "max_tokens": 16}
+    docs = {"tiny": tiny, "edges": edges, "usual": usual}
+    seeds = {}
+    for family in ("openai-chat", "openai-completions", "vllm", "oip"):
+        for name, doc in docs.items():
+            seeds[f"{family}_{name}.txt"] = family.encode() + b"\n" + json.dumps(doc).encode()
+    for family in ("tgi", "triton", "mindie"):
+        for name, doc in docs.items():
+            body = json.dumps({**doc, "do_sample": True, "top_n_tokens": 2}).encode()
+            seeds[f"{family}_{name}.txt"] = family.encode() + b"\n" + body
+    seeds["oip_nonfinite.txt"] = b'oip\n{"temperature": NaN, "top_k": Infinity, "seed": -0.0}'
+    seeds["vllm_n.txt"] = b'vllm\n{"n": 2, "best_of": 2, "logprobs": 1e308, "min_p": 0.0}'
+    return seeds
+
+
 def write(target: str, seeds: dict[str, bytes]) -> None:
     folder = HERE / "corpus" / target
     shutil.rmtree(folder, ignore_errors=True)
@@ -231,6 +252,7 @@ def main() -> None:
         "json_numbers": number_arrays(),
         "tfserving_json": tfserving_bodies(),
         "grps_json": grps_bodies(),
+        "llm_sampling": sampling_requests(),
     }
     for target, seeds in corpora.items():
         write(target, seeds)

@@ -15,7 +15,8 @@ from hypothesis.extra import numpy as hnp
 
 from rosettaserve.transport.hpack import Decoder, encode
 from tests.fuzz import asan
-from tests.fuzz.targets import oip_rest, tfserving_json
+from tests.fuzz.targets import llm_sampling, oip_rest, tfserving_json
+from tests.sampling_readers import READERS, numeric_keys
 
 # bounded: the whole module runs in seconds; the same examples on every run
 PROPERTY = settings(max_examples=150, deadline=None, database=None, derandomize=True)
@@ -127,3 +128,24 @@ def test_oip_bulk_reader_agrees_with_the_ordinary_one(datatype: str, count: int,
     body = json.dumps(doc).encode()
     assert oip_rest.read(body, None)[0] == "request"
     oip_rest.check(body)
+
+
+NUMBERS = st.one_of(
+    st.floats(),  # NaN, the infinities, subnormals, -0.0 and everything between
+    st.integers(),
+    st.sampled_from([1e-300, 5e-324, 1e-5, 9.99e-6, 1e308, 2**31, 2**63, 2**64, 10**400]),
+)
+
+
+@PROPERTY
+@given(st.sampled_from(sorted(READERS)), st.data())
+def test_any_numbers_in_any_familys_sampling_fields_sample_safely(
+    family: str, data: st.DataObject
+) -> None:
+    """The llm_sampling fuzz target's properties on documents built field by field: every numeric
+    key a family reads (and do_sample), each holding any number."""
+    keys = data.draw(st.lists(st.sampled_from(numeric_keys(family)), min_size=1, max_size=6))
+    doc: dict[str, Any] = {key: data.draw(NUMBERS) for key in keys}
+    if family in ("tgi", "triton", "mindie"):
+        doc["do_sample"] = data.draw(st.booleans())
+    llm_sampling.check(family.encode() + b"\n" + json.dumps(doc).encode())

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from rosettaserve.core.errors import InvalidInput, Overloaded
+from rosettaserve.core.errors import InvalidInput, ModelError, Overloaded
 from rosettaserve.core.generate import (
     Completion,
     FinishReason,
@@ -322,3 +322,56 @@ def test_a_prefilled_cache_decodes_elsewhere_to_the_same_tokens(llm: LlmModel) -
         produced.append(tokens[1])
     assert produced == expected
     assert [k.shape[2] for k, _ in batch.row_kv(1)] == [len(prompt) + 11] * len(kv)
+
+
+# -- a request whose sampling fails, beside others -------------------------------------------------
+# The readers (core/sampling_fields.py) refuse or tame every value a client can send; these
+# parameters go around them, as a model's NaN logits would: the engine's last line of defence.
+
+
+def poisoned(prompt: str, n: int = 1, **kw: Any) -> GenerateRequest:
+    request = sampled(prompt, seed=1, max_new=30, ignore_eos=True, **kw)
+    request.n = n
+    return request
+
+
+FIRST_TOKEN = {"repetition_penalty": 1e-300}  # a seen token's logit / 0.0: +inf at once
+THIRD_TOKEN = {"frequency_penalty": -3e38}  # +inf once a token is twice out
+
+
+async def beside(
+    llm: LlmModel, neighbours: list[GenerateRequest], attacker: GenerateRequest
+) -> tuple[list[Completion], Completion, BaseException | None]:
+    """The neighbours run; once each has produced two tokens, the attacker joins them."""
+    running = [asyncio.create_task(one(llm, r)) for r in neighbours]
+    while llm.engine.stats.decode_steps == 0 or llm.engine.stats.running < len(neighbours):
+        await asyncio.sleep(0.001)
+    got = Completion(0)
+    error: BaseException | None = None
+    try:
+        async for delta in llm.generate(attacker):
+            got.add(delta)
+    except Exception as exc:
+        error = exc
+    return list(await asyncio.gather(*running)), got, error
+
+
+NEIGHBOURS = [
+    greedy("The quick brown", max_new=40, ignore_eos=True),
+    sampled("Once upon a time", seed=11, max_new=40, ignore_eos=True, top_p=0.9),
+]
+
+
+@pytest.mark.parametrize(("poison", "n"), [(FIRST_TOKEN, 1), (THIRD_TOKEN, 1), (THIRD_TOKEN, 2)])
+def test_a_row_whose_sampling_fails_ends_its_request_only(
+    llm: LlmModel, poison: dict[str, float], n: int
+) -> None:
+    alone = [run(one(llm, r)) for r in NEIGHBOURS]
+    together, got, error = run(beside(llm, NEIGHBOURS, poisoned("hi", n, **poison)))
+    assert isinstance(error, ModelError)
+    assert "sampling failed" in error.message
+    assert [c.token_ids for c in together] == [c.token_ids for c in alone]
+    if poison is THIRD_TOKEN:  # it failed in a decode step it shared with the neighbours
+        assert len(got.token_ids) >= 2
+    wait_until(lambda: llm.engine.active == 0)  # none of its sequences is left decoding
+    assert run(one(llm, NEIGHBOURS[0])).token_ids == alone[0].token_ids

@@ -6,10 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import torch
 
 from rosettaserve.core.errors import InvalidInput
-from rosettaserve.core.generate import Fields, SamplingParams
-from rosettaserve.core.sampling_fields import SamplingTable, read_sampling
+from rosettaserve.core.generate import Fields, SamplingParams, json_object
+from rosettaserve.core.sampling_fields import REPETITION_PENALTY_MIN, SamplingTable, read_sampling
 from rosettaserve.pd import families as pd_families
 from rosettaserve.protocols import families
 from rosettaserve.protocols.mindie import rest as mindie
@@ -17,6 +18,13 @@ from rosettaserve.protocols.openai import schema as openai
 from rosettaserve.protocols.tgi import schema as tgi
 from rosettaserve.protocols.triton_generate import rest as triton
 from rosettaserve.protocols.vllm import rest as vllm
+from tests.sampling_readers import (
+    READERS,
+    assert_finite_distribution,
+    assert_safe,
+    distribution,
+    numeric_keys,
+)
 
 
 def read(table: SamplingTable, doc: dict[str, Any], where: str = "") -> SamplingParams:
@@ -106,3 +114,126 @@ def test_the_table_names_each_endpoints_prompt_field() -> None:
     assert families.text_field("/v2/models/m/versions/2/generate_stream", b"{}") == "text_input"
     assert families.text_field("/infer_token", b"{}") == "inputs"
     assert families.text_field("/v2/models/m/infer", b"{}") == ""  # not an LLM family's
+
+
+# -- extreme values: refused with the family's 400, or safe to sample with ------------------------
+
+EXTREMES: list[Any] = [
+    *(1e-300, 5e-324, 1e-45, 1e-39, 9.99e-6, 1e-5, 1e308, -1e308, -0.0, 0, -1, 0.5, 1, 100),
+    *(2**31 - 1, 2**31, 2**63 - 1, 2**63, 2**64, 10**30, 10**400, 1e30),
+    *(float("nan"), float("inf"), float("-inf")),
+]
+SEEN = [1, 2]  # tokens the penalties count, as if in the prompt or the output
+VOCAB = 16
+
+
+def logit_rows() -> list[torch.Tensor]:
+    rng = torch.Generator().manual_seed(3)
+    rows = [torch.randn(VOCAB, generator=rng) * scale for scale in (1.0, 1e3)]
+    spiked = torch.randn(VOCAB, generator=rng)
+    spiked[0] = float("-inf")  # a token already excluded
+    return [*rows, spiked]
+
+
+@pytest.mark.parametrize("family", READERS)
+def test_every_numeric_field_is_refused_or_safe_at_every_extreme(family: str) -> None:
+    rows = logit_rows()
+    accepted = 0
+    for key in numeric_keys(family):
+        for value in EXTREMES:
+            try:
+                params = READERS[family]({key: value})
+            except InvalidInput:
+                continue
+            accepted += 1
+            assert_safe(params)
+            for row in rows:
+                assert_finite_distribution(distribution(params, row, SEEN))
+    assert accepted  # the extremes a field's range holds are read, not refused wholesale
+
+
+WORST = {  # the extremes each field accepts, all at once
+    "temperature": 1e-5,
+    "top_p": 5e-324,
+    "top_k": 2**63,
+    "repetition_penalty": 5e-324,
+    "presence_penalty": -2.0,
+    "frequency_penalty": -2.0,
+    "seed": 2**63 - 1,
+    "do_sample": True,
+}
+
+
+@pytest.mark.parametrize("family", READERS)
+@pytest.mark.parametrize("temperature", [5e-324, 1e-5, 2.0])
+def test_the_worst_accepted_combination_samples_a_finite_distribution(
+    family: str, temperature: float
+) -> None:
+    doc = {**WORST, "temperature": temperature}
+    if family in ("vllm", "openai-chat", "openai-completions", "oip"):
+        del doc["do_sample"]  # not theirs: vLLM's reader refuses unknown keys
+    params = READERS[family](doc)
+    assert_safe(params)
+    for row in logit_rows():
+        assert_finite_distribution(distribution(params, row, SEEN))
+
+
+@pytest.mark.parametrize("family", [f for f in READERS if "temperature" in numeric_keys(f)])
+def test_a_temperature_below_1e_5_decodes_greedily_in_every_family(family: str) -> None:
+    for tiny in (1e-300, 5e-324, 9.99e-6):
+        sampled = {"temperature": tiny, "top_p": 0.5, "top_k": 3}
+        for doc in (sampled, {**sampled, "do_sample": True}):
+            if family in ("vllm", "openai-chat", "openai-completions", "oip"):
+                doc.pop("do_sample", None)
+            params = READERS[family](doc)
+            assert (params.temperature, params.top_p, params.top_k) == (0.0, 1.0, 0), doc
+    assert READERS[family]({"temperature": 1e-5}).temperature == 1e-5
+
+
+def test_values_float32_cannot_hold_are_brought_into_its_range() -> None:
+    p = read(openai.SAMPLING, {"repetition_penalty": 5e-324, "top_k": 2**40})
+    assert (p.repetition_penalty, p.top_k) == (REPETITION_PENALTY_MIN, 0)
+    assert read(openai.SAMPLING, {"repetition_penalty": 0.5}).repetition_penalty == 0.5
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (float("nan"), "'parameters.temperature' must be a finite number, got nan"),
+        (float("inf"), "'parameters.temperature' must be a finite number, got inf"),
+        (10**400, "'parameters.temperature' must be a finite number"),
+    ],
+)
+def test_oip_parameters_refuse_nan_and_the_infinities(value: Any, message: str) -> None:
+    with pytest.raises(InvalidInput) as caught:
+        READERS["oip"]({"temperature": value})
+    assert message in caught.value.message
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
+def test_an_integer_field_refuses_nan_and_the_infinities(value: float) -> None:
+    with pytest.raises(InvalidInput, match=r"'parameters\.top_k' must be an integer"):
+        READERS["oip"]({"top_k": value})
+
+
+@pytest.mark.parametrize("literal", [b"NaN", b"Infinity", b"-Infinity", b"1e309", b"-1e400"])
+def test_json_bodies_refuse_non_finite_literals(literal: bytes) -> None:
+    with pytest.raises(InvalidInput, match="malformed JSON"):
+        json_object(b'{"model": "m", "prompt": "hi", "temperature": ' + literal + b"}")
+
+
+def test_oip_reads_its_table_greedy_unless_a_temperature_is_set() -> None:
+    p = READERS["oip"]({})
+    assert (p.temperature, p.max_new_tokens, p.top_p, p.top_k) == (0.0, 64, 1.0, 0)
+    p = READERS["oip"]({"max_new_tokens": 5, "temperature": 0.7, "seed": 3, "stop": "x"})
+    assert (p.max_new_tokens, p.temperature, p.seed, p.stop) == (5, 0.7, 3, ("x",))
+    assert READERS["oip"]({"max_tokens": 7, "max_new_tokens": 5}).max_new_tokens == 7
+
+
+@pytest.mark.parametrize("family", ["openai-chat", "openai-completions", "vllm"])
+@pytest.mark.parametrize("bias", [1e-300, 1e308, -1e308, 100])
+def test_logit_bias_values_are_refused_where_the_family_has_the_field(
+    family: str, bias: float
+) -> None:
+    with pytest.raises(InvalidInput, match="logit_bias"):
+        READERS[family]({"logit_bias": {"5": bias}})

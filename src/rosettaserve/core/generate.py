@@ -211,7 +211,7 @@ class Fields:
         value = self.doc.get(key)
         if value is None:
             return default
-        if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
+        if isinstance(value, bool) or not isinstance(value, int | float) or not _whole(value):
             raise InvalidInput(f"'{self._name(key)}' must be an integer, got {value!r}")
         value = int(value)
         if value < lo or (hi is not None and value > hi):
@@ -230,12 +230,13 @@ class Fields:
         value = self.doc.get(key)
         if value is None:
             return default
-        if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
-            raise InvalidInput(f"'{self._name(key)}' must be a number, got {value!r}")
-        if value < lo or value > hi or (lo_open and value == lo):
+        number = _finite(value)
+        if number is None:  # NaN and the infinities too (OIP's parameters may spell them)
+            raise InvalidInput(f"'{self._name(key)}' must be a finite number, got {value!r}")
+        if number < lo or number > hi or (lo_open and number == lo):
             bound = f"{'(' if lo_open else '['}{lo}, {hi}]"
             raise InvalidInput(f"'{self._name(key)}' must be in {bound}, got {value}")
-        return float(value)
+        return number
 
     def boolean(self, key: str, default: bool) -> bool:
         value = self.doc.get(key)
@@ -282,6 +283,22 @@ class Fields:
         if not isinstance(value, dict):
             raise InvalidInput(f"'{self._name(key)}' must be an object, got {value!r}")
         return Fields(value, self._name(key))
+
+
+def _whole(value: int | float) -> bool:
+    """An integer, or a float holding one (not NaN or an infinity)."""
+    return isinstance(value, int) or (math.isfinite(value) and value == int(value))
+
+
+def _finite(value: Any) -> float | None:
+    """``value`` as a finite float; None if it is not a number or has no finite float."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:  # an integer beyond float64's range
+        return None
+    return number if math.isfinite(number) else None
 
 
 SEED_MAX = 2**63 - 1

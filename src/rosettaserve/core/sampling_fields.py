@@ -4,6 +4,11 @@ A family's ``SamplingTable`` is data: which wire key (or keys) fills which ``Sam
 field, its type and range, the keys refused unless they hold their neutral value, the defaults,
 and how the family tells greedy decoding from sampling. ``read_sampling`` applies a table to a
 JSON object; errors are InvalidInput naming the wire key.
+
+Every value it lets through gives the engine a finite distribution to sample from, whatever
+the family: NaN and the infinities are refused, a temperature below ``GREEDY_BELOW`` decodes
+greedily (as vLLM does), and the values the engine's float32 arithmetic cannot hold are brought
+into its range (``engine_safe``). One request's values can never make a batch's step fail.
 """
 
 from __future__ import annotations
@@ -47,8 +52,20 @@ class SamplingTable:
     max_tokens: int | None = None  # the output limit when none is asked (as if asked)
     default_max_new_tokens: int | None = None  # the same, capped by the context window's room
     sample_rule: str = "temperature"  # or "do_sample": TGI's (sample when asked or warped)
-    greedy_below: float = 0.0  # a temperature below this decodes greedily (vLLM: 1e-5)
+    default_temperature: float = 1.0  # when none is given (under the "temperature" rule)
     fixed: Mapping[str, Any] = field(default_factory=dict)  # SamplingParams set by the family
+
+
+# A temperature below this decodes greedily, in every family (vLLM's _SAMPLING_EPS).
+GREEDY_BELOW = 1e-5
+# The smallest repetition penalty the engine applies (a smaller one is raised to it): a seen
+# token's positive logit is divided by the penalty in float32, which holds it up to ~3.4e38, and
+# below ~1.4e-45 the penalty itself is 0 there. At this one, logits up to 3.4e8 stay finite; any
+# penalty this small already puts every seen token with a positive logit first.
+REPETITION_PENALTY_MIN = 1e-30
+# top_k at or beyond this keeps every token (no vocabulary is that large): off, as 0 is, so no
+# engine stores an integer beyond its int32 range.
+TOP_K_OFF = 2**31 - 1
 
 
 def read(f: Fields, key: str, spec: Field | Refused, max_stop: int) -> Any:
@@ -87,9 +104,8 @@ def read_sampling(f: Fields, table: SamplingTable, max_stop: int) -> SamplingPar
         setattr(params, name, tuple(value) if isinstance(value, list | tuple) else value)
     if params.max_new_tokens is None:
         params.max_new_tokens = table.max_tokens
-    params.top_k = max(0, params.top_k)  # -1 and 0 both mean off (vLLM)
     params.temperature = _temperature(f, table, found)
-    return params
+    return engine_safe(params)
 
 
 def _temperature(f: Fields, table: SamplingTable, found: dict[str, Any]) -> float:
@@ -101,9 +117,20 @@ def _temperature(f: Fields, table: SamplingTable, found: dict[str, Any]) -> floa
             or found.get("top_p", 1.0) < 1.0
         )
         return (temperature or 1.0) if f.boolean("do_sample", False) or warped else 0.0
-    if temperature is None:
-        return 1.0
-    return 0.0 if temperature < table.greedy_below or temperature == 0.0 else temperature
+    return table.default_temperature if temperature is None else temperature
+
+
+def engine_safe(params: SamplingParams) -> SamplingParams:
+    """``params`` with the values every engine can sample with (O(1), once per request): a
+    temperature below ``GREEDY_BELOW`` is greedy, and greedy decoding ignores top-k and top-p
+    (vLLM resets them too); top_k -1, 0 or beyond ``TOP_K_OFF`` is off; a repetition penalty
+    below ``REPETITION_PENALTY_MIN`` is raised to it."""
+    if params.temperature < GREEDY_BELOW:
+        params.temperature, params.top_p, params.top_k = 0.0, 1.0, 0
+    if params.top_k < 0 or params.top_k >= TOP_K_OFF:
+        params.top_k = 0  # -1 and 0 both mean off (vLLM)
+    params.repetition_penalty = max(params.repetition_penalty, REPETITION_PENALTY_MIN)
+    return params
 
 
 # The fields most families share, with OpenAI's and vLLM's ranges.

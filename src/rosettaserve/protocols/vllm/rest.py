@@ -48,7 +48,6 @@ SAMPLING = SamplingTable(
     ),
     refused=(Refused("min_p", "number", 0.0, 0.0, 1.0), Refused("min_tokens", "int", 0)),
     max_tokens=DEFAULT_MAX_TOKENS,
-    greedy_below=1e-5,  # vLLM's _SAMPLING_EPS
 )
 # MindIE's error_type names (HttpRestResource::WrapperJson), the shape its vLLM route answers
 ERROR_TYPES = {

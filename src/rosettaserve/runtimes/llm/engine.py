@@ -440,12 +440,31 @@ class Engine:
 
     def _advance(self, seqs: list[Sequence], logits: torch.Tensor) -> None:
         """Choose each sequence's next token and send what it produced."""
-        tokens = choose(logits, [s.tokens for s in seqs])
-        self.stats.tokens += len(tokens)
+        tokens, failed = choose(logits, [s.tokens for s in seqs])
+        self.stats.tokens += len(tokens) - len(failed)
         want = [s.params.top_logprobs if s.params.logprobs else None for s in seqs]
         lps = logprobs(logits, tokens, want)
+        gone = self._fail_rows(seqs, failed) if failed else frozenset()
         for seq, token, lp in zip(seqs, tokens, lps, strict=True):
-            self._send(seq, self._accept(seq, token, lp))
+            if seq.stream not in gone:
+                self._send(seq, self._accept(seq, token, lp))
+
+    def _fail_rows(
+        self, seqs: list[Sequence], failed: dict[int, Exception]
+    ) -> frozenset[GenerationStream]:
+        """The requests of the rows whose sampling failed end with an error, all their
+        sequences finished; the rest of the batch goes on as if they had never been there."""
+        errors: dict[GenerationStream, Exception] = {}
+        for row, exc in failed.items():
+            errors.setdefault(seqs[row].stream, exc)
+        for stream, exc in errors.items():
+            log.warning("sampling failed for one request; it ends, its batch goes on: %r", exc)
+            error = ModelError(f"sampling failed: {type(exc).__name__}: {str(exc)[:200]}")
+            self._outbox[stream.loop].append((stream, error))
+        for seq in seqs:
+            if seq.stream in errors:
+                seq.finished = True
+        return frozenset(errors)
 
     def _accept(self, seq: Sequence, token: int, lp: Logprobs | None) -> GenerateDelta:
         seq.output_ids.append(token)

@@ -24,12 +24,14 @@ from rosettaserve.core.generate import (
     collect,
 )
 from rosettaserve.core.model import Arrays, Model
+from rosettaserve.core.sampling_fields import PENALTIES, Field, SamplingTable, read_sampling
 from rosettaserve.core.types import TensorSpec
 from rosettaserve.repository.config import ConfigError
 
 DTYPES = ("float32", "float16", "bfloat16", "float64")
 INPUT, OUTPUT = "text_input", "text_output"
 OIP_DEFAULT_MAX_TOKENS = 64
+OIP_MAX_STOP = 16
 
 
 class LlmModel(Model):
@@ -133,18 +135,23 @@ def engine_config(name: str, params: Fields, model: Any) -> Any:
     )
 
 
+# Generation options in an OIP request's parameters: greedy unless a temperature is set.
+OIP_SAMPLING = SamplingTable(
+    fields=(
+        Field("max_new_tokens", ("max_tokens", "max_new_tokens"), "int", 1),
+        Field("temperature", ("temperature",), "number", 0.0, 100.0),
+        Field("top_p", ("top_p",), "number", 0.0, 1.0, lo_open=True),
+        Field("top_k", ("top_k",), "int", 0),
+        *PENALTIES,
+        Field("stop", ("stop",), "strings"),
+    ),
+    max_tokens=OIP_DEFAULT_MAX_TOKENS,
+    default_temperature=0.0,
+)
+
+
 def oip_sampling(p: Fields) -> SamplingParams:
-    """Generation options from an OIP request's parameters: greedy unless a temperature is set."""
-    max_tokens = p.integer("max_tokens", None, 1) or p.integer("max_new_tokens", None, 1)
-    return SamplingParams(
-        max_new_tokens=max_tokens or OIP_DEFAULT_MAX_TOKENS,
-        temperature=p.number("temperature", 0.0, 0.0, 100.0) or 0.0,
-        top_p=p.number("top_p", 1.0, 0.0, 1.0, lo_open=True) or 1.0,
-        top_k=p.integer("top_k", 0, 0) or 0,
-        seed=p.integer("seed", None, 0, 2**63 - 1),
-        repetition_penalty=p.number("repetition_penalty", 1.0, 0.0, 100.0, lo_open=True) or 1.0,
-        stop=p.strings("stop", 16),
-    )
+    return read_sampling(p, OIP_SAMPLING, OIP_MAX_STOP)
 
 
 __all__ = ["LlmModel"]

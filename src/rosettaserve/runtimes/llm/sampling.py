@@ -1,7 +1,9 @@
 """Next-token choice for a batch: penalties, temperature, top-k, top-p, per-request generators.
 
 Every random draw uses the sequence's own ``torch.Generator``, seeded from the request, so a
-sequence draws the same numbers whether it runs alone or among others.
+sequence draws the same numbers whether it runs alone or among others. A row whose sampling
+fails (logits that are not numbers: a model's NaN or infinity) fails alone: ``choose`` reports
+it and the other rows' tokens are the ones they would have alone.
 """
 
 from __future__ import annotations
@@ -59,30 +61,50 @@ def penalize(row: torch.Tensor, state: TokenState) -> torch.Tensor:
 
 
 def sample_row(row: torch.Tensor, state: TokenState) -> int:
+    """A token drawn from the row's distribution; raises (RuntimeError) when the row holds no
+    distribution (NaN, or +inf from the model)."""
+    return int(torch.multinomial(probabilities(row, state), 1, generator=state.generator))
+
+
+def probabilities(row: torch.Tensor, state: TokenState) -> torch.Tensor:
+    """The distribution a sampled row (penalties already applied) draws from: temperature,
+    then top-k, then top-p."""
     p = state.params
-    row = row / p.temperature
+    if p.temperature != 1.0:
+        # the largest logit becomes 0 first: dividing by a small temperature cannot overflow
+        # (the others may reach -inf, which leaves them out)
+        row = (row - row.max()) / p.temperature
     if 0 < p.top_k < row.shape[-1]:
         kth = torch.topk(row, p.top_k).values[-1]
         row = row.masked_fill(row < kth, float("-inf"))
     if p.top_p < 1.0:
         ordered, order = torch.sort(row, descending=True)
         probs = torch.softmax(ordered, dim=-1)
-        # drop a token when the tokens before it already reach top_p (the first always stays)
+        # drop a token when the tokens before it already reach top_p; the most likely one always
+        # stays, also when top_p is below float32's smallest number (it compares as 0 there)
         drop = (torch.cumsum(probs, dim=-1) - probs) >= p.top_p
+        drop[0] = False
         row = row.scatter(0, order, ordered.masked_fill(drop, float("-inf")))
-    probs = torch.softmax(row, dim=-1)
-    return int(torch.multinomial(probs, 1, generator=state.generator))
+    return torch.softmax(row, dim=-1)
 
 
-def choose(logits: torch.Tensor, states: list[TokenState]) -> list[int]:
-    """One token per row of ``logits`` [B, V]."""
+def choose(
+    logits: torch.Tensor, states: list[TokenState]
+) -> tuple[list[int], dict[int, Exception]]:
+    """One token per row of ``logits`` [B, V], and the rows whose sampling failed, with why
+    (their token is a placeholder, 0): the other rows are not touched by a failed one."""
     if not any(s.penalized or not s.params.greedy for s in states):
-        return [int(t) for t in logits.argmax(dim=-1).tolist()]
+        return [int(t) for t in logits.argmax(dim=-1).tolist()], {}
     tokens = []
-    for raw, state in zip(logits, states, strict=True):
-        row = penalize(raw, state) if state.penalized else raw
-        tokens.append(int(row.argmax()) if state.params.greedy else sample_row(row, state))
-    return tokens
+    failed: dict[int, Exception] = {}
+    for i, (raw, state) in enumerate(zip(logits, states, strict=True)):
+        try:
+            row = penalize(raw, state) if state.penalized else raw
+            tokens.append(int(row.argmax()) if state.params.greedy else sample_row(row, state))
+        except Exception as exc:
+            failed[i] = exc
+            tokens.append(0)
+    return tokens, failed
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,28 +27,36 @@ log = logging.getLogger("rosettaserve.vllm")
 
 
 def vllm_sampling(p: SamplingParams, n: int, max_tokens: int) -> Any:
-    """vLLM's ``SamplingParams`` for ``p``, its outputs as deltas (``RequestOutputKind.DELTA``)."""
+    """vLLM's ``SamplingParams`` for ``p``, its outputs as deltas (``RequestOutputKind.DELTA``).
+
+    ``p`` comes from the families' one reader (core/sampling_fields.py), whose values are
+    already safe to sample with; what this vLLM's own checks refuse besides (its
+    ``VLLMValidationError`` is a ValueError: a version's narrower range) is the client's 400.
+    """
     from vllm.sampling_params import RequestOutputKind
     from vllm.sampling_params import SamplingParams as VllmSamplingParams
 
-    return VllmSamplingParams(
-        n=n,
-        max_tokens=max_tokens,
-        temperature=p.temperature,
-        top_p=p.top_p,
-        top_k=p.top_k,
-        seed=p.seed,
-        repetition_penalty=p.repetition_penalty,
-        presence_penalty=p.presence_penalty,
-        frequency_penalty=p.frequency_penalty,
-        stop=list(p.stop),
-        stop_token_ids=list(p.stop_token_ids),
-        include_stop_str_in_output=p.include_stop_str_in_output,
-        ignore_eos=p.ignore_eos,
-        logprobs=p.top_logprobs if p.logprobs else None,
-        skip_special_tokens=p.skip_special_tokens,
-        output_kind=RequestOutputKind.DELTA,
-    )
+    try:
+        return VllmSamplingParams(
+            n=n,
+            max_tokens=max_tokens,
+            temperature=p.temperature,
+            top_p=p.top_p,
+            top_k=p.top_k,
+            seed=p.seed,
+            repetition_penalty=p.repetition_penalty,
+            presence_penalty=p.presence_penalty,
+            frequency_penalty=p.frequency_penalty,
+            stop=list(p.stop),
+            stop_token_ids=list(p.stop_token_ids),
+            include_stop_str_in_output=p.include_stop_str_in_output,
+            ignore_eos=p.ignore_eos,
+            logprobs=p.top_logprobs if p.logprobs else None,
+            skip_special_tokens=p.skip_special_tokens,
+            output_kind=RequestOutputKind.DELTA,
+        )
+    except ValueError as exc:
+        raise InvalidInput(f"vLLM refused the sampling parameters: {str(exc)[:500]}") from None
 
 
 def finish(reason: str | None, stop_reason: int | str | None) -> FinishReason | None:
