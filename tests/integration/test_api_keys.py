@@ -118,13 +118,24 @@ FAMILIES: list[tuple[str, str, str, dict[str, Any] | None, Shape]] = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("method", "path"), [
-    ("GET", "/v2/health/live"), ("GET", "/v2/health/ready"), ("GET", "/grps/v1/health/live"),
-    ("GET", "/grps/v1/health/ready"), ("GET", "/health"),
-])  # fmt: skip
+PROBES = ["/v2/health/live", "/v2/health/ready", "/grps/v1/health/live",
+          "/grps/v1/health/ready", "/health"]  # fmt: skip
+
+
+@pytest.mark.parametrize("method", ["GET", "HEAD"])
+@pytest.mark.parametrize("path", PROBES)
 def test_the_probes_are_open_without_a_key(http: httpx.Client, method: str, path: str) -> None:
+    """HEAD as GET (RFC 9110 §9.3.2): a probe sending HEAD is answered without a key too."""
     assert http.request(method, path).status_code == 200
     assert http.request(method, path, headers=bearer(WRONG)).status_code == 200
+
+
+@pytest.mark.parametrize("path", ["/v2/models/half_plus_two", "/metrics", "/v1/models"])
+def test_head_on_a_keyed_route_needs_the_key_as_get_does(http: httpx.Client, path: str) -> None:
+    for method in ("GET", "HEAD"):
+        refused = http.request(method, path)
+        assert (refused.status_code, refused.headers["www-authenticate"]) == (401, "Bearer")
+        assert http.request(method, path, headers=bearer(FLAG_KEY)).status_code == 200
 
 
 @pytest.mark.parametrize("family", FAMILIES, ids=[f[0] for f in FAMILIES])
