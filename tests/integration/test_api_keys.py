@@ -245,6 +245,26 @@ def test_grpc_calls_no_key_wrong_key_right_keys(
     stub(request_, timeout=TIMEOUT_S, metadata=[("x-api-key", FLAG_KEY)])
 
 
+def test_grpc_health_watch_needs_the_key(channel: grpc.Channel) -> None:
+    """Check is a probe and open; Watch holds a stream open as long as its client likes, so it
+    needs a key as every other call does."""
+    watch = channel.unary_stream(
+        "/grpc.health.v1.Health/Watch",
+        request_serializer=health_pb2.HealthCheckRequest.SerializeToString,
+        response_deserializer=health_pb2.HealthCheckResponse.FromString,
+    )
+    for key in (None, WRONG):
+        metadata = None if key is None else [("authorization", f"Bearer {key}")]
+        with pytest.raises(grpc.RpcError) as caught:
+            next(watch(health_pb2.HealthCheckRequest(), timeout=TIMEOUT_S, metadata=metadata))
+        assert caught.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    call = watch(
+        health_pb2.HealthCheckRequest(), timeout=TIMEOUT_S, metadata=[("x-api-key", FLAG_KEY)]
+    )
+    assert next(call).status == health_pb2.HealthCheckResponse.ServingStatus.SERVING
+    call.cancel()
+
+
 def test_grpcio_grps_stub_with_the_key(channel: grpc.Channel, tmp_path: Path) -> None:
     stub = generate_stubs(tmp_path).GrpsServiceStub(channel)
     reply = stub.Predict(grps_pb2.GrpsMessage(str_data="key"), timeout=TIMEOUT_S,
