@@ -65,7 +65,9 @@ class Server:
         )
         self.metrics = Metrics()
         self.dataplane.observer = self.metrics
-        self.generation = GenerationPlane(self.dataplane)  # the LLM families' plane
+        self.generation = GenerationPlane(  # the LLM families' plane
+            self.dataplane, trust_request_chat_template=settings.trust_request_chat_template
+        )
         self.generation.observer = self.metrics
         self.grps = GrpsApi(self.dataplane, settings.grps_default_model)
         routes = oip_rest.routes(self.dataplane) + grps_rest.routes(self.grps)
