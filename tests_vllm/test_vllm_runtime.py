@@ -221,3 +221,38 @@ def test_openai_too_long_status_is_vllms(http: httpx.Client, vllm_http: httpx.Cl
     assert ours.status_code == theirs.status_code == 400
     assert set(ours.json()["error"]) >= {"message", "type", "code"}  # OpenAI's error object
     assert "message" in theirs.json()["error"]
+
+
+def test_prompt_logprobs_and_chat_template_kwargs_are_vllms(
+    http: httpx.Client, vllm_http: httpx.Client
+) -> None:
+    """vLLM computes prompt logprobs for runtime: vllm; they come back as vLLM's own server
+    sends them (each choice of a completion, beside the choices of a chat reply), and chat
+    template variables reach the template as in vLLM."""
+    doc = {"model": MODEL, "prompt": "The quick brown", "max_tokens": 2, "temperature": 0,
+           "prompt_logprobs": 2}  # fmt: skip
+    ours, theirs = (
+        post(c, "/v1/completions", doc).json()["choices"][0]["prompt_logprobs"]
+        for c in (http, vllm_http)
+    )
+    assert ours[0] is None
+    assert theirs[0] is None
+    assert [sorted(place) for place in ours[1:]] == [sorted(place) for place in theirs[1:]]
+    for mine, vllms in zip(ours[1:], theirs[1:], strict=True):
+        for token, entry in mine.items():
+            assert entry["logprob"] == pytest.approx(vllms[token]["logprob"], abs=1e-3)
+            assert entry["rank"] == vllms[token]["rank"]
+            assert entry["decoded_token"] == vllms[token]["decoded_token"]
+    chat = {"model": MODEL, "messages": [{"role": "user", "content": "Tell me about the fox"}],
+            "max_tokens": 8, "temperature": 0, "prompt_logprobs": 1,
+            "chat_template_kwargs": {"add_generation_prompt": False}}  # fmt: skip
+    mine_chat, vllms_chat = (
+        post(c, "/v1/chat/completions", chat).json() for c in (http, vllm_http)
+    )
+    assert mine_chat["usage"]["prompt_tokens"] == vllms_chat["usage"]["prompt_tokens"]
+    assert len(mine_chat["prompt_logprobs"]) == mine_chat["usage"]["prompt_tokens"]
+    assert [sorted(p or {}) for p in mine_chat["prompt_logprobs"]] == [
+        sorted(p or {}) for p in vllms_chat["prompt_logprobs"]
+    ]
+    content = [c["choices"][0]["message"]["content"] for c in (mine_chat, vllms_chat)]
+    assert content[0] == content[1]

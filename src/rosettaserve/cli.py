@@ -102,6 +102,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME[-VERSION]",
         help="the model a grps request runs when it names none (in its payload or ?model=)",
     )
+    serve.add_argument(
+        "--trust-request-chat-template",
+        action="store_true",
+        help="render a chat request's own chat_template (in Jinja's sandbox; refused with 400 "
+        "unless this is set, as vLLM does): only for clients you would let run code",
+    )
     add_scaling_options(serve)
     add_http_limits(serve)
     serve.add_argument(
@@ -440,6 +446,7 @@ def main(argv: list[str] | None = None) -> int:
         poll_interval=args.poll_interval,
         strict_readiness=args.strict_readiness,
         grps_default_model=args.grps_default_model,
+        trust_request_chat_template=args.trust_request_chat_template,
         log_level=args.log_level,
         log_format=args.log_format,
         access_log=args.access_log,

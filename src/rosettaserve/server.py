@@ -65,7 +65,9 @@ class Server:
         )
         self.metrics = Metrics()
         self.dataplane.observer = self.metrics
-        self.generation = GenerationPlane(self.dataplane)  # the LLM families' plane
+        self.generation = GenerationPlane(  # the LLM families' plane
+            self.dataplane, trust_request_chat_template=settings.trust_request_chat_template
+        )
         self.generation.observer = self.metrics
         self.grps = GrpsApi(self.dataplane, settings.grps_default_model)
         routes = oip_rest.routes(self.dataplane) + grps_rest.routes(self.grps)
@@ -100,17 +102,14 @@ class Server:
         self.grpc_address = ""
         self.metrics_url = ""  # set: --metrics-port, served by this process
         self.calls = CallTracker()
+        names = [oip_grpc.SERVICE, grps_grpc.SERVICE]
+        self.health = health_grpc.HealthServicer(self.dataplane, names)  # grpc.health.v1
 
     def _grpc_server(self) -> GrpcServer:
         s = self.settings
-        names = [oip_grpc.SERVICE, grps_grpc.SERVICE]
         services: list[ServiceTable] = [
             (oip_grpc.SERVICE, oip_grpc.OipServicer(self.dataplane, self.calls), oip_grpc.RPCS),
-            (
-                health_grpc.SERVICE,
-                health_grpc.HealthServicer(self.dataplane, names),
-                health_grpc.RPCS,
-            ),
+            (health_grpc.SERVICE, self.health, health_grpc.RPCS),
             (grps_grpc.SERVICE, grps_grpc.GrpsServicer(self.grps), grps_grpc.RPCS),
         ]
         server = GrpcServer(services, s.grpc_max_message_size, self.calls, s.send_timeout)
@@ -150,6 +149,7 @@ class Server:
         watching.cancel()
         grace = s.drain_grace_s  # then the server stops, even with model calls stuck
         deadline = time.monotonic() + grace
+        await self.health.enter_graceful_shutdown()  # Watch: NOT_SERVING before the port closes
         await asyncio.gather(http.shutdown(grace), grpc_server.stop(grace), self.pd.drain(grace))
         if metrics is not None:
             await metrics.shutdown(timeout=1.0)

@@ -231,6 +231,33 @@ def sampling_requests() -> dict[str, bytes]:
     return seeds
 
 
+def openai_bodies() -> dict[str, bytes]:
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]
+    chat = {"model": "tiny_llama", "messages": messages, "max_tokens": 8, "temperature": 0}
+    docs: dict[str, Any] = {
+        "chat.json": chat,
+        "chat_kwargs.json": {**chat, "chat_template_kwargs": {"enable_thinking": False,
+                                                              "add_generation_prompt": False}},
+        "chat_fields.json": {**chat, "add_generation_prompt": False, "continue_final_message": True,
+                             "documents": [{"title": "a", "text": "b"}],
+                             "add_special_tokens": True},
+        "chat_template.json": {**chat, "chat_template": "{{ messages[0]['content'] }}"},
+        "chat_logprobs.json": {**chat, "logprobs": True, "top_logprobs": 2, "prompt_logprobs": 1,
+                               "stream": False, "n": 2, "best_of": 2},
+        "chat_neutral.json": {**chat, "tools": [], "tool_choice": "none", "priority": 0,
+                              "response_format": {"type": "text"}, "modalities": ["text"]},
+        "completion.json": {"model": "tiny_llama", "prompt": "The quick brown", "max_tokens": 4,
+                            "echo": True, "logprobs": 1, "prompt_logprobs": 0,
+                            "stop": ["."], "skip_special_tokens": False,
+                            "spaces_between_special_tokens": True},
+        "completion_ids.json": {"model": "tiny_llama", "prompt": [1, 2, 3], "stream": True,
+                                "stream_options": {"include_usage": True}},
+        "vllm_simple.json": {"prompt": "Once", "max_tokens": 4, "prompt_logprobs": 2,
+                             "logprobs": 1, "spaces_between_special_tokens": False},
+    }  # fmt: skip
+    return {name: json.dumps(doc).encode() for name, doc in docs.items()}
+
+
 def write(target: str, seeds: dict[str, bytes]) -> None:
     folder = HERE / "corpus" / target
     shutil.rmtree(folder, ignore_errors=True)
@@ -253,6 +280,7 @@ def main() -> None:
         "tfserving_json": tfserving_bodies(),
         "grps_json": grps_bodies(),
         "llm_sampling": sampling_requests(),
+        "openai_request": openai_bodies(),
     }
     for target, seeds in corpora.items():
         write(target, seeds)

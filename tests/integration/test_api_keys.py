@@ -118,13 +118,24 @@ FAMILIES: list[tuple[str, str, str, dict[str, Any] | None, Shape]] = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("method", "path"), [
-    ("GET", "/v2/health/live"), ("GET", "/v2/health/ready"), ("GET", "/grps/v1/health/live"),
-    ("GET", "/grps/v1/health/ready"), ("GET", "/health"),
-])  # fmt: skip
+PROBES = ["/v2/health/live", "/v2/health/ready", "/grps/v1/health/live",
+          "/grps/v1/health/ready", "/health"]  # fmt: skip
+
+
+@pytest.mark.parametrize("method", ["GET", "HEAD"])
+@pytest.mark.parametrize("path", PROBES)
 def test_the_probes_are_open_without_a_key(http: httpx.Client, method: str, path: str) -> None:
+    """HEAD as GET (RFC 9110 §9.3.2): a probe sending HEAD is answered without a key too."""
     assert http.request(method, path).status_code == 200
     assert http.request(method, path, headers=bearer(WRONG)).status_code == 200
+
+
+@pytest.mark.parametrize("path", ["/v2/models/half_plus_two", "/metrics", "/v1/models"])
+def test_head_on_a_keyed_route_needs_the_key_as_get_does(http: httpx.Client, path: str) -> None:
+    for method in ("GET", "HEAD"):
+        refused = http.request(method, path)
+        assert (refused.status_code, refused.headers["www-authenticate"]) == (401, "Bearer")
+        assert http.request(method, path, headers=bearer(FLAG_KEY)).status_code == 200
 
 
 @pytest.mark.parametrize("family", FAMILIES, ids=[f[0] for f in FAMILIES])
@@ -232,6 +243,26 @@ def test_grpc_calls_no_key_wrong_key_right_keys(
     stub = channel.unary_unary(path, request_serializer=lambda m: m.SerializeToString(),
                                response_deserializer=reply.FromString)  # fmt: skip
     stub(request_, timeout=TIMEOUT_S, metadata=[("x-api-key", FLAG_KEY)])
+
+
+def test_grpc_health_watch_needs_the_key(channel: grpc.Channel) -> None:
+    """Check is a probe and open; Watch holds a stream open as long as its client likes, so it
+    needs a key as every other call does."""
+    watch = channel.unary_stream(
+        "/grpc.health.v1.Health/Watch",
+        request_serializer=health_pb2.HealthCheckRequest.SerializeToString,
+        response_deserializer=health_pb2.HealthCheckResponse.FromString,
+    )
+    for key in (None, WRONG):
+        metadata = None if key is None else [("authorization", f"Bearer {key}")]
+        with pytest.raises(grpc.RpcError) as caught:
+            next(watch(health_pb2.HealthCheckRequest(), timeout=TIMEOUT_S, metadata=metadata))
+        assert caught.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    call = watch(
+        health_pb2.HealthCheckRequest(), timeout=TIMEOUT_S, metadata=[("x-api-key", FLAG_KEY)]
+    )
+    assert next(call).status == health_pb2.HealthCheckResponse.ServingStatus.SERVING
+    call.cancel()
 
 
 def test_grpcio_grps_stub_with_the_key(channel: grpc.Channel, tmp_path: Path) -> None:

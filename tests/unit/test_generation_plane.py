@@ -5,14 +5,22 @@ metrics observer is told."""
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from rosettaserve.core.dataplane import DataPlane, Limits
-from rosettaserve.core.errors import DeadlineExceeded, Overloaded
-from rosettaserve.core.generate import FinishReason, GenerateDelta, GeneratorInfo, Usage
-from rosettaserve.core.generation_plane import Generation, GenerationPlane, frames
+from rosettaserve.core.errors import DeadlineExceeded, InvalidInput, Overloaded
+from rosettaserve.core.generate import (
+    FinishReason,
+    GenerateDelta,
+    GenerateRequest,
+    GeneratorInfo,
+    SamplingParams,
+    Usage,
+)
+from rosettaserve.core.generation_plane import Generation, GenerationPlane, can_serve, frames
 from rosettaserve.core.registry import ModelVersion
 from rosettaserve.protocols.vllm.rest import CumulativeFramer
 
@@ -118,3 +126,19 @@ def test_the_queue_limit_counts_requests_beyond_the_running_ones() -> None:
     assert caught.value.headers == {"retry-after": "1"}
     mv.max_queue_size = 0  # model.yaml's own: no limit
     plane.admit(mv, Generator())  # type: ignore[arg-type]
+
+
+def test_prompt_logprobs_are_refused_where_the_engine_would_not_compute_them() -> None:
+    """Asked of the built-in engine (which computes the logits of a prompt's last token only),
+    or across prefill/decode instances (the hand-over does not carry them): a 400, not an
+    answer without them. An engine that computes them (vLLM's) gets the request."""
+    mv = ModelVersion("m", "1", "llm")
+    asked = GenerateRequest(sampling=SamplingParams(prompt_logprobs=1))
+    builtin, vllm = Generator(), Generator()
+    vllm.info = replace(vllm.info, prompt_logprobs=True)
+    for generator, split in ((builtin, None), (vllm, object())):
+        with pytest.raises(InvalidInput, match="'prompt_logprobs' is not supported"):
+            can_serve(mv, generator, asked, split)  # type: ignore[arg-type]
+    can_serve(mv, vllm, asked, None)  # type: ignore[arg-type]
+    for generator, split in ((builtin, None), (builtin, object())):
+        can_serve(mv, generator, GenerateRequest(), split)  # type: ignore[arg-type]

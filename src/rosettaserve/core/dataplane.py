@@ -41,6 +41,8 @@ from rosettaserve.core.types import (
 
 SERVER_NAME = "rosettaserve"
 RETRY_AFTER_S = "1"  # the Retry-After of an overloaded model's 429
+MAX_MODEL_NAME_BYTES = 255  # a folder name's limit (NAME_MAX of Linux's and macOS's file systems)
+SHOWN_NAME = 64  # the characters of a name from a request that an error message quotes
 # Final: compiled, a C static, not a lookup in the module's dict (~140 instructions, 3 a request)
 perf_counter_ns: Final = _perf_counter_ns
 
@@ -256,13 +258,27 @@ class DataPlane:
 
 
 def check_model_name(name: str) -> str:
-    """A model name from a request may only name a folder directly inside the repository."""
+    """A model name from a request may only name a folder directly inside the repository: no
+    path, and no longer than a folder name may be (what the file system would refuse)."""
     if not name or ".." in name or any(c in name for c in "/\\\x00"):
         raise InvalidInput(
-            f"invalid model name {name!r}: a model is named by its folder in the repository "
-            "(no paths, '..' or NUL)"
+            f"invalid model name {shown_name(name)}: a model is named by its folder in the "
+            "repository (no paths, '..' or NUL)"
+        )
+    size = len(name.encode("utf-8", "surrogatepass"))
+    if size > MAX_MODEL_NAME_BYTES:
+        raise InvalidInput(
+            f"invalid model name {shown_name(name)}: {size} bytes in UTF-8, more than a folder "
+            f"name may have ({MAX_MODEL_NAME_BYTES})"
         )
     return name
+
+
+def shown_name(name: str) -> str:
+    """A name from a request as an error message quotes it: at most SHOWN_NAME characters."""
+    if len(name) <= SHOWN_NAME:
+        return repr(name)
+    return f"{name[:SHOWN_NAME]!r}... ({len(name)} characters)"
 
 
 def batch_size(mv: ModelVersion, request: InferenceRequest) -> int:

@@ -43,6 +43,7 @@ class SamplingParams:
     logprobs: bool = False
     top_logprobs: int = 0
     skip_special_tokens: bool = True
+    prompt_logprobs: int | None = None  # each prompt token's logprob and top k (vLLM's); None: off
 
     @property
     def greedy(self) -> bool:
@@ -62,6 +63,17 @@ class GenerateRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class ChatTemplate:
+    """How a conversation becomes a prompt beyond its messages: the variables the template is
+    rendered with (``add_generation_prompt``, ``continue_final_message``, ``documents``, a
+    request's ``chat_template_kwargs``) and a template of the request's own (None: the
+    model's)."""
+
+    variables: Mapping[str, Any] = field(default_factory=lambda: {"add_generation_prompt": True})
+    template: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class TopLogprob:
     token_id: int
     token: str
@@ -74,6 +86,21 @@ class TokenLogprob:
     token: str
     logprob: float
     top: tuple[TopLogprob, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class RankedLogprob:
+    """A prompt token's log-probability, or one of the top alternatives at its place."""
+
+    token_id: int
+    token: str
+    logprob: float
+    rank: int  # 1: the most likely token at that place
+
+
+# per prompt token: its own logprob and the top alternatives (None for the first, which has no
+# context to be predicted from), as vLLM's ``prompt_logprobs``
+PromptLogprobs = list[tuple[RankedLogprob, ...] | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +126,7 @@ class GenerateDelta:
     stop_reason: str | int | None = None  # the stop string or stop token id that ended it
     usage: Usage | None = None  # on the last delta of a sequence
     seed: int | None = None  # the sampling seed used (on the last delta)
+    prompt_logprobs: PromptLogprobs | None = None  # on a first delta, when asked
 
 
 @dataclass(slots=True)
@@ -115,8 +143,11 @@ class Completion:
     stop_reason: str | int | None = None
     usage: Usage | None = None
     seed: int | None = None
+    prompt_logprobs: PromptLogprobs | None = None
 
     def add(self, delta: GenerateDelta) -> None:
+        if delta.prompt_logprobs is not None:
+            self.prompt_logprobs = delta.prompt_logprobs
         self.text += delta.text
         self.token_ids += delta.token_ids
         self.special += delta.special
@@ -154,6 +185,7 @@ class GeneratorInfo:
     special_ids: frozenset[int] = frozenset()
     created: int = 0  # unix time the model was loaded
     options: Mapping[str, Any] = field(default_factory=dict)  # the model's parameters
+    prompt_logprobs: bool = False  # whether the engine computes a prompt's logprobs
 
 
 class DeltaStream(Protocol):
@@ -177,7 +209,9 @@ class TextGenerator(Protocol):
         """Validate and enqueue; raises InvalidInput / Overloaded before anything is generated."""
         ...
 
-    def chat_prompt(self, messages: list[dict[str, Any]]) -> str: ...
+    def chat_prompt(
+        self, messages: list[dict[str, Any]], chat: ChatTemplate | None = None
+    ) -> str: ...
 
     def tokenize(self, text: str) -> list[int]: ...
 

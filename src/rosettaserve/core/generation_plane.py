@@ -1,7 +1,8 @@
 """The generation plane: what ``DataPlane`` is to tensor requests, for LLM requests.
 
 Every LLM API family calls it, and only it: it finds the model and checks it is ready, admits
-the request against the queue limit (429 / RESOURCE_EXHAUSTED), holds it to the request
+the request against the queue limit (429 / RESOURCE_EXHAUSTED), refuses what the model's engine
+does not compute (400: prompt logprobs on the built-in engine), holds it to the request
 timeout (504), counts it in flight on its version (unloading waits for it), cancels the
 engine's work when the client goes away, and reports the LLM figures (tokens, time to first
 token, inter-token latency, end-to-end latency, outcome) to the same observer as the data
@@ -100,9 +101,11 @@ class Framer(Protocol):
 
 
 class GenerationPlane:
-    def __init__(self, dataplane: DataPlane) -> None:
+    def __init__(self, dataplane: DataPlane, *, trust_request_chat_template: bool = False) -> None:
         self.dataplane = dataplane  # its registry, limits and readiness
         self.observer: GenerationObserver | None = None
+        # a chat request's own chat template is rendered (else refused: vLLM's flag)
+        self.trust_request_chat_template = trust_request_chat_template
 
     @property
     def registry(self) -> Any:
@@ -157,6 +160,7 @@ class GenerationPlane:
         series = self.observer.generation_series(mv) if self.observer is not None else None
         try:
             self.admit(mv, generator)
+            can_serve(mv, generator, request, split)
             stream = split.start(generator, request) if split else generator.generate(request)
         except ServingError as exc:
             if series is not None:
@@ -193,6 +197,24 @@ class GenerationPlane:
         """The request timeout in seconds (0: none): model.yaml's, or --request-timeout."""
         us = self.dataplane.limits.timeout_us if mv.timeout_us is None else mv.timeout_us
         return us / 1e6
+
+
+def can_serve(
+    mv: ModelVersion, generator: TextGenerator, request: GenerateRequest, split: Split | None
+) -> None:
+    """What a request asks that only some engines compute: refused (400) where it would not be
+    computed, never served as if it had not been asked."""
+    if request.sampling.prompt_logprobs is not None:
+        if split is not None:  # the hand-over between instances does not carry them
+            raise InvalidInput(
+                "'prompt_logprobs' is not supported with prefill/decode disaggregation"
+            )
+        if not generator.info.prompt_logprobs:
+            raise InvalidInput(
+                f"'prompt_logprobs' is not supported by model '{mv.name}' (runtime: "
+                f"{mv.runtime}: its engine computes the logits of a prompt's last token only; "
+                "runtime: vllm computes them)"
+            )
 
 
 class Generation:

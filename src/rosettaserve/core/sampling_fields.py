@@ -147,3 +147,13 @@ STOPS = (
     Field("ignore_eos", ("ignore_eos",), "bool"),
     Field("skip_special_tokens", ("skip_special_tokens",), "bool"),
 )
+
+
+def refuse_unspaced_special_tokens(f: Fields, params: SamplingParams) -> None:
+    """vLLM's ``spaces_between_special_tokens`` (true by default) changes the text only where
+    special tokens are kept in it (``skip_special_tokens: false``); false there is not built."""
+    if not f.boolean("spaces_between_special_tokens", True) and not params.skip_special_tokens:
+        raise InvalidInput(
+            f"'{f._name('spaces_between_special_tokens')}': false with special tokens kept is "
+            "not supported by this server"
+        )

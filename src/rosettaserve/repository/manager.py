@@ -10,7 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rosettaserve.core.errors import ModelError, ModelNotFound
+from rosettaserve.core.dataplane import shown_name
+from rosettaserve.core.errors import InvalidInput, ModelError, ModelNotFound
 from rosettaserve.core.executor import ThreadInstances, run_loading
 from rosettaserve.core.invoker import Invoker
 from rosettaserve.core.model import Model
@@ -170,22 +171,37 @@ class ModelRepository:
 
     async def load_model(self, name: str) -> None:
         """Load (or load anew) the model folder ``name`` of the repository."""
-        path = self.root / name
-        if not path.is_dir() or name.startswith("."):
-            raise ModelNotFound(f"no model folder '{name}' in the repository")
+        model_dir = self._model_dir(name)
         entry = self._entries.get(name)
         if entry is None:
-            await self._add_model(scan_model(path))
+            await self._add_model(model_dir)
             failure = _failure(self._entries[name].versions)
         else:
-            failure = await self._replace_model(entry, scan_model(path))
+            failure = await self._replace_model(entry, model_dir)
         if failure:
             raise ModelError(f"model '{name}' failed to load: {failure}")
+
+    def _model_dir(self, name: str) -> ModelDir:
+        """The folder a load request names. A name the file system refuses (too long, not
+        encodable, ...) is the request's error, as an unknown folder is: never a traceback."""
+        path = self.root / name
+        found: ModelDir | None = None
+        try:
+            if not name.startswith(".") and path.is_dir():
+                found = scan_model(path)
+        except FileNotFoundError:  # removed since it was seen
+            pass
+        except (OSError, ValueError) as exc:  # said without the repository's path
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise InvalidInput(f"failed to load {shown_name(name)}: {why}") from None
+        if found is None:
+            raise ModelNotFound(f"no model folder {shown_name(name)} in the repository")
+        return found
 
     async def unload_model(self, name: str) -> None:
         entry = self._entries.get(name)
         if entry is None:
-            raise ModelNotFound(f"unknown model '{name}'")
+            raise ModelNotFound(f"unknown model {shown_name(name)}")
         entry.unloaded = True
         for mv in list(entry.versions):
             await self.unload_version(entry, mv)

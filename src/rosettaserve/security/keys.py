@@ -7,7 +7,8 @@ sent only: it tells nothing about the keys, their number aside, not even their l
 never appear in a log or in an error message.
 
 Open without a key, as orchestrators' probes carry none: the liveness and readiness probes of
-each protocol (``OPEN_HTTP``, ``OPEN_GRPC``). Everything else needs a key.
+each protocol (``OPEN_HTTP``, ``OPEN_GRPC``; over HTTP, GET and HEAD alike). Everything else
+needs a key.
 """
 
 from __future__ import annotations
@@ -129,7 +130,9 @@ class Guard:
         return ok
 
     def admits_http(self, method: str, pattern: str, headers: Mapping[str, str]) -> bool:
-        """``headers``: lower-case names. Open routes pass without a key."""
+        """``method`` and ``pattern``: the route that serves the request (a HEAD request is
+        served by the GET route, so it is open where GET is). ``headers``: lower-case names.
+        Open routes pass without a key."""
         key = presented(headers.get("authorization"), None)
         if key is None:
             key = presented(None, headers.get("x-api-key"))

@@ -46,7 +46,9 @@ from rosettaserve.transport.h2_wire import NO_ERROR
 from rosettaserve.transport.hpack import encode
 
 # service name -> (servicer, {rpc name: (request type, response type, streaming)});
-# streaming: False unary, True a stream each way, "server" one request and a stream of replies;
+# streaming: False unary, True a stream each way, "server" one request and a stream of replies,
+# "subscription" the same for a stream that waits for events (grpc.health.v1's Watch): not
+# counted as work, so a stop does not wait for it (the close ends it);
 # a type given as ``bytes``: the servicer takes or returns the serialized message itself
 ServiceTable = tuple[str, Any, Mapping[str, tuple[Any, Any, bool | str]]]
 

@@ -56,6 +56,7 @@ _REPLY_HEADERS: Final = encode(
 _OK_TRAILERS: Final = encode([("grpc-status", "0")])
 _PREFIX: Final = b"\x00"
 DEADLINE_GRACE_S: Final = 0.02
+SUBSCRIPTION: Final = "subscription"  # a server stream waiting for events: not counted busy
 QUEUE_HIGH: Final = 32  # a streaming call's unread requests: hold,
 QUEUE_LOW: Final = 8  # then reopen
 
@@ -269,6 +270,8 @@ class Call:
         request = self.messages.pop()
         if self.method.kind is False:
             self.start(self._unary(request))
+        elif self.method.kind == SUBSCRIPTION:
+            self.start(self._replies(self.method.fn(request, self.context)))
         else:
             self.start(self._server_stream(request))
 

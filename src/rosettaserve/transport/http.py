@@ -49,7 +49,10 @@ class HttpApp:
             except ServingError as exc:
                 return error_body(exc)
         path, query, route, params = routed
-        if self.guard is not None and not self.guard.admits_http(method, route.pattern, headers):
+        # the key check asks about the route that runs: HEAD runs GET's, and is open where it is
+        if self.guard is not None and not self.guard.admits_http(
+            route.method, route.pattern, headers
+        ):
             return route.on_error(self.guard.refusal())  # API keys: rosettaserve.security
         try:
             if "content-encoding" in headers:  # gzip or deflate (transport.content_coding)

@@ -19,6 +19,7 @@ TARGETS = (
     "grps_json",
     "oip_rest",
     "llm_sampling",
+    "openai_request",
 )
 
 

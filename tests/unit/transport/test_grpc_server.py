@@ -25,6 +25,8 @@ class Echo:
     def __init__(self) -> None:
         self.cancelled = 0
         self.release = asyncio.Event()
+        self.tick = asyncio.Event()
+        self.left = 0
 
     async def Now(self, request: bytes, context: Any) -> bytes:
         return b"now:" + request
@@ -47,6 +49,17 @@ class Echo:
         async for request in requests:
             yield b"re:" + request
 
+    async def Tick(self, request: bytes, context: Any) -> AsyncIterator[bytes]:
+        """A subscription: one reply now and one each time ``tick`` is set; ``left`` counts
+        the subscriptions that ended, however they ended."""
+        try:
+            while True:
+                yield b"tick:" + request
+                await self.tick.wait()
+                self.tick.clear()
+        finally:
+            self.left += 1
+
     async def Hoard(self, requests: AsyncIterator[bytes], context: Any) -> AsyncIterator[bytes]:
         """Reads nothing until released, then answers each request with its size."""
         await self.release.wait()
@@ -61,6 +74,7 @@ RPCS = {
     "Broken": (bytes, bytes, False),
     "Chat": (bytes, bytes, True),
     "Hoard": (bytes, bytes, True),
+    "Tick": (bytes, bytes, "subscription"),
 }
 
 
@@ -489,5 +503,35 @@ def test_a_client_resetting_most_of_its_streams_is_told_to_go_away() -> None:
         assert len(goaway) == 1
         assert goaway[0].error_code == server_h2.ENHANCE_YOUR_CALM
         assert peer.transport.closed
+
+    asyncio.run(main())
+
+
+def test_a_subscription_is_not_busy_and_ends_when_its_client_leaves() -> None:
+    """A server stream waiting for events (grpc.health.v1's Watch): its replies come as the
+    events do, it is not work a shutdown waits for, a unary call beside it is answered as
+    alone, and a client's reset ends it (its servicer's ``finally`` runs)."""
+
+    async def main() -> None:
+        servicer = Echo()
+        peer = Peer(servicer)
+        watching = await call(peer, "Tick", b"w")
+        assert peer.replies(watching) == framed(b"tick:w")
+        assert peer.status(watching) is None  # open
+        assert peer.server.tracker.active == 0  # not counted as work
+        beside = await call(peer, "Now", b"n")
+        assert (peer.replies(beside), peer.status(beside)) == (
+            framed(b"now:n"),
+            {b"grpc-status": b"0"},
+        )
+        servicer.tick.set()
+        await settle()
+        peer.pull()
+        assert peer.replies(watching) == framed(b"tick:w") * 2
+        peer.client.reset_stream(watching)
+        peer.push()
+        await settle()
+        assert servicer.left == 1
+        assert not peer.conn.streams
 
     asyncio.run(main())

@@ -8,6 +8,7 @@ import asyncio
 import orjson
 import pytest
 
+from rosettaserve.security.keys import Guard
 from rosettaserve.transport import http
 from rosettaserve.transport.http import HttpApp
 from rosettaserve.transport.routing import HttpRequest, HttpResponse, Route
@@ -66,3 +67,23 @@ def test_routing_holds_when_the_memory_fills_and_for_long_urls(
     for _ in range(2):
         status, body = call(a, "POST", f"/v2/models/{long_name}/infer".encode())
         assert (status, body["params"]) == (200, {"model": long_name})
+
+
+def test_head_is_open_where_get_is_and_keyed_where_get_is() -> None:
+    """With API keys on, HEAD on an open probe is answered as GET is (RFC 9110 §9.3.2: the
+    same head); HEAD on a keyed GET route needs the key as GET does."""
+    a = HttpApp(
+        [
+            Route("GET", "/v2/health/live", _echo),
+            Route("GET", "/v2/models/m", _echo),
+        ]
+    )
+    a.guard = Guard(["k"])
+
+    def status(method: str, url: bytes, headers: dict[str, str]) -> int:
+        return asyncio.run(a.respond(method, url, headers, b"")).status
+
+    for method in ("GET", "HEAD"):
+        assert status(method, b"/v2/health/live", {}) == 200
+        assert status(method, b"/v2/models/m", {}) == 401
+        assert status(method, b"/v2/models/m", {"authorization": "Bearer k"}) == 200

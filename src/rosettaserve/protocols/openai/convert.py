@@ -14,6 +14,7 @@ from rosettaserve.core.generate import (
     Completion,
     FinishReason,
     GenerateDelta,
+    PromptLogprobs,
     TokenLogprob,
     Usage,
 )
@@ -57,6 +58,26 @@ def finish(reason: FinishReason | None) -> str | None:
     return None if reason is None else FINISH[reason]
 
 
+def prompt_logprobs(completions: list[Completion]) -> list[Any] | None:
+    """vLLM's ``prompt_logprobs``: per prompt token, ``{token id: {logprob, rank,
+    decoded_token}}`` for the token and its top alternatives (null for the first token); None
+    when they were not asked."""
+    found: PromptLogprobs | None = next(
+        (c.prompt_logprobs for c in completions if c.prompt_logprobs is not None), None
+    )
+    if found is None:
+        return None
+    return [
+        None
+        if place is None
+        else {
+            str(x.token_id): {"logprob": x.logprob, "rank": x.rank, "decoded_token": x.token}
+            for x in place
+        }
+        for place in found
+    ]
+
+
 # -- chat ---------------------------------------------------------------------------------------
 
 
@@ -90,7 +111,11 @@ def chat_completion(
         }
         for c in completions
     ]
-    return {**reply.head("chat.completion"), "choices": choices, "usage": usage(total)}
+    doc = {**reply.head("chat.completion"), "choices": choices, "usage": usage(total)}
+    prompt = prompt_logprobs(completions)
+    if prompt is not None:  # vLLM's, beside the choices
+        doc["prompt_logprobs"] = prompt
+    return doc
 
 
 def chat_chunk(reply: Reply, choices: list[dict[str, Any]], include_usage: bool) -> bytes:
@@ -145,6 +170,7 @@ def text_logprobs(items: list[TokenLogprob], offset: int) -> dict[str, Any]:
 def text_completion(
     reply: Reply, completions: list[Completion], total: Usage, logprobs: bool, echo: str
 ) -> dict[str, Any]:
+    prompt = prompt_logprobs(completions)
     choices = [
         {
             "index": c.index,
@@ -153,6 +179,7 @@ def text_completion(
             "finish_reason": finish(c.finish_reason),
             "stop_reason": c.stop_reason,
         }
+        | ({} if prompt is None else {"prompt_logprobs": prompt})  # vLLM's, in each choice
         for c in completions
     ]
     return {**reply.head("text_completion"), "choices": choices, "usage": usage(total)}

@@ -31,9 +31,9 @@ async def chat(plane: GenerationPlane, req: HttpRequest, split: Split | None) ->
     doc = json_object(req.body)
     mv, gen = plane.find(schema.model_name(doc))
     info = gen.info
-    oa, messages = schema.chat_request(doc, info.max_n, info.max_stop_sequences)
-    oa.generate.prompt = gen.chat_prompt(messages)
-    oa.generate.add_special_tokens = False
+    trusted = plane.trust_request_chat_template
+    oa, messages = schema.chat_request(doc, info.max_n, info.max_stop_sequences, trusted)
+    oa.generate.prompt = gen.chat_prompt(messages, oa.chat)
     reply = Reply("chat", mv.name, *reply_identity(split, "chatcmpl"))
     oa.generate.request_id = reply.id
     generation = plane.generate(FAMILY, mv, gen, oa.generate, split)

@@ -1,4 +1,11 @@
-"""OpenAI chat and completions requests -> GenerateRequest (with vLLM's accepted extras)."""
+"""OpenAI chat and completions requests -> GenerateRequest (with vLLM's accepted extras).
+
+Every field of OpenAI's API and of vLLM's OpenAI server is either built as vLLM builds it or,
+set to anything that would change the answer, refused with a 400 (``NOT_BUILT``); fields that
+change nothing of the answer (``user``, ``store``, ``metadata``, ``service_tier``,
+``parallel_tool_calls``, ``request_id``, ``length_penalty`` without beam search, ...) are
+accepted. vLLM's chat template fields (``chat_templates.py``) are built.
+"""
 
 from __future__ import annotations
 
@@ -7,13 +14,57 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from rosettaserve.core.errors import InvalidInput
-from rosettaserve.core.generate import Fields, GenerateRequest
-from rosettaserve.core.sampling_fields import PENALTIES, STOPS, Field, SamplingTable, read_sampling
+from rosettaserve.core.generate import ChatTemplate, Fields, GenerateRequest, SamplingParams
+from rosettaserve.core.sampling_fields import (
+    PENALTIES,
+    STOPS,
+    Field,
+    SamplingTable,
+    read_sampling,
+    refuse_unspaced_special_tokens,
+)
+from rosettaserve.protocols.openai.chat_templates import chat_template
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
-MAX_TOP_LOGPROBS = 20
+MAX_TOP_LOGPROBS = 20  # vLLM's default max_logprobs
 COMPLETIONS_DEFAULT_MAX_TOKENS = 16  # OpenAI's default for /v1/completions
-UNSUPPORTED = ("tools", "functions", "logit_bias", "suffix")
+# Fields not built here: accepted only when absent, empty (null, false, 0, "", [], {}) or one of
+# the neutral values listed, which change nothing; anything else is a 400.
+NOT_BUILT: Mapping[str, tuple[Any, ...]] = {
+    # OpenAI's
+    "tools": (),
+    "functions": (),
+    "tool_choice": ("none", "auto"),  # without tools, as good as none
+    "function_call": ("none", "auto"),
+    "logit_bias": (),
+    "suffix": (),
+    "response_format": ({"type": "text"},),
+    "reasoning_effort": (),
+    "modalities": (["text"],),
+    "audio": (),
+    "prediction": (),
+    "web_search_options": (),
+    # vLLM's
+    "use_beam_search": (),
+    "guided_json": (),
+    "guided_regex": (),
+    "guided_choice": (),
+    "guided_grammar": (),
+    "structural_tag": (),
+    "structured_outputs": (),
+    "allowed_token_ids": (),
+    "bad_words": (),
+    "logits_processors": (),
+    "truncate_prompt_tokens": (),
+    "priority": (),
+    "mm_processor_kwargs": (),
+    "cache_salt": (),
+    "return_tokens_as_token_ids": (),
+    "return_token_ids": (),
+    "kv_transfer_params": (),
+    "vllm_xargs": (),
+}
+CHAT_NOT_BUILT: Mapping[str, tuple[Any, ...]] = {"echo": ()}  # vLLM's chat echo
 
 
 @dataclass
@@ -23,6 +74,7 @@ class OpenAIRequest:
     include_usage: bool = False
     echo: bool = False  # completions: the prompt comes first in the text
     top_logprobs: int | None = None  # None: no logprobs asked
+    chat: ChatTemplate | None = None  # chat: how the messages become the prompt
 
 
 # OpenAI's sampling fields, with the extras vLLM's OpenAI server accepts (top_k, penalties...)
@@ -46,36 +98,60 @@ def model_name(doc: Mapping[str, Any]) -> str:
     return model
 
 
-def _common(f: Fields, max_n: int) -> tuple[str, int, bool, bool]:
+def _common(
+    f: Fields, max_n: int, not_built: Mapping[str, tuple[Any, ...]] = NOT_BUILT
+) -> tuple[str, int, bool, bool]:
     model = model_name(f.doc)
-    for key in UNSUPPORTED:
-        if f.doc.get(key):
-            raise InvalidInput(f"'{key}' is not supported by this server")
+    refuse_not_built(f, not_built)
     stream = f.boolean("stream", False)
     options = f.object("stream_options")
     if options.doc and not stream:
         raise InvalidInput("'stream_options' may only be set when 'stream' is true")
     n = f.integer("n", 1, 1, max_n) or 1
+    best_of = f.integer("best_of", None, 1)
+    if best_of is not None and best_of != n:
+        raise InvalidInput("'best_of' different from 'n' is not supported")
     return model, n, stream, options.boolean("include_usage", False)
 
 
+def refuse_not_built(f: Fields, not_built: Mapping[str, tuple[Any, ...]]) -> None:
+    for key in sorted(f.doc.keys() & not_built.keys()):
+        value = f.doc[key]
+        if value and value not in not_built[key]:
+            raise InvalidInput(f"'{key}' is not supported by this server")
+
+
+def prompt_logprobs(f: Fields, params: SamplingParams, stream: bool) -> None:
+    """vLLM's ``prompt_logprobs``: each prompt token's logprob and its top k alternatives (the
+    engine computes them, or the generation plane refuses the request)."""
+    top = f.integer("prompt_logprobs", None, 0, MAX_TOP_LOGPROBS)
+    if top is not None and stream:
+        raise InvalidInput("'prompt_logprobs' are not available when 'stream' is true")
+    params.prompt_logprobs = top
+
+
 def chat_request(
-    doc: dict[str, Any], max_n: int, max_stop: int
+    doc: dict[str, Any], max_n: int, max_stop: int, trusted_template: bool = False
 ) -> tuple[OpenAIRequest, list[dict[str, Any]]]:
-    """The request (its prompt still unset) and the messages for the chat template."""
+    """The request (its prompt still unset) and the messages for the chat template;
+    ``trusted_template``: a template of the request's own is rendered (else refused)."""
     f = Fields(doc)
-    model, n, stream, include_usage = _common(f, max_n)
+    model, n, stream, include_usage = _common(f, max_n, {**NOT_BUILT, **CHAT_NOT_BUILT})
     messages = chat_messages(doc.get("messages"))
     want = f.boolean("logprobs", False)
     top = f.integer("top_logprobs", None, 0, MAX_TOP_LOGPROBS)
     if top is not None and not want:
         raise InvalidInput("'top_logprobs' needs 'logprobs': true")
     params = read_sampling(f, SAMPLING, max_stop)
+    refuse_unspaced_special_tokens(f, params)
     params.logprobs, params.top_logprobs = want, top or 0
+    prompt_logprobs(f, params, stream)
     request = GenerateRequest(sampling=params, n=n, stream=stream)
-    return OpenAIRequest(
-        model, request, include_usage, top_logprobs=(top or 0) if want else None
-    ), messages
+    request.add_special_tokens = f.boolean("add_special_tokens", False)  # vLLM's chat default
+    chat = chat_template(f, trusted_template)
+    top_logprobs = (top or 0) if want else None
+    oa = OpenAIRequest(model, request, include_usage, top_logprobs=top_logprobs, chat=chat)
+    return oa, messages
 
 
 def chat_messages(value: Any) -> list[dict[str, Any]]:
@@ -111,13 +187,13 @@ def _content(i: int, content: Any) -> str:
 def completion_request(doc: dict[str, Any], max_n: int, max_stop: int) -> OpenAIRequest:
     f = Fields(doc)
     model, n, stream, include_usage = _common(f, max_n)
-    best_of = f.integer("best_of", None, 1)
-    if best_of is not None and best_of != n:
-        raise InvalidInput("'best_of' different from 'n' is not supported")
     top = f.integer("logprobs", None, 0, MAX_TOP_LOGPROBS)
     params = read_sampling(f, COMPLETIONS_SAMPLING, max_stop)
+    refuse_unspaced_special_tokens(f, params)
     params.logprobs, params.top_logprobs = top is not None, top or 0
+    prompt_logprobs(f, params, stream)
     request = GenerateRequest(sampling=params, n=n, stream=stream)
+    request.add_special_tokens = f.boolean("add_special_tokens", True)  # vLLM's default
     _set_prompt(request, doc.get("prompt"))
     return OpenAIRequest(model, request, include_usage, f.boolean("echo", False), top)
 

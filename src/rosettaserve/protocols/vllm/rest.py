@@ -25,12 +25,14 @@ from rosettaserve.core.sampling_fields import (
     Refused,
     SamplingTable,
     read_sampling,
+    refuse_unspaced_special_tokens,
 )
 from rosettaserve.protocols.llm_http import streamed
 from rosettaserve.transport.routing import HttpResponse, json_response
 
 FAMILY = "vllm"
 DEFAULT_MAX_TOKENS = 16  # vLLM's SamplingParams default
+MAX_LOGPROBS = 20  # vLLM's default max_logprobs
 ACCEPTED = {
     "prompt", "stream", "model", "n", "best_of", "temperature", "top_p", "top_k", "min_p",
     "presence_penalty", "frequency_penalty", "repetition_penalty", "max_tokens", "min_tokens",
@@ -83,7 +85,10 @@ def sampling(f: Fields, max_n: int, max_stop: int) -> tuple[SamplingParams, int]
     if (f.integer("best_of", n, 1) or n) != n:
         raise InvalidInput("'best_of' different from 'n' is not supported by this server")
     params = read_sampling(f, SAMPLING, max_stop)
-    f.integer("logprobs", None, 0)  # accepted, as vLLM does; the simple API never returns them
+    refuse_unspaced_special_tokens(f, params)
+    f.integer("logprobs", None, 0, MAX_LOGPROBS)  # accepted: the simple API never returns them
+    # asked of the engine (which computes them, as vLLM does, or refuses), never returned either
+    params.prompt_logprobs = f.integer("prompt_logprobs", None, 0, MAX_LOGPROBS)
     return params, n
 
 

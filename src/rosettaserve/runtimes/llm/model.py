@@ -16,6 +16,7 @@ import numpy as np
 
 from rosettaserve.core.errors import InvalidInput
 from rosettaserve.core.generate import (
+    ChatTemplate,
     DeltaStream,
     Fields,
     GenerateRequest,
@@ -78,12 +79,15 @@ class LlmModel(Model):
     def generate(self, request: GenerateRequest) -> DeltaStream:
         return self.engine.generate(request)
 
-    def chat_prompt(self, messages: list[dict[str, Any]]) -> str:
-        if not getattr(self.tokenizer, "chat_template", None):
+    def chat_prompt(self, messages: list[dict[str, Any]], chat: ChatTemplate | None = None) -> str:
+        """The conversation as the model's chat template (or the request's, which transformers
+        renders in Jinja's immutable sandbox) writes it, with the request's variables."""
+        chat = chat or ChatTemplate()
+        if not chat.template and not getattr(self.tokenizer, "chat_template", None):
             raise InvalidInput(f"model '{self.name}' has no chat template; use completions")
         try:
             text = self.tokenizer.apply_chat_template(
-                messages, tokenize=False, add_generation_prompt=True
+                messages, tokenize=False, chat_template=chat.template, **chat.variables
             )
         except Exception as exc:  # the template itself rejects the conversation
             raise InvalidInput(f"the chat template rejected the messages: {exc}") from exc

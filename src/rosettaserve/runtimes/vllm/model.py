@@ -82,6 +82,7 @@ def vllm_engine(name: str, params: Fields, llm: Any, tokenizer: Any) -> VllmEngi
         special_ids=frozenset(getattr(tokenizer, "all_special_ids", []) or []),
         created=int(time.time()),
         options=dict(params.doc),
+        prompt_logprobs=True,  # vLLM computes them in its prefill
     )
     return VllmEngine(llm, tokenizer, info, config, int(model_config.get_vocab_size()))
 

@@ -17,6 +17,8 @@ from rosettaserve.core.errors import InvalidInput, ModelError, ServingError
 from rosettaserve.core.generate import (
     FinishReason,
     GenerateDelta,
+    PromptLogprobs,
+    RankedLogprob,
     SamplingParams,
     TokenLogprob,
     TopLogprob,
@@ -52,6 +54,7 @@ def vllm_sampling(p: SamplingParams, n: int, max_tokens: int) -> Any:
             include_stop_str_in_output=p.include_stop_str_in_output,
             ignore_eos=p.ignore_eos,
             logprobs=p.top_logprobs if p.logprobs else None,
+            prompt_logprobs=p.prompt_logprobs,
             skip_special_tokens=p.skip_special_tokens,
             output_kind=RequestOutputKind.DELTA,
         )
@@ -94,6 +97,7 @@ class VllmStream:
         self.counts: dict[int, int] = {0: prior} if prior else {}  # each sequence's tokens
         self.open = n  # sequences whose last delta has not come
         self.pending: deque[GenerateDelta] = deque()
+        self.prompt_logprobs: PromptLogprobs | None = None  # until a delta carries them
         self.ended = False
         self.aborting: asyncio.Task[None] | None = None
 
@@ -122,6 +126,8 @@ class VllmStream:
         return self.pending.popleft()
 
     def deltas(self, out: Any) -> Iterator[GenerateDelta]:
+        if getattr(out, "prompt_logprobs", None):  # the first output of a request that asked
+            self.prompt_logprobs = prompt_logprobs(out.prompt_logprobs)
         for seq in out.outputs:
             ids = [int(t) for t in seq.token_ids]
             if not ids and seq.finish_reason is None and not seq.text:
@@ -137,6 +143,7 @@ class VllmStream:
                 if seq.logprobs
                 else None,
             )
+            delta.prompt_logprobs, self.prompt_logprobs = self.prompt_logprobs, None
             reason = finish(seq.finish_reason, seq.stop_reason)
             if reason is not None:
                 delta.finish_reason, delta.stop_reason = reason, seq.stop_reason
@@ -185,3 +192,17 @@ def token_logprobs(ids: list[int], positions: Any, k: int) -> list[TokenLogprob]
         piece = (chosen.decoded_token or "") if chosen is not None else ""
         out.append(TokenLogprob(token, piece, value, top))
     return out
+
+
+def prompt_logprobs(places: Any) -> PromptLogprobs:
+    """vLLM's ``prompt_logprobs`` (per prompt token ``{token id: Logprob}``, the token and its
+    top k; None first) as the plane's."""
+    return [
+        None
+        if place is None
+        else tuple(
+            RankedLogprob(int(t), lp.decoded_token or "", float(lp.logprob), int(lp.rank or 0))
+            for t, lp in place.items()
+        )
+        for place in places
+    ]

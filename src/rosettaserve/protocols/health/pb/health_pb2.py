@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n-rosettaserve/protocols/health/pb/health.proto\x12\x16rosettaserve.health.v1\"%\n\x12HealthCheckRequest\x12\x0f\n\x07service\x18\x01 \x01(\t\"\xb1\x01\n\x13HealthCheckResponse\x12I\n\x06status\x18\x01 \x01(\x0e\x32\x39.rosettaserve.health.v1.HealthCheckResponse.ServingStatus\"O\n\rServingStatus\x12\x0b\n\x07UNKNOWN\x10\x00\x12\x0b\n\x07SERVING\x10\x01\x12\x0f\n\x0bNOT_SERVING\x10\x02\x12\x13\n\x0fSERVICE_UNKNOWN\x10\x03\x32j\n\x06Health\x12`\n\x05\x43heck\x12*.rosettaserve.health.v1.HealthCheckRequest\x1a+.rosettaserve.health.v1.HealthCheckResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n-rosettaserve/protocols/health/pb/health.proto\x12\x16rosettaserve.health.v1\"%\n\x12HealthCheckRequest\x12\x0f\n\x07service\x18\x01 \x01(\t\"\xb1\x01\n\x13HealthCheckResponse\x12I\n\x06status\x18\x01 \x01(\x0e\x32\x39.rosettaserve.health.v1.HealthCheckResponse.ServingStatus\"O\n\rServingStatus\x12\x0b\n\x07UNKNOWN\x10\x00\x12\x0b\n\x07SERVING\x10\x01\x12\x0f\n\x0bNOT_SERVING\x10\x02\x12\x13\n\x0fSERVICE_UNKNOWN\x10\x03\x32\xce\x01\n\x06Health\x12`\n\x05\x43heck\x12*.rosettaserve.health.v1.HealthCheckRequest\x1a+.rosettaserve.health.v1.HealthCheckResponse\x12\x62\n\x05Watch\x12*.rosettaserve.health.v1.HealthCheckRequest\x1a+.rosettaserve.health.v1.HealthCheckResponse0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -37,6 +37,6 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_HEALTHCHECKRESPONSE']._serialized_end=290
   _globals['_HEALTHCHECKRESPONSE_SERVINGSTATUS']._serialized_start=211
   _globals['_HEALTHCHECKRESPONSE_SERVINGSTATUS']._serialized_end=290
-  _globals['_HEALTH']._serialized_start=292
-  _globals['_HEALTH']._serialized_end=398
+  _globals['_HEALTH']._serialized_start=293
+  _globals['_HEALTH']._serialized_end=499
 # @@protoc_insertion_point(module_scope)
