@@ -79,6 +79,8 @@ def test_triton_reads_the_tensorrt_llm_names_and_mindie_its_defaults() -> None:
         (tgi.SAMPLING, {"typical_p": 0.5}, "'parameters.typical_p' is not supported"),
         (tgi.SAMPLING, {"watermark": True}, "'parameters.watermark' is not supported"),
         (vllm.SAMPLING, {"min_p": 0.1}, "'min_p' is not supported"),
+        (openai.SAMPLING, {"min_p": 0.1}, "'min_p' is not supported"),
+        (openai.SAMPLING, {"min_tokens": 3}, "'min_tokens' is not supported"),
         (vllm.SAMPLING, {"seed": "1"}, "'seed' must be an integer"),
     ],
 )

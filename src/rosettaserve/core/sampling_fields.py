@@ -140,6 +140,9 @@ PENALTIES = (
     Field("presence_penalty", ("presence_penalty",), "number", -2.0, 2.0),
     Field("frequency_penalty", ("frequency_penalty",), "number", -2.0, 2.0),
 )
+# vLLM's sampling extras the engine does not build: a 400 unless neutral, in every family
+# that takes vLLM's fields (its simple API and its OpenAI server)
+NOT_BUILT_EXTRAS = (Refused("min_p", "number", 0.0, 0.0, 1.0), Refused("min_tokens", "int", 0))
 STOPS = (
     Field("stop", ("stop",), "strings"),
     Field("stop_token_ids", ("stop_token_ids",), "token_ids"),

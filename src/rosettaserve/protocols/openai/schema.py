@@ -16,6 +16,7 @@ from typing import Any
 from rosettaserve.core.errors import InvalidInput
 from rosettaserve.core.generate import ChatTemplate, Fields, GenerateRequest, SamplingParams
 from rosettaserve.core.sampling_fields import (
+    NOT_BUILT_EXTRAS,
     PENALTIES,
     STOPS,
     Field,
@@ -87,6 +88,7 @@ SAMPLING = SamplingTable(
         *PENALTIES,
         *STOPS,
     ),
+    refused=NOT_BUILT_EXTRAS,
 )
 COMPLETIONS_SAMPLING = replace(SAMPLING, max_tokens=COMPLETIONS_DEFAULT_MAX_TOKENS)
 

@@ -19,10 +19,10 @@ from rosettaserve.core.errors import InvalidInput, ServingError
 from rosettaserve.core.generate import Fields, GenerateDelta, GenerateRequest, SamplingParams
 from rosettaserve.core.generation_plane import GenerationPlane, Split
 from rosettaserve.core.sampling_fields import (
+    NOT_BUILT_EXTRAS,
     PENALTIES,
     STOPS,
     Field,
-    Refused,
     SamplingTable,
     read_sampling,
     refuse_unspaced_special_tokens,
@@ -48,7 +48,7 @@ SAMPLING = SamplingTable(
         *PENALTIES,
         *STOPS,
     ),
-    refused=(Refused("min_p", "number", 0.0, 0.0, 1.0), Refused("min_tokens", "int", 0)),
+    refused=NOT_BUILT_EXTRAS,
     max_tokens=DEFAULT_MAX_TOKENS,
 )
 # MindIE's error_type names (HttpRestResource::WrapperJson), the shape its vLLM route answers
