@@ -13,6 +13,8 @@ reply (P's own error replies are forwarded unchanged); after, as the family's er
 prefill instance that cannot be reached is marked down and the next one is tried; so is a
 decode instance a prefill instance could not hand over to. A decode instance whose /dresult
 stream breaks fails its requests at once.
+
+Header fields between the client and P: forwarding.py.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from urllib.parse import quote
 from rosettaserve.core.errors import DeadlineExceeded, ModelError, ModelNotReady, ServingError
 from rosettaserve.core.status import BY_HTTP, ErrorKind
 from rosettaserve.core.timeouts import within
-from rosettaserve.pd import wire
+from rosettaserve.pd import forwarding, wire
 from rosettaserve.pd.families import ROUTES, Family, family_of, stream_content_type
 from rosettaserve.pd.http_client import HttpClientError, fetch
 from rosettaserve.pd.pool import Instance, Pool
@@ -41,8 +43,6 @@ from rosettaserve.transport.routing import HttpRequest, HttpResponse, Route, jso
 
 log = logging.getLogger("rosettaserve.pd.scheduler")
 ID_HEADER = "x-pd-req-id"
-HOP_BY_HOP = {"host", "content-length", "connection", "transfer-encoding", "keep-alive", "te",
-              "trailer", "upgrade", "expect", "proxy-connection"}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -165,6 +165,7 @@ class Scheduler:
                 status, headers, body = await fetch(p.address, "GET", "/v1/models", timeout=5.0)
             except HttpClientError:
                 continue
+            body = forwarding.reply_body(p.address, headers, body)
             return HttpResponse(status, body, headers.get("content-type", "application/json"))
         raise Unavailable("no prefill instance is available")
 
@@ -218,6 +219,7 @@ class Scheduler:
                 last_error = f"prefill instance {p.address}: {exc}"
                 self._rekey(pending, d)  # P may have handed it over before it failed
                 continue
+            answer = forwarding.reply_body(p.address, headers, answer)
             if status == 200:
                 return self._reply(p, pending, answer)
             if headers.get(FAILED_HEADER) == "decode":
@@ -228,15 +230,14 @@ class Scheduler:
             if recompute:
                 raise Upstream(status, answer.decode("utf-8", "replace"))
             media = headers.get("content-type", "application/json")
-            return HttpResponse(status, answer, media)
+            return HttpResponse(status, answer, media, forwarding.error_headers(headers))
         raise Unavailable(f"no instance could take the request ({last_error})")
 
     async def _send(
         self, p: Instance, d: Instance, pending: Pending, body: bytes | bytearray, recompute: bool
     ) -> tuple[int, dict[str, str], bytes]:
         req = pending.req
-        headers = {k: v for k, v in req.headers.items() if k not in HOP_BY_HOP}
-        headers = {k: v for k, v in headers.items() if k not in wire.PD_HEADERS}
+        headers = forwarding.to_prefill(req.headers)
         headers |= wire.prefill_headers(pending.req_id, d.address.host, d.address.port, recompute)
         url = quote(req.path, safe="/:@!$&'()*+,;=-._~")
         url += f"?{req.query.decode('latin-1')}" if req.query else ""
