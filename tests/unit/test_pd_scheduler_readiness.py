@@ -1,23 +1,28 @@
 """What the scheduler takes from its instances, against scripted ones: it is ready, and sends a
 request, only where the request's model is READY (else 503 with Retry-After, in the family's
-form); a decode instance that reconnects after a restart waits for a fresh status; the
-client's content coding stays on the client's hop."""
+form); a decode instance that reconnects after a restart waits for a fresh status; a frame for a
+request is taken only from the decode instance the request was assigned to; the client's
+content coding stays on the client's hop."""
 
 from __future__ import annotations
 
 import asyncio
 import gzip
+import logging
 from collections.abc import Callable
 from typing import Any
 
 import httpx
 import orjson
+import pytest
 
+from rosettaserve.pd import wire
 from rosettaserve.pd.scheduler import Scheduler
 from rosettaserve.transport.routing import HttpRequest, HttpResponse, json_response
 from tests.unit.test_pd_scheduler import (
     FakeDecode,
     FakePrefill,
+    PrefillScript,
     ready_status,
     reply,
     run,
@@ -163,6 +168,53 @@ def test_a_reconnected_decode_instance_waits_for_a_fresh_status() -> None:
         await stop(scheduler, servers)
 
     run(scenario)
+
+
+def forging(decodes: list[FakeDecode], stream: bool) -> PrefillScript:
+    """A prefill instance that hands over to the decode instance named; the other decode
+    instance sends frames for the same request first (as a rogue or confused one would)."""
+
+    async def script(req: HttpRequest) -> HttpResponse:
+        rid, port = req.headers["req-id"], req.headers["d-target"].split(";")[1]
+        assigned = next(d for d in decodes if port_of(d) == port)
+        rogue = next(d for d in decodes if d is not assigned)
+        rogue.send(rid, wire.DATA, b"data: FORGED\n\n")
+        rogue.send(rid, wire.LAST, b'{"text": "FORGED"}' if not stream else b"data: FORGED\n\n")
+        await asyncio.sleep(0.05)  # the forged frames arrive before the real ones
+        if stream:
+            assigned.send(rid, wire.DATA, b"data: 2\n\n")
+            assigned.send(rid, wire.LAST, b"data: 3\n\n")
+            return reply(req, b"data: 1\n\n", last=False)
+        assigned.send(rid, wire.LAST, b'{"text": "real"}')
+        return reply(req, b"", last=False, stream=False)
+
+    return script
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_frames_from_a_decode_instance_not_assigned_are_dropped(
+    stream: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    decodes: list[FakeDecode] = [FakeDecode(), FakeDecode()]
+
+    async def scenario() -> tuple[httpx.Response, Scheduler]:
+        p = FakePrefill(forging(decodes, stream))
+        scheduler, url, servers = await schedule([p], decodes)
+        await until(
+            lambda: scheduler.pool.ready() and all(d.healthy for d in scheduler.pool.decode)
+        )
+        async with httpx.AsyncClient() as client:
+            r = await client.post(url + "/generate_stream", json={"inputs": "x", "stream": stream})
+        await stop(scheduler, servers)
+        return r, scheduler
+
+    with caplog.at_level(logging.WARNING, "rosettaserve.pd.scheduler"):
+        r, scheduler = run(scenario)
+    assert r.status_code == 200
+    assert r.content == (b"data: 1\n\ndata: 2\n\ndata: 3\n\n" if stream else b'{"text": "real"}')
+    assert scheduler.stats["foreign_frames"] == 2
+    (line,) = [m for m in caplog.messages if "dropped" in m]  # one line per request
+    assert r.headers["x-pd-req-id"] in line
 
 
 # -- content coding -------------------------------------------------------------------------------

@@ -16,7 +16,8 @@ stream breaks fails its requests at once. While no prefill or no decode instance
 request's model READY, the request is refused at once with 503 and ``Retry-After`` (as a
 loading MindIE or vLLM instance answers), in the family's error form.
 
-Header fields between the client and P: forwarding.py.
+Header fields between the client and P: forwarding.py. A frame on ``/dresult`` is taken only
+from the decode instance its request was assigned to; any other D's is dropped and logged.
 """
 
 from __future__ import annotations
@@ -95,6 +96,7 @@ class Pending:
         self.decode: Instance | None = None
         self.retries = 0
         self.first = b""
+        self.foreign = 0  # frames for it from a decode instance it was not assigned to
 
     @cached_property
     def wanted(self) -> Wanted:
@@ -349,7 +351,20 @@ class Scheduler:
             if frame.kind != wire.KA:
                 self.stats["stray_frames"] += 1
             return
+        if pending.decode is not d:  # only the decode instance it was handed to speaks for it
+            self._foreign(d, pending, frame)
+            return
         pending.queue.put_nowait(frame)
+
+    def _foreign(self, d: Instance, pending: Pending, frame: wire.Frame) -> None:
+        self.stats["foreign_frames"] += 1
+        pending.foreign += 1
+        if pending.foreign == 1:  # once per request: a flood of them is one line
+            where = pending.decode.address if pending.decode else "no decode instance"
+            log.warning(
+                "dropped a %s frame for request %s from decode instance %s: it was assigned "
+                "to %s", frame.kind, frame.req_id, d.address, where,
+            )  # fmt: skip
 
     def _on_lost(self, d: Instance, why: str) -> None:
         for pending in self.pending.values():
