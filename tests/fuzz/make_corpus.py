@@ -258,6 +258,37 @@ def openai_bodies() -> dict[str, bytes]:
     return {name: json.dumps(doc).encode() for name, doc in docs.items()}
 
 
+def pd_scheduler_inputs() -> dict[str, bytes]:
+    """What the PD scheduler reads: /dresult streams, /v1/status documents (as our instances
+    and MindIE's write them), client bodies and header blocks, coded replies (first byte: the
+    coding, tests/fuzz/targets/pd_scheduler.py)."""
+    import gzip
+    import zlib
+
+    from rosettaserve.pd import wire
+
+    frames = wire.frame("12", wire.DATA, b'data: {"text": "a"}\n\n') + wire.KEEPALIVE
+    frames += wire.frame("12", wire.LAST, b'{"text":["b"]}') + b"\0" + wire.close_frame()
+    frames += wire.frame("13", wire.ERROR, b"Pull kv failed.") + wire.frame("14", wire.RETRY, b"{}")
+    service = {"roleStatus": "RoleReady", "currentRole": "decode"}
+    ours = {"service": service, "resource": {"runningRequestNum": 2, "kvTokensInUse": 40},
+            "models": {"tiny_llama": {"1": "READY", "2": "LOADING"}}}  # fmt: skip
+    mindie = {"service": {"roleStatus": "RoleUnknown", "currentRole": "prefill"},
+              "resource": {"availSlotsNum": 200, "freeNpuBlockNums": 10},
+              "linkStatus": {"peers": [{"target": 1, "link": "ok"}]}}  # fmt: skip
+    body = b'{"model": "tiny_llama", "prompt": "hi", "max_tokens": 4}'
+    return {
+        "dresult.bin": frames,
+        "status_ours.json": json.dumps(ours).encode(),
+        "status_mindie.json": json.dumps(mindie).encode(),
+        "body.json": body,
+        "headers.txt": b"connection: keep-alive, x-hop\nx-hop: 1\ncontent-encoding: gzip\n"
+        b"accept-encoding: gzip, br\nreq-id: 7\nx-trace: t\nte: trailers",
+        "reply_gzip.bin": b"\0" + gzip.compress(body),  # 0: gzip (CODINGS' order)
+        "reply_deflate.bin": b"\1" + zlib.compress(body),
+    }
+
+
 def write(target: str, seeds: dict[str, bytes]) -> None:
     folder = HERE / "corpus" / target
     shutil.rmtree(folder, ignore_errors=True)
@@ -281,6 +312,7 @@ def main() -> None:
         "grps_json": grps_bodies(),
         "llm_sampling": sampling_requests(),
         "openai_request": openai_bodies(),
+        "pd_scheduler": pd_scheduler_inputs(),
     }
     for target, seeds in corpora.items():
         write(target, seeds)

@@ -30,13 +30,22 @@ def listen() -> socket.socket:
     return sock
 
 
+def ready_status(role: str, models: dict[str, dict[str, str]] | None = None) -> dict[str, Any]:
+    """A ``/v1/status`` document: ready in ``role``, with these model states (None: none)."""
+    doc: dict[str, Any] = {"service": {"roleStatus": "RoleReady", "currentRole": role}}
+    return doc | {"resource": {}} | ({} if models is None else {"models": models})
+
+
 class FakeDecode:
-    """A decode instance whose /dresult sends what the test puts in ``frames``."""
+    """A decode instance whose /dresult sends what the test puts in ``frames``; its status is
+    ``status`` (a test may change it)."""
 
     def __init__(self) -> None:
         self.frames: asyncio.Queue[bytes | None] = asyncio.Queue()
         self.cancelled: list[str] = []
         self.url = ""
+        self.status = ready_status("decode")
+        self.hold: asyncio.Event | None = None  # set: its status waits for it
 
     def routes(self) -> list[Route]:
         async def dresult(req: HttpRequest) -> HttpResponse:
@@ -47,8 +56,9 @@ class FakeDecode:
             return json_response({"cancelled": True})
 
         async def status(req: HttpRequest) -> HttpResponse:
-            doc = {"roleStatus": "RoleReady", "currentRole": "decode"}
-            return json_response({"service": doc, "resource": {}})
+            if self.hold is not None:
+                await self.hold.wait()
+            return json_response(self.status)
 
         return [
             Route("GET", "/dresult", dresult),
@@ -71,6 +81,7 @@ class FakePrefill:
         self.script = script
         self.seen: list[HttpRequest] = []
         self.url = ""
+        self.status = ready_status("prefill")
 
     def routes(self) -> list[Route]:
         async def family(req: HttpRequest) -> HttpResponse:
@@ -78,11 +89,10 @@ class FakePrefill:
             return await self.script(req)
 
         async def status(req: HttpRequest) -> HttpResponse:
-            doc = {"roleStatus": "RoleReady", "currentRole": "prefill"}
-            return json_response({"service": doc, "resource": {}})
+            return json_response(self.status)
 
         return [
-            Route("POST", r"/v1/completions|/generate|/generate_stream|/infer", family),
+            Route("POST", r"/v1/completions|/generate|/generate_stream|/infer|/v2/.*", family),
             Route("GET", "/v1/status", status),
         ]
 
@@ -98,7 +108,21 @@ async def cluster(
     script: PrefillScript, decodes: int = 1, prefills: int = 1, timeout: float = 300.0
 ) -> tuple[Scheduler, str, FakePrefill, list[FakeDecode], list[HttpServer]]:
     ps = [FakePrefill(script) for _ in range(prefills)]
-    ds, servers = [FakeDecode() for _ in range(decodes)], []
+    ds = [FakeDecode() for _ in range(decodes)]
+    scheduler, url, servers = await schedule(ps, ds, timeout)
+    async with httpx.AsyncClient() as client:
+        for _ in range(400):
+            if (await client.get(url + "/v2/health/ready")).status_code == 200:
+                break
+            await asyncio.sleep(0.01)
+    return scheduler, url, ps[0], ds, servers
+
+
+async def schedule(
+    ps: list[FakePrefill], ds: list[FakeDecode], timeout: float = 300.0
+) -> tuple[Scheduler, str, list[HttpServer]]:
+    """Serve the fake instances and a scheduler in front of them (polling every 50 ms)."""
+    servers = []
     for fake in (*ps, *ds):
         fake.url, server = await serve(fake.routes())
         servers.append(server)
@@ -113,12 +137,7 @@ async def cluster(
     servers.append(server)
     scheduler.pool.poll_s = 0.05
     scheduler.pool.start()
-    async with httpx.AsyncClient() as client:
-        for _ in range(400):
-            if (await client.get(url + "/v2/health/ready")).status_code == 200:
-                break
-            await asyncio.sleep(0.01)
-    return scheduler, url, ps[0], ds, servers
+    return scheduler, url, servers
 
 
 async def stop(scheduler: Scheduler, servers: list[HttpServer]) -> None:

@@ -1,7 +1,7 @@
 """A serving instance's PD role: what ``--role mixed|prefill|decode`` does to its HTTP routes.
 
-- every role: ``GET /v1/status`` (MindIE's shape: role, role status, slots, KV in use), which
-  the scheduler polls for health and load;
+- every role: ``GET /v1/status`` (MindIE's shape: role, role status, slots, KV in use; ours:
+  the state of every LLM model's versions), which the scheduler polls for health and load;
 - ``prefill``: the family routes (POST) need the PD headers (prefill.py); ``GET`` and
   ``DELETE /v1/pd/kv/{reqId}`` serve the held caches;
 - ``decode``: ``POST /v1/pd/decode``, ``GET /dresult`` (decode.py); family requests without PD
@@ -16,7 +16,7 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from rosettaserve.core.errors import InvalidInput
-from rosettaserve.core.generation_plane import GenerationPlane
+from rosettaserve.core.generation_plane import TEXT_RUNTIMES, GenerationPlane
 from rosettaserve.pd.http_client import Address
 from rosettaserve.pd.wire import REQ_TYPE
 from rosettaserve.protocols import families
@@ -109,6 +109,17 @@ class PdInstance:
     async def _status(self, req: HttpRequest) -> HttpResponse:
         return json_response(self.status())
 
+    def models(self) -> dict[str, dict[str, str]]:
+        """Every LLM model's versions and their states (READY, LOADING, ...): the scheduler
+        sends a request only where its model is READY."""
+        registry = self.plane.registry
+        found: dict[str, dict[str, str]] = {}
+        for name in sorted(registry.model_names()):
+            versions = [v for v in registry.versions(name) or [] if v.runtime in TEXT_RUNTIMES]
+            if versions:
+                found[name] = {v.version: v.state.value for v in versions}
+        return found
+
     def status(self) -> dict[str, Any]:
         engines = [e for _, g in self.plane.generators() if (e := getattr(g, "engine", None))]
         running = sum(e.stats.running for e in engines)
@@ -130,6 +141,7 @@ class PdInstance:
                 "kvBudgetTokens": budget or None,
                 "preempted": sum(e.stats.preempted for e in engines),
             },
+            "models": self.models(),
         }
         if self.prefill is not None:
             leases = self.prefill.leases

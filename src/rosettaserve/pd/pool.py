@@ -1,10 +1,17 @@
 """The scheduler's view of its instances: health, load, choice, and one /dresult reader per D.
 
-Everything here is rebuilt from the instances themselves: health from ``GET /v1/status``
-(polled) and from whether a decode instance's ``/dresult`` is connected; load from the
-scheduler's own counts of what it sent where, plus the decode instances' reported KV in use.
-A scheduler restart therefore loses only its in-flight requests (their clients were
-connected to it).
+Everything here is rebuilt from the instances themselves: readiness from ``GET /v1/status``
+(polled: the role status, and the state of every LLM model's versions), and for a decode
+instance whether its ``/dresult`` is connected too; load from the scheduler's own counts of
+what it sent where, plus the decode instances' reported KV in use. A scheduler restart
+therefore loses only its in-flight requests (their clients were connected to it).
+
+An instance is chosen only while it is healthy: its last status said it is ready in its role
+(and a decode instance's ``/dresult`` is open: a decode instance that reconnects after a
+restart waits for a status that says so again, since its models load after it listens). A
+request goes to an instance where the model it names is READY; the model is read from the
+request only when the instances differ in what they have ready (models loading, or not the
+same models everywhere).
 
 Choice (``policy="load"``): the prefill instance with the least outstanding prompt work (body
 bytes sent and not yet answered), the decode instance with the fewest active sequences, then
@@ -32,6 +39,14 @@ from rosettaserve.pd.wire import CLOSE, Frame, FrameParser
 
 log = logging.getLogger("rosettaserve.pd.scheduler")
 RECONNECT_S = 0.5
+READY = "READY"
+Models = dict[str, dict[str, str]]  # model name -> version -> state ("READY", "LOADING", ...)
+Wanted = tuple[str, str]  # the model a request names and its version ("": the instance's first)
+WantedOf = Callable[[], Wanted]  # the model of a request, read from it only when needed
+
+
+def _any_model() -> Wanted:
+    return ("", "")
 
 
 @dataclass(eq=False)
@@ -39,7 +54,11 @@ class Instance:
     url: str
     role: str  # prefill | decode
     address: Address = field(init=False)
-    healthy: bool = False
+    healthy: bool = False  # chosen for new requests: ready, and (decode) its /dresult open
+    ready: bool = False  # its last status said it serves in its role
+    streaming: bool = False  # decode: its /dresult stream is open
+    models: Models | None = None  # its LLM models, as last reported (None: it reports none)
+    epoch: int = 0  # decode: /dresult (dis)connections; a status read across one is stale
     outstanding: int = 0  # prefill: request bytes sent and not answered yet
     active: int = 0  # decode: requests it is decoding for this scheduler
     kv_tokens: int = 0  # decode: KV cache tokens in use, as last reported
@@ -54,13 +73,42 @@ class Instance:
         self.address = Address.parse(self.url)
 
     def down(self, why: str) -> None:
-        if self.healthy:
+        """Not ready until a status says so again."""
+        self.ready = False
+        self.settle(why)
+
+    def settle(self, why: str = "") -> None:
+        """``healthy`` from what is known; a change is logged (``why``: what went wrong)."""
+        healthy = self.ready and (self.streaming or self.role != "decode")
+        if healthy and not self.healthy:
+            log.info("%s instance %s is up", self.role, self.address)
+        elif self.healthy and not healthy:
             log.warning("%s instance %s is down: %s", self.role, self.address, why)
-        self.healthy, self.error = False, why
+        self.healthy = healthy
+        self.error = "" if healthy else why or self.error
+
+    def state(self, wanted: Wanted) -> str:
+        """The state of the model version a request names here ("": it has no such model)."""
+        if self.models is None:
+            return READY  # an instance that does not say: as ready as its role status
+        name, version = wanted
+        versions = self.models.get(name or min(self.models, default=""))
+        if not versions:
+            return ""
+        if version:
+            return versions.get(version, "")
+        return READY if READY in versions.values() else next(iter(versions.values()))
+
+    @property
+    def settled(self) -> bool:
+        """Every model it reported is READY (and so serves what it has)."""
+        return self.models is None or all(
+            state == READY for versions in self.models.values() for state in versions.values()
+        )
 
     def view(self) -> dict[str, Any]:
-        keys: tuple[str, ...] = ("url", "role", "healthy", "outstanding", "active", "kv_tokens")
-        keys += ("running", "error", "source", "listed")
+        keys: tuple[str, ...] = ("url", "role", "healthy", "ready", "outstanding", "active")
+        keys += ("kv_tokens", "running", "error", "source", "listed", "models")
         return {k: getattr(self, k) for k in keys} | {"dresult_connections": self.connections}
 
 
@@ -110,24 +158,77 @@ class Pool:
 
     # -- choosing --------------------------------------------------------------------------------
 
-    def pick_prefill(self, exclude: set[Instance]) -> Instance | None:
-        return self._pick(self.prefill, exclude, lambda i: (i.outstanding,))
+    def pick_prefill(
+        self, exclude: set[Instance], wanted: WantedOf = _any_model
+    ) -> Instance | None:
+        return self._pick(self.prefill, exclude, lambda i: (i.outstanding,), wanted)
 
-    def pick_decode(self, exclude: set[Instance]) -> Instance | None:
-        return self._pick(self.decode, exclude, lambda i: (i.active, i.kv_tokens))
+    def pick_decode(self, exclude: set[Instance], wanted: WantedOf = _any_model) -> Instance | None:
+        return self._pick(self.decode, exclude, lambda i: (i.active, i.kv_tokens), wanted)
 
     def _pick(
-        self, pool: list[Instance], exclude: set[Instance], load: Callable[[Instance], Any]
+        self,
+        pool: list[Instance],
+        exclude: set[Instance],
+        load: Callable[[Instance], Any],
+        wanted: WantedOf,
     ) -> Instance | None:
         role = pool[0].role if pool else ""
         turn = self._turn.get(role, 0)
         rotated = pool[turn % len(pool) :] + pool[: turn % len(pool)] if pool else []
-        ok = [i for i in rotated if i.healthy and i.listed and i not in exclude]
+        ok = self.serving([i for i in rotated if i.healthy and i.listed], wanted)
+        ok = [i for i in ok if i not in exclude]
         if not ok:
             return None
         chosen = ok[0] if self.policy == "round-robin" else min(ok, key=load)
         self._turn[role] = pool.index(chosen) + 1
         return chosen
+
+    def serving(self, candidates: list[Instance], wanted: WantedOf) -> list[Instance]:
+        """The candidates where the request's model is READY. The request is read (``wanted``)
+        only when the healthy instances differ in what they have ready; a model none of them
+        knows goes to any (the prefill instance answers it as a mixed instance would)."""
+        if self._uniform():
+            return candidates
+        want = wanted()
+        states = [(i, i.state(want)) for i in candidates]
+        ready = [i for i, state in states if state == READY]
+        return ready if ready or any(state for _, state in states) else candidates
+
+    def unavailable(self, role: str, exclude: set[Instance], wanted: WantedOf) -> str:
+        """Why no instance of ``role`` can take the request (the message of its 503)."""
+        members = self._members(role)
+        healthy = [i for i in members if i.healthy and i.listed]
+        if not healthy:
+            why = "; ".join(f"{i.address}: {i.error or 'no status yet'}" for i in members[:3])
+            return f"no {role} instance is ready ({why or 'none is known'})"
+        if all(i in exclude for i in healthy):
+            return f"every ready {role} instance was tried"
+        name, version = wanted()
+        model = f"model '{name}'" if name else "the model"
+        model += f" version {version}" if version else ""
+        states = ", ".join(sorted({i.state((name, version)) or "absent" for i in healthy}))
+        return f"{model} is not ready on any {role} instance ({states})"
+
+    def _uniform(self) -> bool:
+        """Every healthy instance has every model it reported READY, the same ones everywhere."""
+        healthy = [i for i in self.prefill + self.decode if i.healthy]
+        if not all(i.settled for i in healthy):
+            return False
+        held = {_versions(i.models) for i in healthy if i.models is not None}
+        return len(held) <= 1
+
+    def ready(self, model: str = "") -> bool:
+        """A healthy prefill and a healthy decode instance have ``model`` READY (""; any one
+        model): the scheduler can serve it."""
+        prefill = [i for i in self.prefill if i.healthy and i.listed]
+        decode = [i for i in self.decode if i.healthy and i.listed]
+        if model:
+            want = (model, "")
+            return any(i.state(want) == READY for i in prefill) and any(
+                i.state(want) == READY for i in decode
+            )
+        return any(_common(p, d) for p in prefill for d in decode)
 
     # -- watching --------------------------------------------------------------------------------
 
@@ -206,29 +307,20 @@ class Pool:
             await asyncio.sleep(self.poll_s)
 
     async def _status(self, instance: Instance) -> None:
-        """Load figures of every instance; health of prefill instances (a decode instance is
-        healthy while its /dresult stream is open)."""
+        """Load figures, readiness and model states of one instance."""
+        epoch = instance.epoch
         try:
             status, _, body = await fetch(instance.address, "GET", "/v1/status", timeout=2.0)
             doc = orjson.loads(body) if status == 200 else {}
         except (HttpClientError, orjson.JSONDecodeError) as exc:
             instance.failures += 1
-            if instance.role == "prefill" and instance.failures >= 2:
+            if instance.failures >= 2:
                 instance.down(str(exc))
             return
+        if instance.epoch != epoch:
+            return  # its /dresult broke or came back meanwhile: maybe another process's status
         instance.failures = 0
-        service, resource = doc.get("service") or {}, doc.get("resource") or {}
-        instance.running = int(resource.get("runningRequestNum") or 0)
-        instance.kv_tokens = int(resource.get("kvTokensInUse") or 0)
-        if instance.role != "prefill":
-            return
-        if service.get("currentRole") != "prefill":
-            instance.down(f"its role is {service.get('currentRole')!r}, not prefill")
-        elif service.get("roleStatus") != "RoleReady":
-            instance.down("it is not ready")
-        elif not instance.healthy:
-            log.info("prefill instance %s is up", instance.address)
-            instance.healthy, instance.error = True, ""
+        read_status(instance, doc)
 
     async def _read(self, d: Instance) -> None:
         """Keep one /dresult stream open to ``d``; its frames go to ``on_frame``."""
@@ -239,8 +331,10 @@ class Pool:
                 if response.status != 200:
                     raise HttpClientError(f"GET /dresult answered {response.status}")
                 d.connections += 1
-                d.healthy, d.error = True, ""
-                log.info("decode instance %s is up (/dresult connected)", d.address)
+                d.epoch += 1
+                d.streaming = True
+                log.info("decode instance %s: /dresult connected", d.address)
+                d.settle()
                 await self._frames(d, response)
                 why = "its /dresult stream ended"
             except (HttpClientError, ValueError) as exc:
@@ -248,9 +342,10 @@ class Pool:
             finally:
                 if response is not None:
                     response.close()
-            was_up = d.healthy
-            d.down(why)
-            if was_up:
+            if d.streaming:  # a restarted process is ready only once its status says so
+                d.streaming = False
+                d.epoch += 1
+                d.down(why)
                 self.on_lost(d, why)
             await asyncio.sleep(RECONNECT_S)
 
@@ -261,3 +356,54 @@ class Pool:
                 if frame.kind == CLOSE:
                     return  # another reader took over
                 self.on_frame(d, frame)
+
+
+def read_status(instance: Instance, doc: Any) -> None:
+    """What a ``GET /v1/status`` document (any JSON value) says of ``instance``: its load, its
+    models' states, and whether it is ready in its role."""
+    doc = doc if isinstance(doc, dict) else {}
+    resource = doc.get("resource")
+    resource = resource if isinstance(resource, dict) else {}
+    instance.running = _count(resource.get("runningRequestNum"))
+    instance.kv_tokens = _count(resource.get("kvTokensInUse"))
+    instance.models = _models(doc.get("models"))
+    why = _not_ready(instance.role, doc.get("service"))
+    instance.ready = not why
+    instance.settle(why)
+
+
+def _not_ready(role: str, service: Any) -> str:
+    """Why a status's ``service`` part says the instance cannot serve in ``role`` ("": it can)."""
+    service = service if isinstance(service, dict) else {}
+    if service.get("currentRole") != role:
+        return f"its role is {service.get('currentRole')!r}, not {role}"
+    if service.get("roleStatus") != "RoleReady":
+        return f"it is not ready (role status {service.get('roleStatus')!r})"
+    return ""
+
+
+def _models(value: Any) -> Models | None:
+    """A status's ``models``: {name: {version: state}} (anything else: not reported)."""
+    if not isinstance(value, dict):
+        return None
+    return {
+        str(name): {str(v): str(s) for v, s in versions.items()}
+        for name, versions in value.items()
+        if isinstance(versions, dict)
+    }
+
+
+def _versions(models: Models | None) -> frozenset[tuple[str, str]]:
+    return frozenset((n, v) for n, versions in (models or {}).items() for v in versions)
+
+
+def _common(p: Instance, d: Instance) -> bool:
+    """A model is READY on both (an instance that reports no models serves any)."""
+    if p.models is None and d.models is None:
+        return True
+    names = {*(p.models or {}), *(d.models or {})}
+    return any(p.state((name, "")) == READY == d.state((name, "")) for name in names)
+
+
+def _count(value: Any) -> int:
+    return max(0, value) if isinstance(value, int) and not isinstance(value, bool) else 0

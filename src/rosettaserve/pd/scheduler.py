@@ -12,7 +12,12 @@ Failures reach the client in its family's own form: before any output, as the fa
 reply (P's own error replies are forwarded unchanged); after, as the family's error chunk. A
 prefill instance that cannot be reached is marked down and the next one is tried; so is a
 decode instance a prefill instance could not hand over to. A decode instance whose /dresult
-stream breaks fails its requests at once.
+stream breaks fails its requests at once. While no prefill or no decode instance has the
+request's model READY, the request is refused at once with 503 and ``Retry-After`` (as a
+loading MindIE or vLLM instance answers), in the family's error form.
+
+Header fields between the client and P: forwarding.py. A frame on ``/dresult`` is taken only
+from the decode instance its request was assigned to; any other D's is dropped and logged.
 """
 
 from __future__ import annotations
@@ -24,16 +29,18 @@ import secrets
 from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 from urllib.parse import quote
 
+from rosettaserve.core.dataplane import RETRY_AFTER_S
 from rosettaserve.core.errors import DeadlineExceeded, ModelError, ModelNotReady, ServingError
 from rosettaserve.core.status import BY_HTTP, ErrorKind
 from rosettaserve.core.timeouts import within
-from rosettaserve.pd import wire
-from rosettaserve.pd.families import ROUTES, Family, family_of, stream_content_type
+from rosettaserve.pd import forwarding, wire
+from rosettaserve.pd.families import ROUTES, Family, family_of, model_of, stream_content_type
 from rosettaserve.pd.http_client import HttpClientError, fetch
-from rosettaserve.pd.pool import Instance, Pool
+from rosettaserve.pd.pool import Instance, Pool, Wanted
 from rosettaserve.pd.prefill import FAILED_HEADER
 from rosettaserve.settings import SecurityOptions
 from rosettaserve.transport.h1_head import H1Limits
@@ -41,8 +48,6 @@ from rosettaserve.transport.routing import HttpRequest, HttpResponse, Route, jso
 
 log = logging.getLogger("rosettaserve.pd.scheduler")
 ID_HEADER = "x-pd-req-id"
-HOP_BY_HOP = {"host", "content-length", "connection", "transfer-encoding", "keep-alive", "te",
-              "trailer", "upgrade", "expect", "proxy-connection"}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -63,7 +68,12 @@ class SchedulerOptions:
 
 
 class Unavailable(ServingError):
+    """No instance can take the request now: 503, with when to try again."""
+
     kind = ErrorKind.UNAVAILABLE
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, headers={"retry-after": RETRY_AFTER_S})
 
 
 class Upstream(ServingError):
@@ -86,6 +96,12 @@ class Pending:
         self.decode: Instance | None = None
         self.retries = 0
         self.first = b""
+        self.foreign = 0  # frames for it from a decode instance it was not assigned to
+
+    @cached_property
+    def wanted(self) -> Wanted:
+        """The model the request names (read from it once, when the pool needs it)."""
+        return model_of(self.req)
 
     @property
     def headers(self) -> dict[str, str]:
@@ -132,6 +148,7 @@ class Scheduler:
             Route("GET", "/v2/health/live", self._live),
             Route("GET", "/v2/health/ready", self._ready),
             Route("GET", "/health", self._ready),
+            Route("GET", r"/v2/models/(?P<model>[^/]+)/ready", self._ready),
         ]
 
     def _handler(self, family: Family) -> Any:
@@ -144,9 +161,8 @@ class Scheduler:
         return json_response({"live": True})
 
     async def _ready(self, req: HttpRequest) -> HttpResponse:
-        ready = any(i.healthy for i in self.pool.prefill) and any(
-            i.healthy for i in self.pool.decode
-        )
+        """Ready: a prefill and a decode instance have a model (the one named) READY."""
+        ready = self.pool.ready(req.params.get("model", ""))
         return json_response({"ready": ready}, 200 if ready else 503)
 
     async def _instances(self, req: HttpRequest) -> HttpResponse:
@@ -165,6 +181,7 @@ class Scheduler:
                 status, headers, body = await fetch(p.address, "GET", "/v1/models", timeout=5.0)
             except HttpClientError:
                 continue
+            body = forwarding.reply_body(p.address, headers, body)
             return HttpResponse(status, body, headers.get("content-type", "application/json"))
         raise Unavailable("no prefill instance is available")
 
@@ -204,11 +221,15 @@ class Scheduler:
         """Send to a prefill instance (the next one when one fails): its reply, or its error."""
         tried: set[Instance] = set()
         last_error = "no instance was tried"
+
+        def wanted() -> Wanted:  # read from the request only when the pool needs it
+            return pending.wanted
+
         for _ in range(len(self.pool.prefill) + len(self.pool.decode) + 1):
-            p, d = self.pool.pick_prefill(tried), self.pool.pick_decode(tried)
+            p, d = self.pool.pick_prefill(tried, wanted), self.pool.pick_decode(tried, wanted)
             if p is None or d is None:
-                which = "prefill" if p is None else "decode"
-                raise Unavailable(f"no {which} instance is available ({last_error})")
+                why = self.pool.unavailable("prefill" if p is None else "decode", tried, wanted)
+                raise Unavailable(why + (f"; last: {last_error}" if tried else ""))
             pending.assign(d)
             try:
                 status, headers, answer = await self._send(p, d, pending, body, recompute)
@@ -218,6 +239,7 @@ class Scheduler:
                 last_error = f"prefill instance {p.address}: {exc}"
                 self._rekey(pending, d)  # P may have handed it over before it failed
                 continue
+            answer = forwarding.reply_body(p.address, headers, answer)
             if status == 200:
                 return self._reply(p, pending, answer)
             if headers.get(FAILED_HEADER) == "decode":
@@ -228,15 +250,14 @@ class Scheduler:
             if recompute:
                 raise Upstream(status, answer.decode("utf-8", "replace"))
             media = headers.get("content-type", "application/json")
-            return HttpResponse(status, answer, media)
+            return HttpResponse(status, answer, media, forwarding.error_headers(headers))
         raise Unavailable(f"no instance could take the request ({last_error})")
 
     async def _send(
         self, p: Instance, d: Instance, pending: Pending, body: bytes | bytearray, recompute: bool
     ) -> tuple[int, dict[str, str], bytes]:
         req = pending.req
-        headers = {k: v for k, v in req.headers.items() if k not in HOP_BY_HOP}
-        headers = {k: v for k, v in headers.items() if k not in wire.PD_HEADERS}
+        headers = forwarding.to_prefill(req.headers)
         headers |= wire.prefill_headers(pending.req_id, d.address.host, d.address.port, recompute)
         url = quote(req.path, safe="/:@!$&'()*+,;=-._~")
         url += f"?{req.query.decode('latin-1')}" if req.query else ""
@@ -330,7 +351,20 @@ class Scheduler:
             if frame.kind != wire.KA:
                 self.stats["stray_frames"] += 1
             return
+        if pending.decode is not d:  # only the decode instance it was handed to speaks for it
+            self._foreign(d, pending, frame)
+            return
         pending.queue.put_nowait(frame)
+
+    def _foreign(self, d: Instance, pending: Pending, frame: wire.Frame) -> None:
+        self.stats["foreign_frames"] += 1
+        pending.foreign += 1
+        if pending.foreign == 1:  # once per request: a flood of them is one line
+            where = pending.decode.address if pending.decode else "no decode instance"
+            log.warning(
+                "dropped a %s frame for request %s from decode instance %s: it was assigned "
+                "to %s", frame.kind, frame.req_id, d.address, where,
+            )  # fmt: skip
 
     def _on_lost(self, d: Instance, why: str) -> None:
         for pending in self.pending.values():
@@ -355,7 +389,7 @@ class Scheduler:
             self._cancel_later(d, pending.req_id)
 
     def _cancel_later(self, d: Instance, req_id: str) -> None:
-        if not d.healthy:
+        if not d.streaming:
             return
         task = asyncio.get_running_loop().create_task(self._cancel(d, req_id))
         self._background.add(task)

@@ -20,6 +20,7 @@ TARGETS = (
     "oip_rest",
     "llm_sampling",
     "openai_request",
+    "pd_scheduler",
 )
 
 
