@@ -39,6 +39,7 @@ MODULES = [
     "rosettaserve/core/dtypes.py",
     "rosettaserve/core/invoker.py",
     "rosettaserve/core/json_bulk.py",
+    "rosettaserve/core/outputs.py",
     "rosettaserve/core/registry.py",
     "rosettaserve/core/stats.py",
     "rosettaserve/core/types.py",

@@ -50,7 +50,7 @@ def infer(server: ServerProcess, model: str, **parameters: Any) -> httpx.Respons
 
 def pid_of(reply: httpx.Response) -> int:
     assert reply.status_code == 200, reply.text
-    (pid,) = next(o for o in reply.json()["outputs"] if o["name"] == "PID")["data"]
+    (pid,) = set(next(o for o in reply.json()["outputs"] if o["name"] == "PID")["data"])
     return int(pid)
 
 

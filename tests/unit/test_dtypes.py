@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -57,3 +60,59 @@ def test_lookup_unknown(name: object) -> None:
     assert repr(name) in info.value.message
     for valid in EXPECTED:  # the message lists what would have worked
         assert valid in info.value.message
+
+
+# -- exact_cast: a model's output as its declared datatype, with no value changed -------------
+
+KEPT = [
+    (np.array([1, 2], np.int32), "INT64"),  # wider
+    (np.array([1, -2], np.int64), "INT32"),  # narrower, the values fit
+    (np.array([0, 255], np.int64), "UINT8"),
+    (np.array([1.0, -3.0]), "INT16"),  # integral floats
+    (np.array([0, 1], np.int64), "BOOL"),
+    (np.array([True, False]), "FP32"),
+    (np.array([2**24], np.int64), "FP32"),  # exactly representable
+    (np.array([0.5, np.nan, -np.inf]), "FP32"),  # NaN and infinities are values too
+    (np.array([1.5], np.float32), "BF16"),
+    (np.array([1.5], ml_dtypes.bfloat16), "FP64"),
+    (np.zeros((0, 3), np.int64), "INT8"),
+]
+
+REFUSED = [
+    (np.array([1 + 2j], np.complex64), "FP32", TypeError, "imaginary part"),
+    (np.array([1 + 0j], np.complex128), "FP64", TypeError, "complex"),
+    (np.array([1.0, None]), "FP32", TypeError, "Python objects"),
+    (np.array(["1"]), "INT32", TypeError, "text"),
+    (np.array([b"1"]), "INT32", TypeError, "bytes"),
+    (np.array([2**31], np.int64), "INT32", ValueError, "2147483648"),
+    (np.array([-1], np.int64), "UINT64", ValueError, "(-1)"),
+    (np.array([2**63], np.uint64), "INT64", ValueError, "9223372036854775808"),
+    (np.array([2**53 + 1], np.int64), "FP64", ValueError, "9007199254740993"),
+    (np.array([1.5]), "INT64", ValueError, "1.5"),
+    (np.array([np.nan]), "INT32", ValueError, "nan"),
+    (np.array([2], np.int64), "BOOL", ValueError, "(2)"),
+    (np.array([1e39]), "FP32", ValueError, "beyond FP32's range"),
+    (np.array([0.1, 3.4e38, 3.5e38]), "FP32", ValueError, "beyond FP32's range"),
+    (np.array([70000.0], np.float32), "FP16", ValueError, "beyond FP16's range"),
+]
+
+
+@pytest.mark.parametrize(("arr", "name"), KEPT, ids=lambda v: getattr(v, "dtype", v))
+def test_exact_cast_keeps_every_value(arr: np.ndarray, name: str) -> None:
+    out = dtypes.exact_cast(arr, DTYPES[name])
+    assert out.dtype == DTYPES[name].numpy
+    assert out.shape == arr.shape
+    np.testing.assert_allclose(out.astype(np.float64), arr.astype(np.float64), rtol=1e-7)
+
+
+@pytest.mark.parametrize(("arr", "name", "error", "why"), REFUSED, ids=lambda v: str(v)[:20])
+def test_exact_cast_refuses_a_loss(arr: np.ndarray, name: str, error: type, why: str) -> None:
+    with pytest.raises(error, match=re.escape(why)):
+        dtypes.exact_cast(arr, DTYPES[name])
+
+
+def test_exact_cast_rounds_a_float_to_the_declared_precision() -> None:
+    """What a model computes in float64 for an FP32 output is its nearest float32 (as numpy
+    writes it): precision is what the declaration chooses, not a lost value."""
+    out = dtypes.exact_cast(np.array([0.1, 1 / 3]), DTYPES["FP32"])
+    assert out.tolist() == np.array([0.1, 1 / 3], np.float32).tolist()

@@ -3,27 +3,26 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from time import perf_counter_ns as _perf_counter_ns
 from typing import Any, Final, Protocol
 
 import numpy as np
 
-from rosettaserve.core import dtypes, streaming
+from rosettaserve.core import streaming
 from rosettaserve.core.call import PROTOCOL, TIMEOUT_US, Call
-from rosettaserve.core.codec import bytes_array
 from rosettaserve.core.errors import (
     DeadlineExceeded,
     Forbidden,
     InvalidInput,
-    ModelError,
     ModelNotFound,
     ModelNotReady,
     Overloaded,
     ServingError,
 )
 from rosettaserve.core.invoker import Invocable
+from rosettaserve.core.outputs import batch_rows, to_response
 from rosettaserve.core.registry import (
     IndexEntry,
     ModelControl,
@@ -37,6 +36,7 @@ from rosettaserve.core.types import (
     RequestedOutput,
     Tensor,
     TensorSpec,
+    shape_matches,
 )
 
 SERVER_NAME = "rosettaserve"
@@ -282,9 +282,8 @@ def shown_name(name: str) -> str:
 
 
 def batch_size(mv: ModelVersion, request: InferenceRequest) -> int:
-    if mv.max_batch_size > 0 and request.inputs and request.inputs[0].shape:
-        return request.inputs[0].shape[0]
-    return 1
+    rows = batch_rows(mv, request)
+    return rows if rows >= 0 else 1
 
 
 def prepare(mv: ModelVersion, request: InferenceRequest) -> Invocable:
@@ -341,17 +340,6 @@ def _check_tensor(mv: ModelVersion, spec: TensorSpec, tensor: Tensor) -> None:
         )
 
 
-def shape_matches(spec: tuple[int, ...], shape: tuple[int, ...]) -> bool:
-    rank = len(spec)
-    if rank != len(shape):
-        return False
-    for i in range(rank):  # (by index: compiled, a loop over zip() is generic and costs ~10x)
-        want = spec[i]
-        if want != -1 and want != shape[i]:
-            return False
-    return True
-
-
 def check_outputs(mv: ModelVersion, outputs: list[RequestedOutput] | None) -> None:
     if outputs is None:
         return
@@ -365,43 +353,3 @@ def check_outputs(mv: ModelVersion, outputs: list[RequestedOutput] | None) -> No
             raise InvalidInput(
                 f"unexpected output '{out.name}' for model '{mv.name}'; it has {sorted(known)}"
             )
-
-
-def to_response(mv: ModelVersion, request: InferenceRequest, result: Any) -> InferenceResponse:
-    if type(result) is not dict and not isinstance(result, Mapping):
-        raise ModelError(
-            f"model '{mv.name}' returned {type(result).__name__}; predict must return "
-            "a dict of output name to array"
-        )
-    specs = mv.signature().output_specs
-    if request.outputs is None:
-        names = [n for n in specs if n in result]
-        if len(names) < len(result):  # what the signature does not declare comes last
-            names += [n for n in result if n not in specs]
-    else:
-        names = [o.name for o in request.outputs]
-    tensors = []
-    for name in names:
-        if name not in result:
-            raise ModelError(f"model '{mv.name}' did not return output '{name}'")
-        tensors.append(to_tensor(mv.name, name, result[name], specs.get(name)))
-    return InferenceResponse(
-        model_name=mv.name,
-        model_version=mv.version,
-        outputs=tensors,
-        id=request.id,
-    )
-
-
-def to_tensor(model: str, name: str, value: Any, spec: TensorSpec | None) -> Tensor:
-    """A model's returned value as a Tensor of its declared datatype (or its own dtype)."""
-    arr = value if isinstance(value, np.ndarray) else np.asarray(value)
-    try:
-        dt = dtypes.lookup(spec.datatype) if spec else dtypes.from_numpy(arr.dtype)
-        if dt.is_bytes:
-            arr = bytes_array(arr)
-        elif arr.dtype is not dt.numpy and arr.dtype != dt.numpy:  # (numpy's own dtypes are
-            arr = arr.astype(dt.numpy)  # one object each: ~400 instructions fewer than "!=")
-    except (TypeError, ValueError, InvalidInput) as exc:
-        raise ModelError(f"model '{model}' returned an unusable output '{name}': {exc}") from exc
-    return Tensor(name, dt.name, tuple(arr.shape), arr)

@@ -71,3 +71,60 @@ def from_numpy(dtype: np.dtype) -> DType:
         return _BY_NUMPY[dtype]
     except KeyError:
         raise TypeError(f"numpy dtype {dtype} has no V2 datatype") from None
+
+
+# what a numpy dtype's values are, for a conversion: b(ool), i(nt), u(nsigned), f(loat)
+_BF16: Final = np.dtype(ml_dtypes.bfloat16)
+_NOT_NUMBERS: Final = {
+    "c": "complex numbers (their imaginary part would be lost)",
+    "O": "Python objects (None, or values of mixed types)",
+    "U": "text",
+    "S": "bytes",
+    "M": "dates",
+    "m": "time spans",
+}
+
+
+def _number_kind(dtype: np.dtype) -> str:
+    kind: str = dtype.kind
+    if kind in "biuf":
+        return kind
+    if dtype == _BF16:
+        return "f"
+    raise TypeError(f"holds {_NOT_NUMBERS.get(kind, f'numpy {dtype} values')}")
+
+
+def exact_cast(arr: np.ndarray, dt: DType) -> np.ndarray:
+    """``arr`` as datatype ``dt`` (a number type), with no value changed but a float's precision:
+    wider types as numpy casts safely, integers into narrower or other integer or float types,
+    and floats into integers, when every value comes back the same; floats into narrower floats
+    when none overflows. Else a ValueError (the values) or TypeError (the type) saying why."""
+    source, target = _number_kind(arr.dtype), _number_kind(dt.numpy)
+    with np.errstate(all="ignore"):
+        out = arr.astype(dt.numpy)
+        if source == "f" and target == "f":
+            if np.isinf(out).any() and np.count_nonzero(np.isinf(out)) > np.count_nonzero(
+                np.isinf(arr)
+            ):
+                raise ValueError(f"holds {arr.dtype} values beyond {dt.name}'s range")
+            return out
+        if np.can_cast(arr.dtype, dt.numpy, "safe") and not (source in "iu" and target == "f"):
+            return out
+        if source in "iu" and target in "iu":  # (a cast that wraps around would come back)
+            _check_range(arr, dt)
+            return out
+        changed = out.astype(arr.dtype) != arr
+        if changed.any():
+            example = arr[changed].flat[0]
+            raise ValueError(f"holds {arr.dtype} values {dt.name} cannot hold exactly ({example})")
+    return out
+
+
+def _check_range(arr: np.ndarray, dt: DType) -> None:
+    if not arr.size:
+        return
+    info = np.iinfo(dt.numpy)
+    low, high = int(arr.min()), int(arr.max())
+    if low < info.min or high > info.max:
+        example = low if low < info.min else high
+        raise ValueError(f"holds {arr.dtype} values {dt.name} cannot hold exactly ({example})")

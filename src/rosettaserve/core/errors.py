@@ -9,11 +9,29 @@ from rosettaserve.core.status import ErrorKind
 
 log = logging.getLogger("rosettaserve.model")
 
+# The most of an error message a client is sent, in UTF-8 bytes. A message may carry what a model
+# raised or what a request held (5 MB were echoed whole); gRPC sends it percent-encoded in the
+# grpc-message trailer (up to 3 bytes a byte), and clients refuse metadata over 8 KiB.
+MAX_MESSAGE_BYTES = 2048
+
+
+def bounded(message: str, limit: int = MAX_MESSAGE_BYTES) -> str:
+    """``message`` cut to ``limit`` UTF-8 bytes (on a character boundary), with how much is
+    left out said at its end."""
+    if len(message) <= limit and (message.isascii() or len(message.encode()) <= limit):
+        return message
+    head = message[:limit].encode()[:limit].decode(errors="ignore")
+    return f"{head}… ({len(message) - len(head)} more characters)"
+
 
 class ServingError(Exception):
+    """What every protocol answers with: its status from ``kind`` (core.status), its message
+    bounded (``bounded``), wherever it came from."""
+
     kind: ErrorKind = ErrorKind.INTERNAL
 
     def __init__(self, message: str, *, headers: dict[str, str] | None = None) -> None:
+        message = bounded(message)
         super().__init__(message)
         self.message = message
         self.headers = headers or {}

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Protocol
 
+from rosettaserve.core import dtypes
 from rosettaserve.core.executor import ExecutionPool
 from rosettaserve.core.invoker import Invocable
 from rosettaserve.core.model import Model
@@ -29,14 +30,19 @@ class DynamicBatching:
 
 
 class Signature:
-    """A version's inputs and outputs by name, for the checks every request goes through."""
+    """A version's inputs and outputs by name, for the checks every request and every answer
+    goes through (core.dataplane, core.outputs)."""
 
-    __slots__ = ("input_specs", "inputs", "output_specs", "outputs")
+    __slots__ = ("input_specs", "inputs", "output_names", "output_specs", "output_types", "outputs")
 
     def __init__(self, inputs: list[TensorSpec], outputs: list[TensorSpec]) -> None:
         self.inputs, self.outputs = inputs, outputs  # the lists it was built from
         self.input_specs = {s.name: s for s in inputs}
         self.output_specs = {s.name: s for s in outputs}
+        self.output_names = list(self.output_specs)  # served in this order
+        # None: a datatype not in the table, which a model's load() may set (model.yaml's are
+        # checked when it is read); its answers are refused (core.outputs)
+        self.output_types = {s.name: dtypes.DTYPES.get(s.datatype) for s in outputs}
 
 
 @dataclass(eq=False)

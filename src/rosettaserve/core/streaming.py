@@ -58,7 +58,8 @@ async def one(predict: Callable[..., Awaitable[Any]], *args: Any) -> AsyncIterat
 
 async def responses(dp: DataPlane, request: InferenceRequest) -> AsyncIterator[InferenceResponse]:
     """``DataPlane.infer_stream``: one response per item the model yields."""
-    from rosettaserve.core.dataplane import input_arrays, prepare, to_response
+    from rosettaserve.core.dataplane import input_arrays, prepare
+    from rosettaserve.core.outputs import to_response
 
     mv = dp.ready_version(request.model_name, request.model_version)
     call = Call(perf_counter_ns())

@@ -52,6 +52,19 @@ class TensorSpec:
         return (TensorSpec, (self.name, self.datatype, self.shape))
 
 
+def shape_matches(spec: tuple[int, ...], shape: tuple[int, ...]) -> bool:
+    """Whether ``shape`` is one a spec's shape allows: the same rank, each dimension equal
+    where the spec's is not -1."""
+    rank = len(spec)
+    if rank != len(shape):
+        return False
+    for i in range(rank):  # (by index: compiled, a loop over zip() is generic and costs ~10x)
+        want = spec[i]
+        if want != -1 and want != shape[i]:
+            return False
+    return True
+
+
 @dataclass(init=False, slots=True)
 class RequestedOutput:
     name: str

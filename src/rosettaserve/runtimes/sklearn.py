@@ -35,7 +35,8 @@ class SklearnModel(Model):
         label_type = (
             "FP64" if classes is None else dtypes.from_numpy(np.asarray(classes).dtype).name
         )
-        outputs = [TensorSpec("predict", label_type, (-1,))]
+        targets = int(getattr(self.estimator, "n_outputs_", 1))  # fit on several: 2-D answers
+        outputs = [TensorSpec("predict", label_type, (-1,) if targets <= 1 else (-1, targets))]
         if self.has_proba:
             outputs.append(
                 TensorSpec("predict_proba", "FP64", (-1, 0 if classes is None else len(classes)))

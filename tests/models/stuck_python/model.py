@@ -1,6 +1,6 @@
 """Blocks on an event that never fires for as many seconds as a request's parameter "block" says
 (at most BLOCK_S, so that a test run always ends), or exits its process mid-call when "exit" (a
-status) is given; every answer carries the process id it ran in."""
+status) is given; every answer carries the process id it ran in (on each row, batched)."""
 
 import os
 import threading
@@ -25,4 +25,5 @@ class Stuck(Model):
         block = min(float(parameters.get("block", 0)), BLOCK_S)
         if block > 0:
             self.never.wait(block)
-        return {"OUTPUT0": inputs["INPUT0"], "PID": np.array([os.getpid()], dtype=np.int64)}
+        rows = len(inputs["INPUT0"]) if self.max_batch_size > 0 else 1  # one a batch row
+        return {"OUTPUT0": inputs["INPUT0"], "PID": np.full(rows, os.getpid(), dtype=np.int64)}

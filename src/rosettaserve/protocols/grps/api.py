@@ -13,7 +13,7 @@ import yaml
 
 from rosettaserve.core.call import PROTOCOL
 from rosettaserve.core.dataplane import DataPlane
-from rosettaserve.core.errors import InvalidInput, ModelNotFound, ServingError
+from rosettaserve.core.errors import InvalidInput, ModelNotFound, ServingError, bounded
 from rosettaserve.core.registry import ModelVersion
 from rosettaserve.core.status import ErrorKind
 from rosettaserve.core.types import InferenceRequest, InferenceResponse
@@ -143,4 +143,5 @@ def failure_for(exc: Exception) -> Any:
     if isinstance(exc, ServingError):
         return convert.error_message(exc)
     log.error("unhandled error in a grps request", exc_info=exc)
-    return convert.failure(ErrorKind.INTERNAL.http, f"internal error: {type(exc).__name__}: {exc}")
+    message = bounded(f"internal error: {type(exc).__name__}: {exc}")
+    return convert.failure(ErrorKind.INTERNAL.http, message)
