@@ -115,8 +115,9 @@ def start(setup: str, repo: Path, logs: Path, scheduler_cores: set[int]) -> tupl
         url = mixed.wait_url()
         wait_ready(url)
         return url, [mixed]
-    p = Proc([*serve, "--role", "prefill"], {0}, logs / "prefill.log")
-    d = Proc([*serve, "--role", "decode"], {1}, logs / "decode.log")
+    peers = ["--peer-allow", "127.0.0.1"]  # each other, on ports known once they run
+    p = Proc([*serve, "--role", "prefill", *peers], {0}, logs / "prefill.log")
+    d = Proc([*serve, "--role", "decode", *peers], {1}, logs / "decode.log")
     for proc in (p, d):
         wait_ready(proc.wait_url())
     command = ["scheduler", "--prefill", p.url, "--decode", d.url, "--log-level", "warning"]

@@ -1,7 +1,9 @@
 """Real prefill, decode and scheduler processes on loopback for the PD integration tests.
 
-Instances start as ``tests/serverproc.start_server`` starts any server (with ``--role``); the
-scheduler prints only its ``http:`` line, and is ready once a prefill and a decode instance are.
+Instances start as ``tests/serverproc.start_server`` starts any server (with ``--role``), their
+peers being every port of 127.0.0.1 (``--peer-allow 127.0.0.1``: their ports are only known
+once they run) unless the test names them; the scheduler prints only its ``http:`` line, and is
+ready once a prefill and a decode instance are.
 """
 
 from __future__ import annotations
@@ -29,8 +31,12 @@ def llm_repo(dest: Path, **parameters: Any) -> Path:
     return dest
 
 
-def start_instance(repo: Path, role: str, *args: str) -> ServerProcess:
-    return start_server(repo, "--role", role, *args)
+LOOPBACK_PEERS = ("--peer-allow", "127.0.0.1")
+
+
+def start_instance(repo: Path, role: str, *args: str, **kwargs: Any) -> ServerProcess:
+    peers = () if "--peer-allow" in args else LOOPBACK_PEERS
+    return start_server(repo, "--role", role, *peers, *args, **kwargs)
 
 
 def start_scheduler(

@@ -231,6 +231,27 @@ def add_pd_options(serve: argparse.ArgumentParser) -> None:
         help="prefill: free a KV cache no decode instance fetched after this long",
     )
     pd.add_argument(
+        "--kv-lease-budget",
+        type=_positive,
+        default=None,
+        metavar="BYTES",
+        help="prefill: the most bytes of KV caches held for decode instances together; a "
+        "hand-over beyond it is refused with 503 (default: a quarter of the memory the "
+        "process may use, its cgroup's limit or the machine's)",
+    )
+    pd.add_argument(
+        "--peer-allow",
+        nargs="+",
+        action="extend",
+        default=[],
+        type=_peer,
+        metavar="PEER",
+        help="prefill, decode: the only instances this one hands requests to or fetches KV "
+        "caches from, HOST:PORT, HOST (any port) or http(s)://HOST:PORT (repeatable); a DNS "
+        "name stands for every address it resolves to; any other d-target or pNodeAddr is "
+        "refused with 403 (none given: every one is)",
+    )
+    pd.add_argument(
         "--max-kv-bytes",
         type=_positive,
         default=1 << 30,
@@ -408,6 +429,16 @@ def _positive(text: str) -> int:
     return value
 
 
+def _peer(text: str) -> str:
+    from rosettaserve.pd.peers import parse_peer
+
+    try:
+        parse_peer(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
 def _positive_float(text: str) -> float:
     value = float(text)
     if not value > 0:
@@ -460,9 +491,11 @@ def main(argv: list[str] | None = None) -> int:
         role=args.role,
         pd=PdOptions(
             kv_lease_s=args.kv_lease,
+            kv_lease_budget=args.kv_lease_budget or 0,  # 0: from the memory
             max_kv_bytes=args.max_kv_bytes,
             heartbeat_s=args.dresult_heartbeat,
             advertise_host=args.advertise_host,
+            peer_allow=tuple(args.peer_allow),
         ),
         security=security,
         **http_limits_of(args),

@@ -36,12 +36,15 @@ examples:
   rosettaserve serve examples/models
   rosettaserve serve REPO --http-port 0 --grpc-port 0      # free ports, printed at start
   rosettaserve serve REPO --workers 4 --max-queue-size 64 --request-timeout 10
-  rosettaserve serve REPO --role prefill --http-port 8101 --grpc-port 8111"""
+  rosettaserve serve REPO --role prefill --http-port 8101 --grpc-port 8111 \\
+    --peer-allow 127.0.0.1:8102                           # the decode instance it hands to"""
 
 SCHEDULER_EPILOG = """\
 example:
-  rosettaserve serve REPO --role prefill --http-port 8101 --grpc-port 8111 &
-  rosettaserve serve REPO --role decode --http-port 8102 --grpc-port 8112 &
+  rosettaserve serve REPO --role prefill --http-port 8101 --grpc-port 8111 \\
+    --peer-allow 127.0.0.1:8102 &
+  rosettaserve serve REPO --role decode --http-port 8102 --grpc-port 8112 \\
+    --peer-allow 127.0.0.1:8101 &
   rosettaserve scheduler --prefill http://127.0.0.1:8101 --decode http://127.0.0.1:8102"""
 
 

@@ -141,6 +141,8 @@ def test_the_pd_topology_finds_its_instances_through_headless_services() -> None
         args = build_parser().parse_args(container_args(deployments[f"rel-rosettaserve-{role}"]))
         assert args.role == role
         assert args.advertise_host == ENV["$(POD_IP)"]  # the pod's own address
+        other = "decode" if role == "prefill" else "prefill"  # the only peers it contacts
+        assert args.peer_allow == [f"http://rel-rosettaserve-{other}-headless:8000"]
     scheduler = build_parser().parse_args(container_args(deployments["rel-rosettaserve-scheduler"]))
     assert scheduler.command == "scheduler"
     assert scheduler.prefill == ["http://rel-rosettaserve-prefill-headless:8000"]
@@ -161,6 +163,7 @@ def test_pd_peers_get_the_ca_the_client_certificate_and_the_key() -> None:
     assert scheduler.peer_api_key == ENV["$(ROSETTASERVE_API_KEY)"]
     decode = build_parser().parse_args(container_args(deployments["rel-rosettaserve-decode"]))
     assert str(decode.peer_ca) == "/etc/rosettaserve/tls/ca.crt"
+    assert decode.peer_allow == ["https://rel-rosettaserve-prefill-headless:8000"]
 
 
 def test_the_validator_refuses_what_kubernetes_would(

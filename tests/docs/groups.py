@@ -5,6 +5,7 @@ say: a ``server=GROUP`` block's command lines (else ``rosettaserve serve example
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import shlex
@@ -16,6 +17,7 @@ from pathlib import Path
 
 from tests.conftest import EXAMPLES, assemble_repo
 from tests.docs.blocks import Block
+from tests.pdfakes import free_port
 from tests.serverproc import ServerProcess, launch, stop_cleanly, wait_until_ready
 
 DEFAULT_COMMAND = "rosettaserve serve examples/models\n"
@@ -70,12 +72,23 @@ class Group:
         )
 
     def start(self, command_block: str) -> None:
-        for line in command_lines(command_block):
+        lines = command_lines(command_block)
+        self.reserve_peer_ports(lines)
+        for line in lines:
             words = shlex.split(line)
             if words[:2] == ["rosettaserve", "serve"]:
                 self.procs.append(self.start_serve(words[2:]))
             elif words[:2] == ["rosettaserve", "scheduler"]:
                 self.procs.append(self.start_scheduler(words[2:]))
+
+    def reserve_peer_ports(self, lines: list[str]) -> None:
+        """A port a ``--peer-allow`` names belongs to a server that may start after the one
+        told of it: such ports are picked now (free ones), the others stay 0 (any free)."""
+        for line in lines:
+            words = shlex.split(line)
+            for before, word in itertools.pairwise(words):
+                if before == "--peer-allow" and (m := HOSTPORT.fullmatch(word)):
+                    self.ports.setdefault(int(m.group(2)), free_port())
 
     def start_serve(self, args: list[str]) -> ServerProcess:
         """``examples/models`` is a copy of the examples; another REPO, a folder that the
@@ -85,7 +98,8 @@ class Group:
             repo = self.folder / "examples_copy"
             if not repo.exists():
                 assemble_repo(repo, EXAMPLES)
-        rest, wanted = self.take_ports(args[1:], ("--http-port", "--grpc-port", "--metrics-port"))
+        flags = ("--http-port", "--grpc-port", "--metrics-port")
+        rest, wanted = self.take_ports([self.rewrite(a) for a in args[1:]], flags)
         cmd = [sys.executable, "-m", "rosettaserve", "serve", str(repo), *rest]
         kinds = ["http", "grpc"] + (["metrics"] if "--metrics-port" in wanted else [])
         proc, lines, addresses = launch(cmd, tuple(kinds))
@@ -106,14 +120,15 @@ class Group:
     def take_ports(
         self, args: list[str], flags: tuple[str, ...]
     ) -> tuple[list[str], dict[str, int]]:
-        """``args`` with each port flag set to 0, files made absolute; the ports they named."""
+        """``args`` with each port flag set to 0 (or to the port reserved for it), files made
+        absolute; the ports they named."""
         wanted = {f: d for f, d in PORT_FLAGS.items() if f in flags and d is not None}
         rest: list[str] = []
         it = iter(args)
         for arg in it:
             if arg in flags:
                 wanted[arg] = int(next(it))
-                rest += [arg, "0"]
+                rest += [arg, str(self.ports.get(wanted[arg], 0))]
             elif (self.folder / arg).is_file():
                 rest.append(str(self.folder / arg))
             else:

@@ -298,6 +298,33 @@ def write(target: str, seeds: dict[str, bytes]) -> None:
         (folder / name).write_bytes(data)
 
 
+def pd_handovers() -> dict[str, bytes]:
+    """What a scheduler sends a prefill instance (its PD headers) and what a prefill instance
+    sends a decode instance (a hand-over's body), as pd/prefill.py writes them."""
+    from rosettaserve.pd import wire
+
+    key = "Zx9_-" * 5
+    headers = wire.prefill_headers("12345678901234", "10.0.0.4", 8000, False, key)
+    head = "\n".join(f"{k}: {v}" for k, v in headers.items()).encode()
+    delta = {"text": " the", "ids": [278], "special": [False], "logprobs": None}
+    logprobs = {**delta, "logprobs": [[278, " the", -0.5, [[278, " the", -0.5], [1, "a", -2.0]]]]}
+    body = {"reqId": "12345678901234", "jobKey": key, "pNodeAddr": "10.0.0.3;8000",
+            "path": "/v1/chat/completions", "body": '{"model": "m", "messages": []}',
+            "promptIds": [1, 450, 278], "deltas": [delta], "seed": 7,
+            "samplerState": base64.b64encode(b"\x01\x02").decode(), "kvTokens": 3,
+            "kvBytes": 1536, "identity": {"id": "chatcmpl-1", "created": 1}}  # fmt: skip
+    named = {**body, "pNodeAddr": "prefill-a;8000", "deltas": [logprobs], "kvBytes": 0}
+    v6 = {**body, "pNodeAddr": "[::ffff:10.0.0.3];8000", "samplerState": None}
+    return {
+        "handover.txt": head + b"\n\n" + json.dumps(body).encode(),
+        "handover_named.txt": head.replace(b"false", b"true")
+        + b"\n\n"
+        + json.dumps(named).encode(),
+        "handover_v6.txt": b"req-id: 1\nreq-type: prefill\nd-target: 10.0.0.4\nd-port: 1\n\n"
+        + json.dumps(v6).encode(),
+    }
+
+
 def main() -> None:
     oip = oip_bodies()
     messages = grpc_messages()
@@ -313,6 +340,7 @@ def main() -> None:
         "llm_sampling": sampling_requests(),
         "openai_request": openai_bodies(),
         "pd_scheduler": pd_scheduler_inputs(),
+        "pd_handover": pd_handovers(),
     }
     for target, seeds in corpora.items():
         write(target, seeds)

@@ -14,7 +14,6 @@ import orjson
 import pytest
 
 from tests.pdproc import eventually, instances, llm_repo, start_instance, start_scheduler, status
-from tests.serverproc import ServerProcess
 
 ENDLESS = 300_000  # more tokens than any test waits for: only a fault or a cancel ends it
 
@@ -91,19 +90,29 @@ class LongStream:
         self.client.close()
 
 
-def holder(cluster: dict[str, Any], req_id: str) -> ServerProcess:
-    (found,) = [d for d in cluster["decode"] if req_id in status(d)["decode"]["reqIds"]]
-    return found
+def jobs(cluster: dict[str, Any]) -> list[int]:
+    """The requests each decode instance is decoding (it counts them; it names none)."""
+    return [status(d)["decode"]["jobs"] for d in cluster["decode"]]
+
+
+def started(cluster: dict[str, Any], path: str, doc: dict[str, Any]) -> tuple[LongStream, Any]:
+    """A long stream, and the decode instance it went to: the one with a job more."""
+    before = jobs(cluster)
+    stream = LongStream(cluster, path, doc)
+    after = jobs(cluster)
+    (index,) = [i for i, (a, b) in enumerate(zip(before, after, strict=True)) if b == a + 1]
+    return stream, cluster["decode"][index]
 
 
 def test_a_decode_instance_killed_mid_request(cluster: dict[str, Any]) -> None:
     chat = {"model": "tiny_llama", "messages": [{"role": "user", "content": "Hi"}], "stream": True}
     chat |= {"max_tokens": ENDLESS, "temperature": 0, "ignore_eos": True}
     vllm = {"prompt": "Once upon", "stream": True, "max_tokens": ENDLESS, "ignore_eos": True}
-    streams = [LongStream(cluster, "/v1/chat/completions", chat)]
-    streams += [LongStream(cluster, "/generate", vllm) for _ in range(2)]
-    victim = holder(cluster, streams[0].req_id)
-    on_victim = [s for s in streams if holder(cluster, s.req_id) is victim]
+    placed = [started(cluster, "/v1/chat/completions", chat)]
+    placed += [started(cluster, "/generate", vllm) for _ in range(2)]
+    streams = [s for s, _ in placed]
+    victim = placed[0][1]
+    on_victim = [s for s, d in placed if d is victim]
     survivors = [s for s in streams if s not in on_victim]
     victim.proc.kill()
     for s in on_victim:  # an error in the family's own form, then the end: no hang
@@ -135,12 +144,11 @@ def test_a_decode_instance_killed_mid_request(cluster: dict[str, Any]) -> None:
 
 def test_a_client_that_leaves_frees_the_decode_instance(cluster: dict[str, Any]) -> None:
     doc = {"model": "tiny_llama", "prompt": "Once upon", "stream": True, "max_tokens": ENDLESS}
-    stream = LongStream(cluster, "/v1/completions", doc | {"ignore_eos": True})
-    d = holder(cluster, stream.req_id)
+    stream, d = started(cluster, "/v1/completions", doc | {"ignore_eos": True})
     before = status(d)["decode"]["cancelled"]
     stream.leave()
     eventually(lambda: status(d)["decode"]["cancelled"] == before + 1)
-    eventually(lambda: stream.req_id not in status(d)["decode"]["reqIds"])
+    eventually(lambda: status(d)["decode"]["jobs"] == 0)
     eventually(lambda: status(d)["resource"]["runningRequestNum"] == 0)
 
 

@@ -1,5 +1,5 @@
 """Prefill and decode instances driven directly, as a MindIE-style coordinator drives them:
-P's header checks, P's reply, D's /dresult stream (framing, replacement, heartbeat), the KV
+P's header checks, P's reply, D's /dresult stream (framing, one reader kept, heartbeat), the KV
 handover, the flex shortcut, and the errors when a decode instance cannot take a request."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import pytest
 
 from rosettaserve.pd import wire
 from tests.pdproc import eventually, llm_repo, start_instance, status
-from tests.serverproc import ServerProcess, served, start_server
+from tests.serverproc import ServerProcess, served
 
 HEARTBEAT = "0.3"
 LONG = 8000  # tokens: a request that runs until it is cancelled
@@ -90,12 +90,16 @@ def reader(decode: ServerProcess) -> Iterator[DResultReader]:
     r = DResultReader(decode)
     eventually(lambda: status(decode)["decode"]["dresultConnected"])
     yield r
-    r.close()
+    r.close()  # the next test's reader is refused until the instance saw this one go
+    eventually(lambda: not status(decode)["decode"]["dresultConnected"])
+
+
+KEY = "coordinator-job-key-0001"  # the job key a coordinator sends (pd-job-key)
 
 
 def pd_headers(req_id: str, decode: ServerProcess, **extra: str) -> dict[str, str]:
     host, port = decode.http_hostport.rsplit(":", 1)
-    return {**wire.prefill_headers(req_id, host, int(port), recompute=False), **extra}
+    return {**wire.prefill_headers(req_id, host, int(port), False, KEY), **extra}
 
 
 def to_prefill(
@@ -151,10 +155,10 @@ def test_bad_pd_headers_are_400_in_the_family_error_shape(
 @pytest.mark.parametrize(
     ("body", "message"),
     [
-        (b"{}", "'reqId', 'pNodeAddr', 'path', 'body', 'promptIds', 'deltas', 'seed'"),
-        (b'{"reqId": "ab", "pNodeAddr": "127.0.0.1;1", "path": "/generate", "body": "{}", '
-         b'"promptIds": [1], "deltas": [{"text": "x"}], "seed": 1, "kvTokens": 1, "kvBytes": 9}',
-         "'deltas[0]': a delta needs 'ids'"),
+        (b"{}", "'reqId', 'jobKey', 'pNodeAddr', 'path', 'body', 'promptIds', 'deltas', 'seed'"),
+        (b'{"reqId": "ab", "jobKey": "kkkkkkkkkkkkkkkk", "pNodeAddr": "127.0.0.1;1", '
+         b'"path": "/generate", "body": "{}", "promptIds": [1], "deltas": [{"text": "x"}], '
+         b'"seed": 1, "kvTokens": 1, "kvBytes": 9}', "'deltas[0]': a delta needs 'ids'"),
         (b"[]", "must be a JSON object"),
     ],
 )  # fmt: skip
@@ -185,7 +189,7 @@ def test_a_prefill_instance_that_is_not_ready_is_503(tmp_path: Path, decode: Ser
     repo = llm_repo(tmp_path / "repo")
     (repo / "broken").mkdir()
     (repo / "broken" / "model.yaml").write_text("runtime: llm\n")  # no model files: never loads
-    proc = start_server(repo, "--role", "prefill", wait_ready=False)
+    proc = start_instance(repo, "prefill", wait_ready=False)
     try:
         eventually(
             lambda: httpx.get(proc.http_url + "/v2/health/live", timeout=5).status_code == 200
@@ -281,7 +285,8 @@ def test_interleaved_requests_are_told_apart(
             lambda fs: bool(of(fs[theirs:], long_id)) or finished(long_id)(fs)
         )
     finally:
-        httpx.delete(f"{decode.http_url}/v1/pd/decode/{long_id}", timeout=10)
+        url = f"{decode.http_url}/v1/pd/decode/{long_id}"
+        httpx.delete(url, headers={wire.JOB_KEY: KEY}, timeout=10)
         eventually(lambda: status(decode)["decode"]["jobs"] == 0)
     at = {i: [n for n, f in enumerate(frames) if f.req_id == i] for i in [long_id, *ids]}
     for req_id in ids:  # the long one's frames on both sides of each one's
@@ -311,19 +316,24 @@ def sse_events_strip(body: bytes) -> list[bytes]:
     return [e.removeprefix(b"data: ") for e in body.split(b"\n\n") if e]
 
 
-def test_a_new_reader_replaces_the_old_one_and_heartbeats_flow(
-    decode: ServerProcess, reader: DResultReader
+def test_a_second_reader_is_refused_and_the_first_keeps_the_stream(
+    prefill: ServerProcess, decode: ServerProcess, reader: DResultReader
 ) -> None:
-    newer = DResultReader(decode)
-    try:
-        old = reader.read_until(lambda fs: any(f.kind == wire.CLOSE for f in fs))
-        assert old[-1].req_id == wire.CLOSE_ID == "0xffffffffffffffff"
-        reader.read_until(lambda fs: False)  # the old stream ends after close:
-        assert reader.ended
-        beats = newer.read_until(lambda fs: sum(f.kind == wire.KA for f in fs) >= 2)
-        assert [f.kind for f in beats] == [wire.KA, wire.KA]
-    finally:
-        newer.close()
+    """MindIE's D lets a new reader take the stream over; ours keeps the first one: a second
+    GET /dresult is a 409, and the first one's requests and heartbeats go on."""
+    second = httpx.get(decode.http_url + "/dresult", timeout=10)
+    assert second.status_code == 409
+    assert "another reader is connected" in second.json()["error"]
+    doc = {"inputs": "Once upon a time", "parameters": {"max_new_tokens": 6}}
+    r = to_prefill(prefill, "/generate_stream", doc, pd_headers("107", decode))
+    assert r.status_code == 200, r.text
+    frames = reader.read_until(finished("107"))
+    assert [f.kind for f in of(frames, "107")] == [wire.DATA] * 4 + [wire.LAST]
+    assert wire.CLOSE not in [f.kind for f in frames]
+    beats = reader.read_until(lambda fs: sum(f.kind == wire.KA for f in fs) >= 2)
+    assert not reader.ended
+    assert sum(f.kind == wire.KA for f in beats) >= 2
+    assert status(decode)["decode"]["dresultRefused"] >= 1
 
 
 def test_the_flex_shortcut_serves_the_request_whole(prefill: ServerProcess) -> None:

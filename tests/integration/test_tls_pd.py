@@ -14,8 +14,8 @@ import openai
 import pytest
 
 from tests.integration.tls_support import Pki, make_pki
-from tests.pdproc import eventually, llm_repo, start_scheduler
-from tests.serverproc import ServerProcess, start_server, stop_cleanly
+from tests.pdproc import eventually, llm_repo, start_instance, start_scheduler
+from tests.serverproc import ServerProcess, stop_cleanly
 
 TIMEOUT_S = 120.0
 FRONT_KEY, PEER_KEY = "front-key-11aa", "peer-key-22bb"
@@ -36,8 +36,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[dict
     repo = llm_repo(tmp_path_factory.mktemp("pd_repo"))
     own = [*pki.server_args(mutual=True), "--api-key", PEER_KEY, *peer_args(pki)]
     context = pki.context(cert=True)
-    p = start_server(repo, "--role", "prefill", *own, context=context)
-    d = start_server(repo, "--role", "decode", *own, context=context)
+    p = start_instance(repo, "prefill", *own, context=context)
+    d = start_instance(repo, "decode", *own, context=context)
     front = [*pki.server_args(), "--api-key", FRONT_KEY, *peer_args(pki)]
     s = start_scheduler([p], [d], *front, context=pki.context())
     yield {"prefill": p, "decode": d, "scheduler": s}

@@ -3,9 +3,11 @@ a host of its own (network namespaces, tests/multihost/netns.py), reached by hos
 
 The scheduler is given names, as it is in Kubernetes (headless Services): ``prefill`` and
 ``decode``, which its name map resolves to the instances' addresses; the prefill instance
-advertises itself by its host name, which the decode instances resolve. A decode host added
-to the name joins; the decode host whose process is killed mid-stream costs its client an
-error in its family's form, within 10 s, and the next request goes through the other one."""
+knows its peers by the same ``decode`` name (``--peer-allow``), and advertises itself by its
+host name, which the decode instances know it by. A decode host added to the name joins (the
+prefill instance finds it there too); the decode host whose process is killed mid-stream costs
+its client an error in its family's form, within 10 s, and the next request goes through the
+other one."""
 
 from __future__ import annotations
 
@@ -40,14 +42,16 @@ def hosts(
     h = {name: net.add_host(name, octet) for name, octet in
          [("client", 10), ("sched", 2), ("prefill-a", 3), ("decode-a", 4), ("decode-b", 5),
           ("mixed", 6)]}  # fmt: skip
-    # the scheduler's names, as a headless Service's: decode-b is not behind "decode" yet
-    net.name_map(h["sched"], {"prefill": [h["prefill-a"].ip], "decode": [h["decode-a"].ip]})
+    # the names, as a headless Service's: decode-b is not behind "decode" yet
+    services(net, h, ["decode-a"])
     repo = llm_repo(tmp_path_factory.mktemp("multihost_pd"), max_model_len=400_000)
     procs = {
         "prefill-a": serve(net, h["prefill-a"], repo, "--role", "prefill",
-                           "--advertise-host", "prefill-a"),
-        "decode-a": serve(net, h["decode-a"], repo, "--role", "decode"),
-        "decode-b": serve(net, h["decode-b"], repo, "--role", "decode"),
+                           "--advertise-host", "prefill-a", "--peer-allow", f"http://decode:{PORT}"),
+        "decode-a": serve(net, h["decode-a"], repo, "--role", "decode",
+                          "--peer-allow", f"prefill-a:{PORT}"),
+        "decode-b": serve(net, h["decode-b"], repo, "--role", "decode",
+                          "--peer-allow", f"prefill-a:{PORT}"),
         "mixed": serve(net, h["mixed"], repo),
     }  # fmt: skip
     procs["sched"] = net.start(
@@ -63,6 +67,14 @@ def hosts(
         for proc in procs.values():
             if proc.proc.poll() is None:
                 stop_cleanly(proc)
+
+
+def services(net: Network, h: dict[str, Host], decode: list[str]) -> None:
+    """The headless Services' names on the hosts that look them up (the scheduler's and the
+    prefill host's maps): ``prefill`` and ``decode``, the latter with these decode hosts."""
+    names = {"prefill": [h["prefill-a"].ip], "decode": [h[name].ip for name in decode]}
+    for host in ("sched", "prefill-a"):
+        net.name_map(h[host], names)
 
 
 @pytest.fixture
@@ -110,15 +122,13 @@ def test_every_family_across_hosts_gives_the_mixed_text(hosts: dict[str, Any], f
 @pytest.mark.usefixtures("client")
 def test_a_decode_host_killed_mid_stream(hosts: dict[str, Any]) -> None:
     net, h, procs = hosts["net"], hosts["hosts"], hosts["procs"]
-    # a second decode pod joins the name: the scheduler finds it by itself
-    net.name_map(h["sched"], {"prefill": [h["prefill-a"].ip],
-                              "decode": [h["decode-a"].ip, h["decode-b"].ip]})  # fmt: skip
+    # a second decode pod joins the name: the scheduler (and the prefill host) find it
+    services(net, h, ["decode-a", "decode-b"])
     eventually(lambda: [i["healthy"] for i in listed(hosts, "decode").values()] == [True, True])
     chat = {"model": "tiny_llama", "messages": [{"role": "user", "content": "Hi"}], "stream": True}
     chat |= {"max_tokens": ENDLESS, "temperature": 0, "ignore_eos": True}
     stream = LongStream({"scheduler": procs["sched"]}, "/v1/chat/completions", chat)
-    (victim,) = [n for n in ("decode-a", "decode-b")
-                 if stream.req_id in status(procs[n])["decode"]["reqIds"]]  # fmt: skip
+    (victim,) = [n for n in ("decode-a", "decode-b") if status(procs[n])["decode"]["jobs"]]
     survivor = "decode-b" if victim == "decode-a" else "decode-a"
     procs[victim].proc.kill()
     killed_at = time.monotonic()
@@ -138,6 +148,6 @@ def test_a_decode_host_killed_mid_stream(hosts: dict[str, Any]) -> None:
     assert reply.json()["generated_text"]
     assert status(procs[survivor])["decode"]["finished"] == before + 1
     # the dead pod leaves the name: the scheduler drops it
-    net.name_map(h["sched"], {"prefill": [h["prefill-a"].ip], "decode": [h[survivor].ip]})
+    services(net, h, [survivor])
     eventually(lambda: list(listed(hosts, "decode")) == [f"http://{h[survivor].ip}:{PORT}"])
     eventually(lambda: len(instances(procs["sched"])["decode"]) == 1)

@@ -17,6 +17,7 @@ from rosettaserve.pd.http_client import Address
 LIMIT = 1 << 20
 GOOD: dict[str, Any] = {  # as PrefillRole._decode_params writes it
     "reqId": "1f2e",
+    "jobKey": "Kq3-_x" * 4,
     "pNodeAddr": "127.0.0.1;8001",
     "path": "/generate",
     "body": '{"inputs": "hi"}',
@@ -36,8 +37,9 @@ def parse(doc: Any) -> Any:
 
 def test_what_a_prefill_instance_sends_is_read_back() -> None:
     p = parse(GOOD)
-    assert (p.req_id, p.p_addr, p.path, p.body) == (
+    assert (p.req_id, p.job_key, p.p_addr, p.path, p.body) == (
         "1f2e",
+        "Kq3-_x" * 4,
         Address("127.0.0.1", 8001),
         "/generate",
         b'{"inputs": "hi"}',
@@ -58,8 +60,8 @@ def test_an_empty_object_names_every_missing_field() -> None:
     with pytest.raises(InvalidInput) as err:
         parse({})
     assert err.value.message == (
-        "malformed decode parameters: 'reqId', 'pNodeAddr', 'path', 'body', 'promptIds', "
-        "'deltas', 'seed', 'kvTokens', 'kvBytes' missing"
+        "malformed decode parameters: 'reqId', 'jobKey', 'pNodeAddr', 'path', 'body', "
+        "'promptIds', 'deltas', 'seed', 'kvTokens', 'kvBytes' missing"
     )
 
 
@@ -70,6 +72,10 @@ def test_an_empty_object_names_every_missing_field() -> None:
         ({"reqId": "zz!"}, "'reqId' must be a string of letters and digits, got 'zz!'"),
         ({"reqId": "é1"}, "'reqId' must be a string of letters and digits"),
         ({"reqId": True}, "'reqId' must be a string of letters and digits, got True"),
+        ({"jobKey": "short"}, "'jobKey' must be 16 to 128 letters, digits, '-' or '_'"),
+        ({"jobKey": "k" * 129}, "'jobKey' must be 16 to 128 letters"),
+        ({"jobKey": "k k" * 8}, "'jobKey' must be 16 to 128 letters"),
+        ({"jobKey": 12345678901234567}, "'jobKey' must be 16 to 128 letters"),
         ({"pNodeAddr": "127.0.0.1"}, "'pNodeAddr' must be '<host>;<port>', got '127.0.0.1'"),
         ({"pNodeAddr": "h;x"}, "'pNodeAddr' must be '<host>;<port>'"),
         ({"pNodeAddr": "h;70000"}, "'pNodeAddr' must be '<host>;<port>'"),
@@ -82,7 +88,7 @@ def test_an_empty_object_names_every_missing_field() -> None:
         ({"deltas": {"text": ""}}, "'deltas' must be a non-empty list"),
         ({"deltas": [{"text": "", "ids": [1]}]}, "'deltas[0]': a delta needs 'special'"),
         ({"seed": "7"}, "'seed' must be an integer, got '7'"),
-        ({"seed": -1}, "'seed' must be >= 0"),
+        ({"seed": -1}, "'seed' must be in [0, 18446744073709551615]"),
         ({"kvTokens": 1.5}, "'kvTokens' must be an integer"),
         ({"kvBytes": -1}, "'kvBytes' must be >= 0"),  # 0: no cache, recomputed (vllm)
         ({"kvBytes": LIMIT + 1}, f"'kvBytes' must be in [0, {LIMIT}] (--max-kv-bytes)"),

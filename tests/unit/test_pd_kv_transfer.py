@@ -1,9 +1,8 @@
 """KV caches on the wire: exact round trip, every header field checked against the reader's
-model before any tensor is read, size bounds, and the prefill instance's leases."""
+model before any tensor is read, and size bounds (the leases: test_pd_leases.py)."""
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 
 import orjson
@@ -11,7 +10,7 @@ import pytest
 import torch
 
 from rosettaserve.pd import kv_transfer
-from rosettaserve.pd.kv_transfer import Geometry, KvError, Leases, decode, encode, read_header
+from rosettaserve.pd.kv_transfer import Geometry, KvError, decode, encode, read_header
 
 GEO = Geometry(layers=2, kv_heads=2, head_dim=4, dtype="float32", fingerprint="abc")
 LIMIT = 1 << 20
@@ -114,23 +113,3 @@ def test_the_geometry_of_the_example_model() -> None:
     with torch.no_grad():
         next(model.parameters()).add_(1.0)  # other weights, same config
     assert kv_transfer.fingerprint(model) != geo.fingerprint
-
-
-def test_leases_free_on_release_or_expiry() -> None:
-    async def scenario() -> Leases:
-        leases = Leases(ttl=0.05)
-        leases.put("1", b"one")
-        leases.put("2", b"two")
-        assert (leases.get("1"), len(leases), leases.nbytes) == (b"one", 2, 6)
-        assert leases.release("1") is True
-        assert leases.release("1") is False
-        assert leases.get("1") is None
-        while leases.get("2") is not None:  # the lease runs out
-            await asyncio.sleep(0.01)
-        leases.put("3", b"three")
-        leases.put("3", b"again")  # the same id replaces (a retried request)
-        assert (leases.get("3"), len(leases)) == (b"again", 1)
-        return leases
-
-    leases = asyncio.run(asyncio.wait_for(scenario(), 10))
-    assert (leases.released, leases.expired) == (1, 1)

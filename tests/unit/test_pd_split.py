@@ -1,7 +1,7 @@
 """Each family's own framer, run once on a prefill instance and once on a decode instance (each
 endpoint runs once per instance, with its split): what the client gets from the two is byte
-for byte what one mixed instance sends. Also the /dresult hub: one reader, replacement with
-close:, heartbeat."""
+for byte what one mixed instance sends. Also the /dresult hub: one reader, the first one kept
+(a second is refused), heartbeat."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from rosettaserve.core.generate import (
 from rosettaserve.core.generation_plane import Framer, Generation, frames
 from rosettaserve.core.registry import ModelVersion
 from rosettaserve.pd import wire
-from rosettaserve.pd.dresult import DResultHub
+from rosettaserve.pd.dresult import DResultHub, ReaderConnected
 from rosettaserve.pd.parts import Part
 from rosettaserve.protocols.mindie import rest as mindie
 from rosettaserve.protocols.openai import rest as openai
@@ -169,29 +169,59 @@ def test_an_engine_failure_is_recorded_and_framed_as_the_last_chunk() -> None:
 # -- the /dresult hub ----------------------------------------------------------------------------
 
 
-def test_one_reader_at_a_time_with_close_and_heartbeat() -> None:
+def test_the_first_reader_keeps_the_stream_and_a_second_is_refused() -> None:
     lost: list[int] = []
 
-    async def scenario() -> tuple[list[bytes], list[bytes]]:
+    async def scenario() -> tuple[list[bytes], int]:
         hub = DResultHub(heartbeat=0.05, on_lost=lambda: lost.append(1))
         assert not hub.send(b"nobody")
         first = hub.open()
+        got = [await _started(first, hub)]
         assert hub.send(wire.frame("1", wire.DATA, b"a"))
         assert hub.send(wire.frame("2", wire.DATA, b"b"))
-        got_first = [await first.__anext__()]  # queued frames leave as one chunk
-        second = hub.open()  # replaces the first: close: then its end
-        got_first += [c async for c in first]
+        got.append(await first.__anext__())  # queued frames leave as one chunk
+        with pytest.raises(ReaderConnected, match="another reader is connected") as refused:
+            hub.open()  # a second reader: refused, and the first one notices nothing
+        assert refused.value.http_status == 409
         hub.send(wire.frame("1", wire.LAST, b"c"))
-        got_second = [await second.__anext__()]
-        while got_second[-1] != wire.KEEPALIVE:
-            got_second.append(await second.__anext__())
+        got.append(await first.__anext__())
+        while got[-1] != wire.KEEPALIVE:
+            got.append(await first.__anext__())
         hub.close()
-        got_second += [c async for c in second]
+        got += [c async for c in first]
         assert not hub.connected
-        return got_first, got_second
+        return got, hub.refused
 
-    first, second = asyncio.run(asyncio.wait_for(scenario(), 10))
-    assert first == [b"reqId:1\0data:a\0reqId:2\0data:b\0", wire.close_frame()]
-    assert second[0] == b"reqId:1\0lastData:c\0"
-    assert second[-1] == wire.KEEPALIVE
-    assert lost == [1]  # only the reader nobody replaced counts as lost
+    got, refused = asyncio.run(asyncio.wait_for(scenario(), 10))
+    assert got[0] == wire.KEEPALIVE  # (the stream started on an idle hub)
+    assert got[1:3] == [b"reqId:1\0data:a\0reqId:2\0data:b\0", b"reqId:1\0lastData:c\0"]
+    assert got[-1] == wire.KEEPALIVE
+    assert wire.close_frame() not in got
+    assert (refused, lost) == (1, [1])  # the one reader, lost once: when it ended
+
+
+def test_a_reader_counts_from_the_start_of_its_stream() -> None:
+    """A stream made and never sent (a HEAD, a connection gone first) holds nothing; of two
+    made at once, the one that starts first is the reader and the other ends empty."""
+
+    async def scenario() -> tuple[list[bytes], list[bytes], int]:
+        hub = DResultHub(heartbeat=0.05, on_lost=lambda: None)
+        unsent = hub.open()
+        await unsent.aclose()  # type: ignore[attr-defined]
+        assert not hub.connected
+        one, two = hub.open(), hub.open()
+        first = [await _started(one, hub)]
+        second = [c async for c in two]
+        hub.close()
+        first += [c async for c in one]
+        return first, second, hub.connections
+
+    first, second, connections = asyncio.run(asyncio.wait_for(scenario(), 10))
+    assert (first, second, connections) == ([wire.KEEPALIVE], [], 1)
+
+
+async def _started(stream: Any, hub: DResultHub) -> bytes:
+    """The stream's first chunk (a heartbeat, on an idle hub): it is the reader from then on."""
+    chunk: bytes = await stream.__anext__()
+    assert hub.connected
+    return chunk

@@ -1,14 +1,22 @@
 """The decode instance: takes requests over from prefill instances, streams them on /dresult.
 
 ``POST /v1/pd/decode`` (from a prefill instance; JSON, see ``DecodeParams``) is checked and
-answered at once (``{"isValidDecodeParameters", "errorMessage"}``, as MindIE's D answers P);
-then a job fetches the cache from the prefill instance (``GET /v1/pd/kv/{reqId}``), acks it
-(``DELETE``), and runs the family's endpoint once on the client's body with a ``DecodeSplit``:
+answered at once (``{"isValidDecodeParameters", "errorMessage"}``, as MindIE's D answers P):
+its ``pNodeAddr`` must be a known peer (peers.py; else 403, and nothing is contacted). Then a
+job fetches the cache from that prefill instance (``GET /v1/pd/kv/{reqId}`` with the job key,
+which ends P's lease) — the fetch is also P's word that it handed this request over with
+this key: a job P does not confirm (403, or 404: no such lease) ends without a frame, so a
+hand-over forged under another request's id never speaks for it — and runs the family's
+endpoint once on the client's body with a ``DecodeSplit``:
 its part starts with the prefill instance's deltas (the family's framer takes them as state,
 the client has them) and decodes on in the continuous batch. Every chunk goes out on
 ``/dresult`` as ``data:``, the last one as ``lastData:`` (a
 non-streaming request: its whole JSON answer); a failure as ``error:<message>``; a sequence
 the KV budget preempted (or a full engine) as ``retry:<recompute body>``.
+
+A job is bound to its job key (``jobKey``, the secret the scheduler, P and D share): only a
+``DELETE /v1/pd/decode/{reqId}`` that carries it (``pd-job-key``) cancels the job, and an id
+being decoded is not taken again (409). ``GET /v1/status`` counts the jobs, never names them.
 """
 
 from __future__ import annotations
@@ -16,13 +24,14 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import hmac
 import logging
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
-from rosettaserve.core.errors import InvalidInput, Overloaded, ServingError
+from rosettaserve.core.errors import Forbidden, InvalidInput, NotFound, Overloaded, ServingError
 from rosettaserve.core.generate import (
     DeltaStream,
     Fields,
@@ -38,6 +47,7 @@ from rosettaserve.pd.dresult import DResultHub
 from rosettaserve.pd.http_client import Address, HttpClientError, fetch
 from rosettaserve.pd.kv_transfer import KvError, decode
 from rosettaserve.pd.parts import Part, Recomputing, engine_of, geometry_of
+from rosettaserve.pd.peers import KnownPeers
 from rosettaserve.pd.recompute import retry_body
 from rosettaserve.protocols.llm_http import Endpoint
 from rosettaserve.runtimes.llm.engine import Engine
@@ -46,6 +56,8 @@ from rosettaserve.settings import PdOptions
 from rosettaserve.transport.routing import HttpRequest, HttpResponse, Route, Router, json_response
 
 log = logging.getLogger("rosettaserve.pd")
+SEED_RANGE_END = 2**64 - 1  # a generator's seed (a request's seed plus its choice's index)
+ANSWER_BYTES = 64 * 1024  # the most a KV fetch's answer may hold beyond the cache it expects
 
 
 class Conflict(ServingError):
@@ -56,9 +68,14 @@ class NoReader(ServingError):
     kind = ErrorKind.UNAVAILABLE
 
 
+class Unconfirmed(Exception):
+    """The prefill instance named in a hand-over did not hand this request over with this key."""
+
+
 @dataclass
 class DecodeParams:
     req_id: str
+    job_key: str
     p_addr: Address
     path: str
     body: bytes
@@ -75,8 +92,8 @@ class DecodeParams:
         return [t for d in self.deltas for t in d.token_ids]
 
 
-_REQUIRED = ("reqId", "pNodeAddr", "path", "body", "promptIds", "deltas", "seed", "kvTokens",
-             "kvBytes")  # fmt: skip
+_REQUIRED = ("reqId", "jobKey", "pNodeAddr", "path", "body", "promptIds", "deltas", "seed",
+             "kvTokens", "kvBytes")  # fmt: skip
 
 
 def parse_decode_params(body: bytes | bytearray, limit: int) -> DecodeParams:
@@ -101,6 +118,9 @@ def _params(f: Fields, limit: int) -> DecodeParams:
         req_id = str(req_id)
     if not isinstance(req_id, str) or not (req_id.isascii() and req_id.isalnum()):
         raise ValueError(f"'reqId' must be a string of letters and digits, got {req_id!r:.40}")
+    key = doc["jobKey"]
+    if not isinstance(key, str) or not wire.valid_job_key(key):
+        raise ValueError("'jobKey' must be 16 to 128 letters, digits, '-' or '_'")
     prompt = list(f.token_ids("promptIds"))
     if not prompt:
         raise ValueError("'promptIds' must not be empty")
@@ -109,12 +129,13 @@ def _params(f: Fields, limit: int) -> DecodeParams:
         raise ValueError(f"'kvBytes' must be in [0, {limit}] (--max-kv-bytes), got {size}")
     return DecodeParams(
         req_id,
+        key,
         _p_node(doc["pNodeAddr"]),
         _string(f, "path"),
         _string(f, "body").encode(),
         prompt,
         _deltas(doc["deltas"]),
-        _integer(f, "seed", 0),
+        _integer(f, "seed", 0, SEED_RANGE_END),
         _sampler_state(f.string("samplerState")),
         _integer(f, "kvTokens", 0),
         size,
@@ -129,8 +150,8 @@ def _string(f: Fields, key: str) -> str:
     return value
 
 
-def _integer(f: Fields, key: str, lo: int) -> int:
-    value = f.integer(key, None, lo)
+def _integer(f: Fields, key: str, lo: int, hi: int | None = None) -> int:
+    value = f.integer(key, None, lo, hi)
     if value is None:
         raise ValueError(f"'{key}' is missing")
     return value
@@ -233,27 +254,48 @@ class DecodeSplit:
         return self.part
 
 
+@dataclass
+class Job:
+    """A request being decoded here, and the key it was handed over with."""
+
+    task: asyncio.Task[None]
+    key: str
+
+    def owned_by(self, key: str) -> bool:
+        return hmac.compare_digest(self.key.encode(), key.encode())
+
+
 class DecodeRole:
     def __init__(
-        self, plane: GenerationPlane, endpoints: list[Endpoint], options: PdOptions
+        self,
+        plane: GenerationPlane,
+        endpoints: list[Endpoint],
+        options: PdOptions,
+        peers: KnownPeers,
     ) -> None:
         self.plane = plane
         self.endpoints = {e.pattern: e for e in endpoints if e.method == "POST"}
         self.router = Router([Route("POST", e, _unused) for e in self.endpoints])  # by path
         self.options = options
+        self.peers = peers
         self.hub = DResultHub(options.heartbeat_s, self.cancel_all)
-        self.jobs: dict[str, asyncio.Task[None]] = {}
-        self.stats = {"accepted": 0, "finished": 0, "retried": 0, "failed": 0, "cancelled": 0}
+        self.jobs: dict[str, Job] = {}
+        self.stats = {"accepted": 0, "finished": 0, "retried": 0, "failed": 0, "cancelled": 0,
+                      "unconfirmed": 0}  # fmt: skip
 
     def routes(self) -> list[Route]:
         async def accept(req: HttpRequest) -> HttpResponse:
-            return self.accept(parse_decode_params(req.body, self.options.max_kv_bytes))
+            params = parse_decode_params(req.body, self.options.max_kv_bytes)
+            params.p_addr = await self.peers.admit(params.p_addr, "prefill instance")
+            return self.accept(params)
 
         async def cancel(req: HttpRequest) -> HttpResponse:
-            task = self.jobs.get(req.params["req_id"])
-            if task is not None:
-                task.cancel()
-            return json_response({"cancelled": task is not None})
+            req_id = req.params["req_id"]
+            job = self.jobs.get(req_id)
+            if job is None or not job.owned_by(req.headers.get(wire.JOB_KEY, "")):
+                raise Forbidden(f"no request {req_id} with this job key is being decoded here")
+            job.task.cancel()
+            return json_response({"cancelled": True})
 
         async def dresult(req: HttpRequest) -> HttpResponse:
             headers = {"cache-control": "no-cache"}
@@ -278,22 +320,26 @@ class DecodeRole:
         headers = {"content-type": "application/json"}
         request = HttpRequest("POST", p.path, b"", headers, p.body, params=match)
         endpoint = self.endpoints[route.pattern]
-        self.jobs[p.req_id] = asyncio.create_task(self._job(p, endpoint, request))
+        task = asyncio.create_task(self._job(p, endpoint, request))
+        self.jobs[p.req_id] = Job(task, p.job_key)
         self.stats["accepted"] += 1
         return json_response({"isValidDecodeParameters": True, "errorMessage": ""})
 
     def cancel_all(self) -> None:
         """The scheduler went away: nobody will read these requests' frames."""
-        for task in list(self.jobs.values()):
-            task.cancel()
+        for job in list(self.jobs.values()):
+            job.task.cancel()
 
     async def _job(self, p: DecodeParams, endpoint: Endpoint, request: HttpRequest) -> None:
         split: DecodeSplit | None = None
         try:
-            payload = await self._fetch_kv(p) if p.kv_bytes else b""
+            payload = await self._fetch_kv(p)
             split = DecodeSplit(p, payload, self.options.max_kv_bytes)
             response = await endpoint.serve(self.plane, request, split)
             await self._relay(p, response, split)
+        except Unconfirmed as exc:  # not a hand-over: nothing of it goes on /dresult
+            log.warning("request %s dropped: %s", p.req_id, exc)
+            self.stats["unconfirmed"] += 1
         except ServingError as exc:
             self._interrupted(p, exc)
         except (HttpClientError, KvError) as exc:
@@ -307,15 +353,20 @@ class DecodeRole:
             self.jobs.pop(p.req_id, None)
 
     async def _fetch_kv(self, p: DecodeParams) -> bytes:
+        """The cache (empty: none was shipped), which P frees as it sends it; P's answer is also
+        its word that it handed this request over with this key."""
         path = f"/v1/pd/kv/{p.req_id}"
-        timeout = self.options.peer_timeout_s
-        status, _, payload = await fetch(p.p_addr, "GET", path, timeout=timeout, limit=p.kv_bytes)
+        headers, timeout = {wire.JOB_KEY: p.job_key}, self.options.peer_timeout_s
+        limit = max(p.kv_bytes, ANSWER_BYTES)  # (room for an error answer)
+        status, _, payload = await fetch(
+            p.p_addr, "GET", path, headers=headers, timeout=timeout, limit=limit
+        )
+        if status in (Forbidden.kind.http, NotFound.kind.http):
+            raise Unconfirmed(f"{p.p_addr} did not hand request {p.req_id} over with this key")
         if status != 200:
             raise KvError(f"GET {path} answered {status}: {payload[:200]!r}")
-        try:  # the ack: the prefill instance frees its copy
-            await fetch(p.p_addr, "DELETE", path, timeout=timeout)
-        except HttpClientError as exc:
-            log.warning("could not release the KV cache of %s on %s: %s", p.req_id, p.p_addr, exc)
+        if len(payload) != p.kv_bytes:
+            raise KvError(f"GET {path} sent {len(payload)} bytes, not {p.kv_bytes}")
         return payload
 
     async def _relay(self, p: DecodeParams, response: HttpResponse, split: DecodeSplit) -> None:

@@ -34,6 +34,13 @@ async def resolve(host: str, port: int) -> list[str]:
     return v4 or v6
 
 
+async def every_address(host: str, port: int) -> list[str]:
+    """Every address of ``host``, IPv4 and IPv6 alike (a peer may be reached by either); sorted."""
+    loop = asyncio.get_running_loop()
+    infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return sorted({str(info[4][0]) for info in infos})
+
+
 def is_name(host: str) -> bool:
     """Whether ``host`` is a name to look up (not an IPv4 or IPv6 address)."""
     try:

@@ -4,6 +4,8 @@ other (one connection per exchange; bodies bounded; chunked bodies read chunk by
 Over HTTPS when the address says so (an ``https://`` URL), or, for an address given without a
 scheme (the instances tell each other host and port only), when this process's ``PEERS`` say
 so; the peer's certificate is verified, and the peer API key, if any, goes with every request.
+So only peers are ever given an address: the scheduler its instances, an instance the ones
+peers.py admits (never an address a request named on its own).
 """
 
 from __future__ import annotations

@@ -1,11 +1,13 @@
 """A serving instance's PD role: what ``--role mixed|prefill|decode`` does to its HTTP routes.
 
 - every role: ``GET /v1/status`` (MindIE's shape: role, role status, slots, KV in use; ours:
-  the state of every LLM model's versions), which the scheduler polls for health and load;
+  the state of every LLM model's versions), which the scheduler polls for health and load
+  (counts only: no request id is listed);
 - ``prefill``: the family routes (POST) need the PD headers (prefill.py); ``GET`` and
   ``DELETE /v1/pd/kv/{reqId}`` serve the held caches;
 - ``decode``: ``POST /v1/pd/decode``, ``GET /dresult`` (decode.py); family requests without PD
   headers are served whole, as on a mixed instance;
+- ``prefill`` and ``decode`` contact only their known peers (``--peer-allow``, peers.py);
 - ``mixed`` and ``decode``: a family request with ``req-type`` is a 400 (not a prefill
   instance); ``GET /dresult`` on any role but decode is a 400.
 """
@@ -13,11 +15,13 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import TYPE_CHECKING, Any
 
 from rosettaserve.core.errors import InvalidInput
 from rosettaserve.core.generation_plane import TEXT_RUNTIMES, GenerationPlane
 from rosettaserve.pd.http_client import Address
+from rosettaserve.pd.peers import KnownPeers, parse_peer
 from rosettaserve.pd.wire import REQ_TYPE
 from rosettaserve.protocols import families
 from rosettaserve.settings import Settings
@@ -26,6 +30,8 @@ from rosettaserve.transport.routing import HttpRequest, HttpResponse, Route, jso
 if TYPE_CHECKING:
     from rosettaserve.pd.decode import DecodeRole
     from rosettaserve.pd.prefill import PrefillRole
+
+log = logging.getLogger("rosettaserve.pd")
 
 
 class PdInstance:
@@ -43,15 +49,22 @@ class PdInstance:
         # the roles' modules load torch: imported only by an instance that takes a PD role
         self.prefill: PrefillRole | None = None
         self.decode: DecodeRole | None = None
+        self.peers = KnownPeers(map(parse_peer, settings.pd.peer_allow))
         if self.role == "prefill":
             from rosettaserve.pd.prefill import PrefillRole
 
-            self.prefill = PrefillRole(plane, settings.pd)
+            self.prefill = PrefillRole(plane, settings.pd, self.peers)
         elif self.role == "decode":
             from rosettaserve.pd.decode import DecodeRole
 
             endpoints = [e for f in llm_families for e in f.endpoints]
-            self.decode = DecodeRole(plane, endpoints, settings.pd)
+            self.decode = DecodeRole(plane, endpoints, settings.pd, self.peers)
+        if self.role != "mixed" and not self.peers:
+            log.warning(
+                "--role %s without --peer-allow: no peer is known, every hand-over will be "
+                "refused (403)",
+                self.role,
+            )
 
     def bound(self, host: str, port: int) -> None:
         """The address other instances reach this one at, once its port is known."""
@@ -148,17 +161,19 @@ class PdInstance:
             doc["prefill"] = {
                 "leases": len(leases),
                 "leaseBytes": leases.nbytes,
+                "leaseBudget": leases.budget,
                 "released": leases.released,
                 "expired": leases.expired,
+                "refused": leases.refused,
                 "handovers": self.prefill.handovers,
             }
         if self.decode is not None:
             hub = self.decode.hub
             doc["decode"] = {
                 "jobs": len(self.decode.jobs),
-                "reqIds": sorted(self.decode.jobs),
                 "dresultConnected": hub.connected,
                 "dresultConnections": hub.connections,
+                "dresultRefused": hub.refused,
                 **self.decode.stats,
             }
         return doc

@@ -1,4 +1,4 @@
-"""A sequence's KV cache on the wire, and the prefill instance's leases on the caches it holds.
+"""A sequence's KV cache on the wire (the prefill instance holds it under a lease: leases.py).
 
 Payload: ``RSKV`` + version byte + 4-byte little-endian header length + a JSON header + the raw
 tensor bytes (keys then values of layer 0, then of layer 1, ...; C order, little-endian). The
@@ -10,7 +10,6 @@ through ``torch.frombuffer``.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import struct
@@ -144,45 +143,3 @@ def decode(payload: bytes, geo: Geometry, tokens: int, limit: int) -> KV:
         for i in range(2 * geo.layers)
     ]
     return [(tensors[2 * i], tensors[2 * i + 1]) for i in range(geo.layers)]
-
-
-class Leases:
-    """Encoded caches a prefill instance holds for decode instances, each freed on the decode
-    instance's ack (``release``) or when its lease runs out, whichever comes first."""
-
-    def __init__(self, ttl: float) -> None:
-        self.ttl = ttl
-        self._held: dict[str, tuple[bytes, asyncio.TimerHandle]] = {}
-        self.expired = 0
-        self.released = 0
-
-    def put(self, req_id: str, payload: bytes) -> None:
-        self.drop(req_id)
-        timer = asyncio.get_running_loop().call_later(self.ttl, self._expire, req_id)
-        self._held[req_id] = (payload, timer)
-
-    def get(self, req_id: str) -> bytes | None:
-        held = self._held.get(req_id)
-        return held[0] if held else None
-
-    def release(self, req_id: str) -> bool:
-        found = self.drop(req_id)
-        self.released += found
-        return found
-
-    def drop(self, req_id: str) -> bool:
-        held = self._held.pop(req_id, None)
-        if held is not None:
-            held[1].cancel()
-        return held is not None
-
-    def _expire(self, req_id: str) -> None:
-        if self._held.pop(req_id, None) is not None:
-            self.expired += 1
-
-    def __len__(self) -> int:
-        return len(self._held)
-
-    @property
-    def nbytes(self) -> int:
-        return sum(len(p) for p, _ in self._held.values())

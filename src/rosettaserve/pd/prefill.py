@@ -6,15 +6,21 @@ once on the client's body, with a ``PrefillSplit`` as its explicit split argumen
 prefills, chooses the next token and the part ends there (parts.py). What the endpoint made of
 that token in the family's framing is the reply's ``output``.
 If the request ended there (one token, EOS, a stop) the reply says ``isLastResp: true``;
-otherwise the cache goes under a lease, the decode instance named by ``d-target`` is told to
-fetch it (``POST /v1/pd/decode``), and only once it agreed does the reply leave. ``d-target``
-naming this very instance (the flex shortcut) serves the request whole, as a mixed instance.
+otherwise the cache goes under a lease (leases.py), the decode instance named by ``d-target``
+is told to fetch it (``POST /v1/pd/decode``), and only once it agreed does the reply leave.
+``d-target`` naming this very instance (the flex shortcut) serves the request whole, as a
+mixed instance. Any other ``d-target`` must be a known peer (peers.py), else the request is
+refused (403) before any work or connection; so is a ``req-id`` whose lease is still held
+(409) and a request whose lease would not fit ``--kv-lease-budget`` (503). The lease and the
+hand-over are bound to the request's job key (``pd-job-key``, made here when the scheduler
+sent none): the decode instance fetches the cache with it, and nobody else can.
 """
 
 from __future__ import annotations
 
 import base64
 import logging
+import secrets
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -26,8 +32,10 @@ from rosettaserve.core.generation_plane import GenerationPlane
 from rosettaserve.core.status import ErrorKind
 from rosettaserve.pd import wire
 from rosettaserve.pd.http_client import Address, HttpClientError, fetch
-from rosettaserve.pd.kv_transfer import Leases, encode
+from rosettaserve.pd.kv_transfer import encode
+from rosettaserve.pd.leases import Leases, default_budget
 from rosettaserve.pd.parts import Part, engine_of, geometry_of
+from rosettaserve.pd.peers import KnownPeers, UnknownPeer
 from rosettaserve.pd.recompute import Recompute, restore
 from rosettaserve.protocols.llm_http import Endpoint
 from rosettaserve.runtimes.llm.engine import Engine
@@ -101,11 +109,21 @@ def _check_ids(engine: Engine, ids: list[int]) -> None:
         raise InvalidInput(f"{len(ids)} tokens do not fit the context window")
 
 
+@dataclass(frozen=True)
+class Handover:
+    """Where a request goes on, and the job key that binds its lease and its decoding."""
+
+    req_id: str
+    target: Address
+    key: str
+
+
 class PrefillRole:
-    def __init__(self, plane: GenerationPlane, options: PdOptions) -> None:
+    def __init__(self, plane: GenerationPlane, options: PdOptions, peers: KnownPeers) -> None:
         self.plane = plane
         self.options = options
-        self.leases = Leases(options.kv_lease_s)
+        self.peers = peers
+        self.leases = Leases(options.kv_lease_s, options.kv_lease_budget or default_budget())
         self.address = Address("127.0.0.1", 0)  # set once the port is bound
         self.handovers = 0
 
@@ -123,6 +141,8 @@ class PrefillRole:
             raise ModelNotReady("this prefill instance is not ready (its role status is unknown)")
         if (pd.d_host, pd.d_port) == (self.address.host, self.address.port):
             return await endpoint.serve(self.plane, req, None)  # the flex shortcut: D is here
+        target = await self._decode_instance(pd)
+        self.leases.check(pd.req_id)
         body, recompute = restore(req.path, req.body) if pd.recompute else (req.body, None)
         split = PrefillSplit(recompute)
         response = await endpoint.serve(self.plane, replace(req, body=body), split)
@@ -130,9 +150,20 @@ class PrefillRole:
             return response  # an error (forwarded unchanged), or nothing was generated
         output = await self._output(response, split)
         if not split.last:
-            await self._hand_over(pd, req.path, body, split)
+            handover = Handover(pd.req_id, target, pd.job_key or secrets.token_urlsafe(24))
+            await self._hand_over(handover, req.path, body, split)
         is_stream = response.stream is not None
         return json_response(wire.prefill_reply(pd.req_id, is_stream, output, split.last))
+
+    async def _decode_instance(self, pd: wire.PrefillHeaders) -> Address:
+        """``d-target``'s address, if it is a known peer: else 403, before anything is done
+        (marked as the decode instance's failure: a scheduler tries another one)."""
+        try:
+            return await self.peers.admit(Address(pd.d_host, pd.d_port), "decode instance")
+        except UnknownPeer as exc:
+            log.warning("request %s refused: %s", pd.req_id, exc.message)
+            exc.headers[FAILED_HEADER] = "decode"
+            raise
 
     @staticmethod
     async def _output(response: HttpResponse, split: PrefillSplit) -> bytes:
@@ -146,7 +177,7 @@ class PrefillRole:
         return b"".join(chunks)
 
     async def _hand_over(
-        self, pd: wire.PrefillHeaders, path: str, body: bytes | bytearray, call: PrefillSplit
+        self, h: Handover, path: str, body: bytes | bytearray, call: PrefillSplit
     ) -> None:
         assert call.part is not None
         payload = b""  # an engine that hands no cache over: the decode instance recomputes it
@@ -154,15 +185,14 @@ class PrefillRole:
             kv = call.handoff.kv
             if kv is None:
                 raise InvalidInput("the request ended before its cache could be handed over")
-            payload = encode(kv, pd.req_id, geometry_of(call.engine))
+            payload = encode(kv, h.req_id, geometry_of(call.engine))
             if len(payload) > self.options.max_kv_bytes:
                 raise InvalidInput(f"the KV cache ({len(payload)} bytes) is over --max-kv-bytes")
-            self.leases.put(pd.req_id, payload)
-        params = self._decode_params(pd, path, body, call, len(payload))
-        target = Address(pd.d_host, pd.d_port)
+        self.leases.put(h.req_id, payload, h.key)  # (empty: D confirms the hand-over with it)
+        params = self._decode_params(h, path, body, call, len(payload))
         try:
             status, _, reply = await fetch(
-                target,
+                h.target,
                 "POST",
                 "/v1/pd/decode",
                 headers={"content-type": "application/json"},
@@ -170,17 +200,17 @@ class PrefillRole:
                 timeout=self.options.peer_timeout_s,
             )
         except HttpClientError as exc:
-            self.leases.drop(pd.req_id)
-            raise _unavailable(f"decode instance {target} cannot be reached: {exc}") from None
+            self.leases.drop(h.req_id, h.key)
+            raise _unavailable(f"decode instance {h.target} cannot be reached: {exc}") from None
         if status != 200:
-            self.leases.drop(pd.req_id)
+            self.leases.drop(h.req_id, h.key)
             text = reply[:300].decode("utf-8", "replace")
-            raise _unavailable(f"decode instance {target} refused the request ({status}): {text}")
+            raise _unavailable(f"decode instance {h.target} refused the request ({status}): {text}")
         self.handovers += 1
 
     def _decode_params(
         self,
-        pd: wire.PrefillHeaders,
+        h: Handover,
         path: str,
         body: bytes | bytearray,
         call: PrefillSplit,
@@ -190,7 +220,8 @@ class PrefillRole:
         state = call.handoff.sampler_state
         prior = sum(len(d.token_ids) for d in call.part.seen)
         return {
-            "reqId": pd.req_id,
+            "reqId": h.req_id,
+            "jobKey": h.key,
             "pNodeAddr": f"{self.address.host};{self.address.port}",
             "path": path,
             "body": body.decode("utf-8"),
@@ -207,13 +238,16 @@ class PrefillRole:
 
     def routes(self) -> list[Route]:
         async def get_kv(req: HttpRequest) -> HttpResponse:
-            payload = self.leases.get(req.params["req_id"])
+            """The fetch, which ends the lease; only with the job key the lease was made for."""
+            req_id = req.params["req_id"]
+            payload = self.leases.take(req_id, req.headers.get(wire.JOB_KEY, ""))
             if payload is None:
-                raise NotFound(f"no KV cache is held for request {req.params['req_id']}")
+                raise NotFound(f"no KV cache is held for request {req_id}")
             return HttpResponse(200, payload, "application/octet-stream")
 
         async def release_kv(req: HttpRequest) -> HttpResponse:
-            return json_response({"released": self.leases.release(req.params["req_id"])})
+            key = req.headers.get(wire.JOB_KEY, "")
+            return json_response({"released": self.leases.release(req.params["req_id"], key)})
 
         path = r"/v1/pd/kv/(?P<req_id>[0-9a-fA-F]{1,1024})"
         return [Route("GET", path, get_kv), Route("DELETE", path, release_kv)]

@@ -23,7 +23,6 @@ from the decode instance its request was assigned to; any other D's is dropped a
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
 import secrets
 from collections import Counter
@@ -92,6 +91,7 @@ class Pending:
 
     def __init__(self, req_id: str, family: Family, req: HttpRequest) -> None:
         self.req_id, self.family, self.req = req_id, family, req
+        self.key = secrets.token_urlsafe(24)  # its job key: only P, D and we know it
         self.queue: asyncio.Queue[Item] = asyncio.Queue()
         self.decode: Instance | None = None
         self.retries = 0
@@ -130,12 +130,14 @@ class Scheduler:
         )
         self.pending: dict[str, Pending] = {}
         self.stats: Counter[str] = Counter()
-        self._ids = itertools.count(1)
-        self._prefix = secrets.randbits(31)  # ids stay unique across scheduler restarts
         self._background: set[asyncio.Task[None]] = set()
 
     def new_id(self) -> str:
-        return str((self._prefix << 32) | (next(self._ids) & 0xFFFFFFFF))
+        """A random 63-bit decimal id, unused here: no party can guess the next request's id
+        (to take its lease or its decode job first), and ids stay unique across restarts."""
+        while (req_id := str(secrets.randbits(63))) in self.pending:
+            pass
+        return req_id
 
     # -- routes ----------------------------------------------------------------------------------
 
@@ -258,7 +260,9 @@ class Scheduler:
     ) -> tuple[int, dict[str, str], bytes]:
         req = pending.req
         headers = forwarding.to_prefill(req.headers)
-        headers |= wire.prefill_headers(pending.req_id, d.address.host, d.address.port, recompute)
+        headers |= wire.prefill_headers(
+            pending.req_id, d.address.host, d.address.port, recompute, pending.key
+        )
         url = quote(req.path, safe="/:@!$&'()*+,;=-._~")
         url += f"?{req.query.decode('latin-1')}" if req.query else ""
         p.outstanding += len(body)
@@ -376,8 +380,8 @@ class Scheduler:
     def _rekey(self, pending: Pending, d: Instance) -> None:
         """Go on under a new req-id; the old one is cancelled where it may still run."""
         self.pending.pop(pending.req_id, None)
-        self._cancel_later(d, pending.req_id)
-        pending.req_id = self.new_id()
+        self._cancel_later(d, pending.req_id, pending.key)
+        pending.req_id, pending.key = self.new_id(), secrets.token_urlsafe(24)
         pending.queue = asyncio.Queue()  # what the old one left there is not this request's
         self.pending[pending.req_id] = pending
 
@@ -386,18 +390,19 @@ class Scheduler:
         d = pending.decode
         pending.assign(None)
         if not done and d is not None:  # the client left: stop D's work
-            self._cancel_later(d, pending.req_id)
+            self._cancel_later(d, pending.req_id, pending.key)
 
-    def _cancel_later(self, d: Instance, req_id: str) -> None:
+    def _cancel_later(self, d: Instance, req_id: str, key: str) -> None:
         if not d.streaming:
             return
-        task = asyncio.get_running_loop().create_task(self._cancel(d, req_id))
+        task = asyncio.get_running_loop().create_task(self._cancel(d, req_id, key))
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
-    async def _cancel(self, d: Instance, req_id: str) -> None:
+    async def _cancel(self, d: Instance, req_id: str, key: str) -> None:
+        path, headers = f"/v1/pd/decode/{req_id}", {wire.JOB_KEY: key}
         try:
-            await fetch(d.address, "DELETE", f"/v1/pd/decode/{req_id}", timeout=5.0)
+            await fetch(d.address, "DELETE", path, headers=headers, timeout=5.0)
         except HttpClientError as exc:
             log.info("could not cancel request %s on %s: %s", req_id, d.address, exc)
 

@@ -2,13 +2,15 @@
 
 Scheduler -> P: the client's URL and body unchanged, plus headers ``req-id`` (decimal; P accepts
 hex digits, at most 1024), ``req-type: prefill``, ``d-target: <D ip>[;<port>]``, ``d-port`` and
-``is-recompute: true|false``.
+``is-recompute: true|false``; ours: ``pd-job-key`` (the request's secret, which binds its
+hand-over and its KV lease to the parties that know it; P makes one when it is absent).
 P -> scheduler: ``{"reqId", "isStream", "output", "isLastResp"}``; ``output`` and ``isLastResp``
 only when streaming or when the request ended at P (MindIE's SendResponseStream).
 D -> scheduler, ``GET /dresult``: one chunked ``text/event-stream`` of frames
 ``reqId:<id>\\0<prefix><body>\\0`` with prefixes ``data:``, ``lastData:``, ``error:``, ``retry:``;
-``reqId:0xffffffffffffffff\\0close:<why>\\0`` when a new connection replaces this one, and
-``ka:heartbeat\\0`` after an idle spell.
+``reqId:0xffffffffffffffff\\0close:<why>\\0`` when a new connection replaces this one (MindIE's
+D; ours keeps its first reader and refuses the next), and ``ka:heartbeat\\0`` after an idle
+spell.
 """
 
 from __future__ import annotations
@@ -24,16 +26,18 @@ import orjson
 from rosettaserve.core.errors import InvalidInput
 from rosettaserve.core.generate import GenerateDelta, TokenLogprob, TopLogprob
 
-REQ_ID, REQ_TYPE, D_TARGET, D_PORT, IS_RECOMPUTE = (
+REQ_ID, REQ_TYPE, D_TARGET, D_PORT, IS_RECOMPUTE, JOB_KEY = (
     "req-id",
     "req-type",
     "d-target",
     "d-port",
     "is-recompute",
+    "pd-job-key",
 )
-PD_HEADERS = (REQ_ID, REQ_TYPE, D_TARGET, D_PORT, IS_RECOMPUTE)
+PD_HEADERS = (REQ_ID, REQ_TYPE, D_TARGET, D_PORT, IS_RECOMPUTE, JOB_KEY)
 MAX_REQ_ID = 1024
 _HEX = re.compile(r"[0-9a-fA-F]+")
+_JOB_KEY = re.compile(r"[0-9A-Za-z_-]{16,128}")
 
 SEP = b"\0"
 DATA, LAST, ERROR, RETRY, CLOSE = "data", "lastData", "error", "retry", "close"
@@ -53,6 +57,7 @@ class PrefillHeaders:
     d_host: str
     d_port: int
     recompute: bool
+    job_key: str = ""  # "": none given
 
     @property
     def d_addr(self) -> str:
@@ -81,7 +86,20 @@ def parse_prefill_headers(headers: Mapping[str, str]) -> PrefillHeaders:
     if recompute not in ("", "true", "false"):
         raise InvalidInput(f"header 'is-recompute' must be true or false, got {_shown(recompute)}")
     host, port = _d_target(headers[D_TARGET].strip(), headers.get(D_PORT, "").strip())
-    return PrefillHeaders(req_id, host, port, recompute == "true")
+    return PrefillHeaders(req_id, host, port, recompute == "true", job_key(headers))
+
+
+def job_key(headers: Mapping[str, str]) -> str:
+    """The ``pd-job-key`` header ("" when absent); InvalidInput when it is not 16 to 128
+    letters, digits, ``-`` or ``_``."""
+    key = headers.get(JOB_KEY, "").strip()
+    if key and not valid_job_key(key):
+        raise InvalidInput(f"header '{JOB_KEY}' must be 16 to 128 letters, digits, '-' or '_'")
+    return key
+
+
+def valid_job_key(key: str) -> bool:
+    return _JOB_KEY.fullmatch(key) is not None
 
 
 def _d_target(target: str, d_port: str) -> tuple[str, int]:
@@ -113,14 +131,17 @@ def _shown(text: str) -> str:
     return repr(text) if len(text) <= 40 else repr(text[:40]) + "..."
 
 
-def prefill_headers(req_id: str, d_host: str, d_port: int, recompute: bool) -> dict[str, str]:
-    return {
+def prefill_headers(
+    req_id: str, d_host: str, d_port: int, recompute: bool, key: str = ""
+) -> dict[str, str]:
+    headers = {
         REQ_ID: req_id,
         REQ_TYPE: "prefill",
         D_TARGET: f"{d_host};{d_port}",
         D_PORT: str(d_port),
         IS_RECOMPUTE: "true" if recompute else "false",
     }
+    return headers | {JOB_KEY: key} if key else headers
 
 
 # -- P -> scheduler reply ------------------------------------------------------------------------

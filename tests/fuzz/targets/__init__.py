@@ -21,6 +21,7 @@ TARGETS = (
     "llm_sampling",
     "openai_request",
     "pd_scheduler",
+    "pd_handover",
 )
 
 

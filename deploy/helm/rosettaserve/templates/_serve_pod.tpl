@@ -1,7 +1,7 @@
 {{/*
 The pod template of a `rosettaserve serve /mnt/models` pod: the plain server, or a prefill or
 decode instance (.role). Arguments: root, component, role ("" for a plain server), extraArgs,
-resources, grace.
+resources, grace, peers (an instance's --peer-allow).
 */}}
 {{- define "rosettaserve.servePod" -}}
 {{- $v := .root.Values -}}
@@ -36,6 +36,9 @@ spec:
         # the address the other instances reach this one at: the pod's own
         - --advertise-host
         - $(POD_IP)
+        # the only instances it contacts: the other role's pods
+        - --peer-allow
+        - {{ .peers }}
         {{- include "rosettaserve.peerArgs" .root | nindent 8 }}
         {{- end }}
         {{- include "rosettaserve.securityArgs" .root | nindent 8 }}
