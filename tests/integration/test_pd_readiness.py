@@ -18,7 +18,14 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.pdproc import eventually, instances, llm_repo, start_instance, start_scheduler
+from tests.pdproc import (
+    LOOPBACK_PEERS,
+    eventually,
+    instances,
+    llm_repo,
+    start_instance,
+    start_scheduler,
+)
 from tests.serverproc import ServerProcess, launch, stop_cleanly
 
 SLOW_LOAD = '''
@@ -112,7 +119,8 @@ def cluster(tmp_path: Path) -> Iterator[dict[str, Any]]:
 def relaunch(repo: Path, port: str) -> ServerProcess:
     """A decode instance on ``port`` again; returns once it printed its address (loaded)."""
     cmd = [sys.executable, "-m", "rosettaserve", "serve", str(repo), "--role", "decode"]
-    proc, lines, addresses = launch([*cmd, "--http-port", port, "--grpc-port", "0"], ("http",))
+    args = [*cmd, "--http-port", port, "--grpc-port", "0", *LOOPBACK_PEERS]
+    proc, lines, addresses = launch(args, ("http",))
     return ServerProcess(proc, addresses["http"], lines)
 
 
