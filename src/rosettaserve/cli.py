@@ -14,6 +14,7 @@ from rosettaserve.observability.tracing import EXPORTERS
 from rosettaserve.security.keys import ENV_VAR, KeySourceError, gather_keys
 from rosettaserve.security.tls import TlsError, TlsFiles
 from rosettaserve.settings import (
+    DEFAULT_BODY_MIN_RATE,
     DEFAULT_BODY_TIMEOUT,
     DEFAULT_GRPC_MAX_MESSAGE_SIZE,
     DEFAULT_HEADER_TIMEOUT,
@@ -341,7 +342,17 @@ def add_http_limits(serve: argparse.ArgumentParser) -> None:
         type=_positive_float,
         default=DEFAULT_BODY_TIMEOUT,
         metavar="SECONDS",
-        help="a request body with no byte for this long: 408 and the close",
+        help="a request body (HTTP/2: a request, or one message of a gRPC streaming call) with "
+        "no byte for this long: 408 and the close (HTTP/2: the stream reset); one that keeps "
+        "arriving too slowly: see --body-min-rate",
+    )
+    limits.add_argument(
+        "--body-min-rate",
+        type=_positive,
+        default=DEFAULT_BODY_MIN_RATE,
+        metavar="BYTES",
+        help="a request body has --body-timeout seconds, and one more for every BYTES of it "
+        "received; slower (a body dripped): 408 and the close (HTTP/2: the stream reset)",
     )
     limits.add_argument(
         "--max-request-line",
@@ -372,6 +383,7 @@ def http_limits_of(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "header_timeout": args.header_timeout,
         "body_timeout": args.body_timeout,
+        "body_min_rate": args.body_min_rate,
         "max_request_line": args.max_request_line,
         "max_header_size": args.max_header_size,
         "send_timeout": args.send_timeout,

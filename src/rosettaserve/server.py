@@ -30,6 +30,7 @@ from rosettaserve.repository.manager import ModelRepository
 from rosettaserve.repository.watchdog import watch
 from rosettaserve.security import setup as security
 from rosettaserve.settings import Settings
+from rosettaserve.transport.body_pace import body_pace
 from rosettaserve.transport.cors import Cors
 from rosettaserve.transport.grpc import CallTracker, GrpcServer, ServiceTable
 from rosettaserve.transport.h1 import App, HttpServer
@@ -112,7 +113,9 @@ class Server:
             (health_grpc.SERVICE, self.health, health_grpc.RPCS),
             (grps_grpc.SERVICE, grps_grpc.GrpsServicer(self.grps), grps_grpc.RPCS),
         ]
-        server = GrpcServer(services, s.grpc_max_message_size, self.calls, s.send_timeout)
+        server = GrpcServer(
+            services, s.grpc_max_message_size, self.calls, s.send_timeout, body_pace(s)
+        )
         server.guard = self.app.guard
         server.access = self.access
         server.tracing = self.tracing

@@ -10,7 +10,8 @@ from rosettaserve.security.tls import TlsFiles
 DEFAULT_MAX_REQUEST_SIZE = 256 * 1024 * 1024
 DEFAULT_GRPC_MAX_MESSAGE_SIZE = 512 * 1024 * 1024  # a 256 MiB tensor and then some
 DEFAULT_HEADER_TIMEOUT = 10.0  # seconds for a request head to arrive whole (HTTP/1.1)
-DEFAULT_BODY_TIMEOUT = 30.0  # seconds a request body may go without a byte (HTTP/1.1)
+DEFAULT_BODY_TIMEOUT = 30.0  # seconds a request body may go without a byte, and its first ones
+DEFAULT_BODY_MIN_RATE = 500  # bytes a second a request body gains past its first seconds
 DEFAULT_MAX_REQUEST_LINE = 16 * 1024  # bytes of request target (URL) (HTTP/1.1)
 DEFAULT_MAX_HEADER_SIZE = 64 * 1024  # bytes of header fields together (HTTP/1.1)
 DEFAULT_SEND_TIMEOUT = 30.0  # seconds an answer may wait on a client that takes none of it
@@ -73,7 +74,8 @@ class Settings:
     max_queue_size: int = 0  # requests waiting per model version beyond which 429; 0: no limit
     request_timeout_us: int = 0  # default timeout covering queue and execution; 0: none
     header_timeout: float = DEFAULT_HEADER_TIMEOUT  # HTTP/1.1: a head slower than this: 408
-    body_timeout: float = DEFAULT_BODY_TIMEOUT  # HTTP/1.1: a body silent this long: 408
+    body_timeout: float = DEFAULT_BODY_TIMEOUT  # a body silent this long: 408 / the stream reset
+    body_min_rate: int = DEFAULT_BODY_MIN_RATE  # past body_timeout, a slower body: the same
     max_request_line: int = DEFAULT_MAX_REQUEST_LINE  # HTTP/1.1: a longer target: 414
     max_header_size: int = DEFAULT_MAX_HEADER_SIZE  # HTTP/1.1: larger header fields: 431
     send_timeout: float = DEFAULT_SEND_TIMEOUT  # an answer the client takes nothing of: dropped

@@ -217,6 +217,12 @@ class RawH2:
                 raise AssertionError(f"not received; the connection is {state}: {self.seen()}")
             self._read(left)
 
+    def wait_quiet(self, seconds: float) -> None:
+        """A pause of the client's: ``seconds`` sending nothing, reading what comes."""
+        deadline = time.monotonic() + seconds
+        while not self.eof and (left := deadline - time.monotonic()) > 0:
+            self._read(left)
+
     def seen(self) -> list[str]:
         return frame_names(self.received)
 

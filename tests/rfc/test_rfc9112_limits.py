@@ -1,7 +1,8 @@
 """RFC 9112 limits and timing against a real server started with small limits and short
-timeouts: a request head is bounded while it arrives (§3: 414, RFC 6585 §5: 431), slow heads
-and stalled bodies time out (408), and a client that does not read its answers is no longer
-read, so the server's memory stays bounded and it keeps serving others.
+timeouts: a request head is bounded while it arrives (§3: 414, RFC 6585 §5: 431), slow heads,
+stalled bodies and bodies dripped slowly time out (408) while other clients are served, and a
+client that does not read its answers is no longer read, so the server's memory stays bounded
+and it keeps serving others.
 """
 
 from __future__ import annotations
@@ -11,12 +12,14 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from tests.rfc.h1client import (
     INFER,
     INFER_PATH,
+    Answer,
     Client,
     get,
     post,
@@ -27,13 +30,15 @@ from tests.rfc.h1client import (
 from tests.serverproc import ServerProcess, served, start_server
 
 MAX_LINE, MAX_HEADER = 2048, 8192
+MIN_RATE = 20  # bytes a second a body must average past the body timeout (1 s)
+BULK = 300 * 1024  # a body this large is read into a buffer of its own (h1.BULK_MIN_BYTES)
 READY = b"/v2/health/ready"
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     repo = small_repo(tmp_path_factory.mktemp("rfc9112_limits"))
-    flags = ["--header-timeout", "1", "--body-timeout", "1"]
+    flags = ["--header-timeout", "1", "--body-timeout", "1", "--body-min-rate", str(MIN_RATE)]
     flags += ["--max-request-line", str(MAX_LINE), "--max-header-size", str(MAX_HEADER)]
     yield from served(start_server(repo, *flags))
 
@@ -182,6 +187,74 @@ def test_9_5_a_body_that_keeps_arriving_is_not_cut(server: ServerProcess) -> Non
             time.sleep(0.25)
             c.send(INFER[start : start + step])
         assert c.answer().status == 200
+
+
+def infer_alone(server: ServerProcess) -> tuple[int, str | None, bytes]:
+    """A normal client's inference, on a connection of its own: what it is answered."""
+    with Client(server) as c:
+        c.send(post(INFER_PATH, INFER))
+        answer = c.answer()
+        return answer.status, answer.header("content-type"), answer.body
+
+
+def drip(server: ServerProcess, head: bytes, piece: bytes) -> Answer:
+    """``head``, then ``piece`` every fifth of a second (a body byte each: 5 a second, below
+    MIN_RATE) until the server answers; the connection is closed after the answer."""
+    with Client(server) as c:
+        c.send(head)
+        send_until_answered(c, endless(piece, 300), pause=0.2)
+        answer = c.answer()
+        assert c.closed()
+        return answer
+
+
+def post_head(length: int | None) -> bytes:
+    framing = b"Content-Length: %d" % length if length else b"Transfer-Encoding: chunked"
+    return b"POST %s HTTP/1.1\r\nHost: t\r\n%s\r\n\r\n" % (INFER_PATH, framing)
+
+
+@pytest.mark.parametrize(
+    ("length", "piece"),
+    [(1000, b" "), (BULK, b" "), (None, b"1\r\n \r\n")],
+    ids=["content-length", "own-buffer", "chunked"],
+)
+def test_9_5_a_body_dripped_slowly_is_408_while_others_are_served(
+    server: ServerProcess, length: int | None, piece: bytes
+) -> None:
+    """Bytes that keep arriving too slowly do not keep a body alive (it is never stalled: a
+    byte comes every fifth of a second); clients on other connections are answered meanwhile
+    exactly as they are alone, before the dripping one is cut."""
+    alone = infer_alone(server)
+    beside: list[tuple[tuple[int, str | None, bytes], bool]] = []
+    with ThreadPoolExecutor(1) as pool:
+        cut = pool.submit(drip, server, post_head(length), piece)
+        while not beside or not cut.done():
+            beside.append((infer_alone(server), cut.done()))
+            time.sleep(0.05)
+        answer = cut.result()
+    assert answer.status == 408
+    assert b"--body-min-rate" in answer.body
+    assert answer.header("connection") == "close"
+    assert all(seen == alone for seen, _ in beside), beside
+    assert any(not cut_yet for _, cut_yet in beside), "no answer before the drip was cut"
+
+
+@pytest.mark.parametrize("size", [4096, BULK], ids=["parsed", "own-buffer"])
+def test_9_5_a_large_body_slow_but_above_the_min_rate_is_served(
+    server: ServerProcess, size: int
+) -> None:
+    """Twenty pieces a tenth of a second apart: longer than the body timeout, each piece
+    buying far more time (size / 20 / MIN_RATE seconds) than the wait before the next."""
+    alone = infer_alone(server)
+    body = INFER + b" " * (size - len(INFER))
+    step = size // 20
+    with Client(server) as c:
+        c.send(post_head(size))
+        for start in range(0, size, step):
+            time.sleep(0.1)
+            c.send(body[start : start + step])
+        answer = c.answer()
+    assert (answer.status, answer.header("content-type"), answer.body) == alone
 
 
 def test_9_5_a_request_computed_longer_than_the_timeouts_is_answered(

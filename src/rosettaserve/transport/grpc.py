@@ -11,8 +11,9 @@ written on the event loop (a call: ``grpc_call``), and a unary call to a fast mo
 without a task (``eager``). What is served: unary, server-streaming and bidirectional calls;
 ``grpc-timeout`` (the call is cancelled and ends with DEADLINE_EXCEEDED); request messages
 compressed with gzip or deflate (replies are not compressed); message size limits checked on
-the 5-byte prefix, before the message is buffered; TLS (ALPN h2) when the server is started
-with a certificate (rosettaserve.security). Not served: h2c upgrade.
+the 5-byte prefix, before the message is buffered; a request that comes too slowly ends with
+DEADLINE_EXCEEDED (``--body-timeout``, ``--body-min-rate``: ``h2_stalls``); TLS (ALPN h2)
+when the server is started with a certificate (rosettaserve.security). Not served: h2c upgrade.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from rosettaserve.observability.access_log import AccessLog, CallRecord
 from rosettaserve.observability.tracing import Tracing
 from rosettaserve.security.keys import Guard
 from rosettaserve.settings import DEFAULT_SEND_TIMEOUT
+from rosettaserve.transport.body_pace import BodyPace
 from rosettaserve.transport.grpc_call import (
     ACCEPT_ENCODING,
     INTERNAL,
@@ -41,7 +43,7 @@ from rosettaserve.transport.grpc_call import (
 )
 from rosettaserve.transport.h2 import Connection
 from rosettaserve.transport.h2_server import H2Server
-from rosettaserve.transport.h2_stream import Receiver, Stream
+from rosettaserve.transport.h2_stream import CLOCK_STOPPED, Receiver, Stream
 from rosettaserve.transport.h2_wire import NO_ERROR
 from rosettaserve.transport.hpack import encode
 
@@ -123,6 +125,9 @@ class Refused:
     def cancelled(self) -> None:
         pass
 
+    def late(self, reason: str) -> None:
+        pass
+
 
 _REFUSED = Refused()
 
@@ -136,11 +141,12 @@ class GrpcServer:
         max_message_size: int,
         tracker: CallTracker,
         send_timeout: float = DEFAULT_SEND_TIMEOUT,
+        pace: BodyPace | None = None,
     ) -> None:
         self.methods = methods_of(services)
         self.max_message_size = max_message_size
         self.tracker = tracker
-        self.h2 = H2Server(self, send_timeout=send_timeout)
+        self.h2 = H2Server(self, send_timeout=send_timeout, pace=pace)
         self.guard: Guard | None = None  # set: calls need an API key (rosettaserve.security)
         self.access: AccessLog | None = None  # set: an access line per call, request ids
         self.tracing: Tracing | None = None  # set: a span per call (--otel-exporter)
@@ -196,6 +202,7 @@ class GrpcServer:
             call.span = self.tracing.call_span(path, metadata)
         if found.kind is True:
             call.requests = RequestStream(conn, stream)
+            stream.body_due = CLOCK_STOPPED  # timed per message (Call._time_messages)
             call.start(call._bidi())
         return call
 

@@ -25,7 +25,7 @@ from rosettaserve.observability.request_ids import HEADER, REQUEST_ID
 from rosettaserve.observability.tracing import CallSpan
 from rosettaserve.transport.eager import Adopted
 from rosettaserve.transport.h2 import Connection
-from rosettaserve.transport.h2_stream import Stream
+from rosettaserve.transport.h2_stream import CLOCK_STOPPED, CLOCK_TO_START, Stream
 from rosettaserve.transport.h2_wire import NO_ERROR
 from rosettaserve.transport.hpack import encode
 
@@ -209,8 +209,20 @@ class Call:
             self.chunks = [rest]
             self.have = len(rest)
             self.need = 5 if len(rest) < 5 else 5 + int.from_bytes(rest[1:5], "big")
+        if self.requests is not None:
+            self._time_messages(pos > 0)
         if end_stream:
             self._ended()
+
+    def _time_messages(self, completed: bool) -> None:
+        """A call that streams its requests is timed while a message is on its way, from its
+        first bytes (``h2_stalls``): the clock stops between messages, and starts again for
+        each (``completed``: messages ended in this DATA)."""
+        stream = self.stream
+        if not self.chunks:
+            stream.body_due = CLOCK_STOPPED
+        elif completed or stream.body_due == CLOCK_STOPPED:
+            stream.body_due = CLOCK_TO_START
 
     def _message(self, flag: int, message: bytes) -> bool:
         """One whole request message; False when the call failed on it."""
@@ -274,6 +286,10 @@ class Call:
             self.start(self._replies(self.method.fn(request, self.context)))
         else:
             self.start(self._server_stream(request))
+
+    def late(self, reason: str) -> None:
+        """The request came too slowly (``h2_stalls``): the call ends, saying why."""
+        self.finish(DEADLINE_EXCEEDED, reason)
 
     def cancelled(self) -> None:
         """The client reset the stream or left: the work is dropped."""

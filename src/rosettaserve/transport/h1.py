@@ -7,7 +7,8 @@ in order, one per request, by ``h1_answers``.
 
 A client holds what the settings say and no more (``h1_head.H1Limits``): the request target and
 the header fields are counted while they arrive (414, 431); a head or body that is late gets
-408 (checked by the server's one sweep, not a timer per request); a client that does not read
+408 (checked by the server's one sweep, not a timer per request), and so does a body dripped too
+slowly, timed as a whole from the end of its head (``body_pace``); a client that does not read
 its answers is no longer read (the transport's high-water mark); idle connections are closed.
 The common path (plain HTTP/1.1, the Host of the request before) only notes where the parser
 is and when the head began; the rest of RFC 9112's rules run for the heads that need them
@@ -27,6 +28,7 @@ import httptools
 
 from rosettaserve.observability.access_log import AccessLog
 from rosettaserve.transport import h1_head as rules
+from rosettaserve.transport.body_pace import BodyPace
 from rosettaserve.transport.coalesce import WriteRound
 from rosettaserve.transport.h1_answers import HELD_WRITES, Answering, Pending
 from rosettaserve.transport.h1_framing import CONTINUE, too_large
@@ -76,6 +78,7 @@ class Connection(Answering):
         # a head that went on past a read: url and header bytes when the last read ended, the
         # bytes of the reads since which completed no header field, and which head it is
         self.head_seen, self.head_unseen, self.head_seen_since = -1, 0, 0.0
+        self.body_due = 0.0  # the clock of the body being read (``body_pace``)
         self._reset()
 
     def _reset(self) -> None:
@@ -162,6 +165,7 @@ class Connection(Answering):
 
     def on_headers_complete(self) -> None:
         self.phase = BODY
+        self.body_due = self.last_active + self.server.body_timeout  # (BodyPace.due, inline)
         parser = self.parser
         headers = self.headers
         self.method = parser.get_method().decode()
@@ -385,6 +389,8 @@ class Connection(Answering):
         if self.held:  # reading is paused: late is the client that does not read
             if self.held & HELD_WRITES and quiet > server.limits.send_timeout:
                 self.abort()
+            elif self.phase == BODY:  # the body is not late while not read: its clock restarts
+                self.body_due = max(self.body_due, server.pace.due(now, self.size))
         elif self.phase == IDLE and not self.blank_bytes:
             if self.task is None and quiet > server.idle_timeout:
                 self.close()
@@ -393,9 +399,16 @@ class Connection(Answering):
             if now - self.head_since > limit:
                 what = "the request head did not arrive whole"
                 self._refuse(rules.timed_out(what, limit, "--header-timeout"))
-        elif quiet > server.limits.body_timeout:
-            what = "the request body stalled: no byte of it arrived"
-            self._refuse(rules.timed_out(what, server.limits.body_timeout, "--body-timeout"))
+        else:
+            self._late_body(now, quiet)
+
+    def _late_body(self, now: float, quiet: float) -> None:
+        """408 to a body that stalled, or that arrives too slowly (``body_pace``)."""
+        pace = self.server.pace
+        if quiet > pace.timeout:
+            self._refuse(rules.refusal(408, pace.stalled("the request body")))
+        elif pace.overdue(self.body_due, self.size, now):
+            self._refuse(rules.refusal(408, pace.too_slow("the request body")))
 
 
 class HttpServer:
@@ -411,6 +424,8 @@ class HttpServer:
         self.idle_timeout = idle_timeout
         self.limits = limits = limits or H1Limits()
         self.max_url, self.max_head = limits.max_request_line, limits.max_header_size
+        self.pace = BodyPace(limits.body_timeout, limits.body_min_rate)
+        self.body_timeout = limits.body_timeout
         self.connections: set[Connection] = set()
         self.recv_buffer = memoryview(bytearray(RECV_BYTES))  # read into, parsed at once
         self.closing = False

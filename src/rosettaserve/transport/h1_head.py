@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 
 from rosettaserve.settings import (
+    DEFAULT_BODY_MIN_RATE,
     DEFAULT_BODY_TIMEOUT,
     DEFAULT_HEADER_TIMEOUT,
     DEFAULT_MAX_HEADER_SIZE,
@@ -26,7 +27,8 @@ class H1Limits:
     """How much of a request head the server holds, and how long it waits for a request."""
 
     header_timeout: float = DEFAULT_HEADER_TIMEOUT  # a head not whole this long after it began
-    body_timeout: float = DEFAULT_BODY_TIMEOUT  # a body with no byte for this long
+    body_timeout: float = DEFAULT_BODY_TIMEOUT  # a body with no byte for this long (body_pace)
+    body_min_rate: int = DEFAULT_BODY_MIN_RATE  # a body slower than this past body_timeout
     max_request_line: int = DEFAULT_MAX_REQUEST_LINE  # the request target (URL), in bytes
     max_header_size: int = DEFAULT_MAX_HEADER_SIZE  # the header fields together, in bytes
     send_timeout: float = DEFAULT_SEND_TIMEOUT  # answers waiting on a client that reads nothing
@@ -36,6 +38,7 @@ def http_limits(settings: Settings) -> H1Limits:
     return H1Limits(
         header_timeout=settings.header_timeout,
         body_timeout=settings.body_timeout,
+        body_min_rate=settings.body_min_rate,
         max_request_line=settings.max_request_line,
         max_header_size=settings.max_header_size,
         send_timeout=settings.send_timeout,

@@ -257,6 +257,7 @@ class Connection(Sender):
             return
         if stream.remote_closed:
             raise StreamError(stream_id, STREAM_CLOSED, "DATA after the end of the stream")
+        stream.received += size  # the request's pace: the sweep compares (h2_stalls)
         stream.recv_window -= size
         if stream.recv_window < 0:
             raise StreamError(stream_id, FLOW_CONTROL_ERROR, "DATA beyond the stream's window")

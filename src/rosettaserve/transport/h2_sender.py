@@ -15,7 +15,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Final
 
-from rosettaserve.transport.h2_stalls import close_stalled
+from rosettaserve.transport.h2_stalls import close_stalled, late_requests
 from rosettaserve.transport.h2_stream import RESET_HERE, Stream, StreamHistory
 from rosettaserve.transport.h2_wire import (
     CONTINUATION,
@@ -220,16 +220,19 @@ class Sender(asyncio.Protocol):
             self.transport.close()
 
     def close_if_idle(self, since: float) -> None:
-        """The sweep's call (every quarter of the shorter of the idle and send timeouts; the
+        """The sweep's call (every quarter of the shortest of the idle, send and body timeouts; the
         timeouts are the server's, ``since`` is not used). No stream open and nothing received
         for the idle timeout: GOAWAY, then close (a gRPC client opens a new connection for its
         next call). Streams open: those whose answer the client takes none of for the send
-        timeout are dropped (``h2_stalls``)."""
-        if self.transport is None:
+        timeout are dropped, and those whose request comes too slowly (``h2_stalls``)."""
+        transport = self.transport
+        if transport is None:
             return
         now = time.monotonic()
         if self.streams or not self.writable:
             close_stalled(self, now, self.server.send_timeout)
+            if self.streams and not transport.is_closing():
+                late_requests(self, now, self.server.pace)
         elif self.last_active < now - self.server.idle_timeout:
             self.goaway(NO_ERROR, "idle")
             self.close()

@@ -9,6 +9,7 @@ import socket
 import ssl
 
 from rosettaserve.settings import DEFAULT_SEND_TIMEOUT
+from rosettaserve.transport.body_pace import BodyPace
 from rosettaserve.transport.coalesce import WriteRound
 from rosettaserve.transport.h2 import IDLE_TIMEOUT_S, Connection
 from rosettaserve.transport.h2_stream import App
@@ -24,10 +25,12 @@ class H2Server:
         app: App,
         idle_timeout: float = IDLE_TIMEOUT_S,
         send_timeout: float = DEFAULT_SEND_TIMEOUT,
+        pace: BodyPace | None = None,
     ) -> None:
         self.app = app
         self.idle_timeout = idle_timeout
         self.send_timeout = send_timeout  # an answer the client takes nothing of, this long
+        self.pace = pace or BodyPace()  # how slowly a request may come (h2_stalls)
         self.connections: set[Connection] = set()
         self.round = WriteRound()
         self.closing = False
@@ -35,7 +38,7 @@ class H2Server:
         self._sweeper: asyncio.Task[None] | None = None
 
     async def start(self, sock: socket.socket, tls: ssl.SSLContext | None = None) -> None:
-        period = min(self.idle_timeout, self.send_timeout)
+        period = min(self.idle_timeout, self.send_timeout, self.pace.timeout)
         self._server, self._sweeper = await listen(
             sock, lambda: Connection(self), self.connections, period, tls
         )

@@ -7,6 +7,7 @@ opens a ``Receiver`` for each one a client starts).
 from __future__ import annotations
 
 import asyncio
+import math
 from collections import deque
 from typing import TYPE_CHECKING, Final, Protocol
 
@@ -28,6 +29,10 @@ SKIP_MEMORY: Final = 64  # ranges of stream ids a client skipped (never opened),
 # how a stream that is no longer open ended, as remembered for the frames that may follow
 RESET_HERE: Final = 1
 RESET_BY_CLIENT: Final = 2
+# a stream's body clock (``body_due``) when it is not a time: to be started by the sweep, or
+# not running (a streaming call between two messages: the client sends when it likes)
+CLOCK_TO_START: Final = -math.inf
+CLOCK_STOPPED: Final = math.inf
 
 
 class Receiver(Protocol):
@@ -39,6 +44,10 @@ class Receiver(Protocol):
     def cancelled(self) -> None:
         """The client reset the stream, or the connection went away."""
 
+    def late(self, reason: str) -> None:
+        """The request's data came too slowly (``body_pace``): answer, if it can; the stream is
+        reset next."""
+
 
 class App(Protocol):
     def open(self, conn: Connection, stream: Stream, headers: list[tuple[str, str]]) -> Receiver:
@@ -47,6 +56,9 @@ class App(Protocol):
 
 class Stream:
     __slots__ = (
+        "body_due",
+        "body_quiet_since",
+        "body_seen",
         "drained",
         "held",
         "id",
@@ -54,6 +66,7 @@ class Stream:
         "local_closed",
         "pending",
         "pending_bytes",
+        "received",
         "receiver",
         "recv_unacked",
         "recv_window",
@@ -78,6 +91,12 @@ class Stream:
         self.stalled_since = 0.0  # the sweep saw ``pending`` not moving from then (0: moving)
         self.drained: asyncio.Future[None] | None = None
         self.length = NO_LENGTH  # what the request's content-length says is still to come
+        # the request's pace (``h2_stalls.late_bodies``): DATA bytes received, the clock
+        # (``body_pace``), and the sweep's last look: bytes seen, and since when unchanged
+        self.received = 0
+        self.body_due = CLOCK_TO_START
+        self.body_seen = 0
+        self.body_quiet_since = 0.0
 
 
 def count_length(stream: Stream, size: int, end_stream: bool) -> None:

@@ -6,23 +6,27 @@ responses (status line, headers, a body exactly as its framing says; none for HE
 304); no 5xx but the RFC's own 501 and 505, and no error in the server's log; at most one final
 response per request the bytes hold (plus one for the request that could not be parsed) and at
 most one ``100 Continue`` before it; and a valid request on a new connection afterwards is
-answered 200.
+answered 200. A request the bytes leave unfinished is then late (the sweep finds it long after:
+408 to a head or body, the close of an idle connection): its answer holds to the same rules.
 """
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httptools
 
 from tests.fuzz.fakes import Harness, RecordingTransport, deliver, pieces, settle
 
+if TYPE_CHECKING:
+    from rosettaserve.transport.h1 import Connection
+
 ALLOWED_5XX = {501, 505}  # not implemented (an unknown method), HTTP version not supported
 MAX_REQUEST_SIZE = 64 * 1024
 READY = b"GET /v2/health/ready HTTP/1.1\r\nHost: fuzz\r\n\r\n"
+LATE_BY_S = 1e6  # how long after its last read the sweep finds the connection
 _STATUS = re.compile(rb"HTTP/1\.[01] (\d{3})(?: [^\r\n]*)?\r\n")
 
 
@@ -149,22 +153,30 @@ async def exchange(data: bytes) -> tuple[bytes, bytes]:
     from rosettaserve.transport.h1 import Connection
 
     server = http_server()
-    garbage = await _one_connection(Connection(server), list(pieces(data)))
+    garbage = await _one_connection(Connection(server), list(pieces(data)), late=True)
     ready = await _one_connection(Connection(server), [READY])
     return garbage, ready
 
 
-async def _one_connection(conn: asyncio.BufferedProtocol, reads: list[bytes]) -> bytes:
+async def _one_connection(conn: Connection, reads: list[bytes], late: bool = False) -> bytes:
+    """What the server writes for ``reads``; ``late``: then the sweep finds the connection
+    long after (every clock of it moved back)."""
     transport = RecordingTransport()
     conn.connection_made(transport)
 
     def busy() -> bool:  # answers on their way (a closed connection writes no more)
-        return not transport.closed and bool(getattr(conn, "busy", False))
+        return not transport.closed and conn.busy
 
     for read in reads:
         if transport.closed:
             break
         deliver(conn, read)
+        await settle(busy)
+    if late and not transport.closed:
+        conn.head_since -= LATE_BY_S
+        conn.last_active -= LATE_BY_S
+        conn.body_due -= LATE_BY_S
+        conn.close_if_idle(0.0)
         await settle(busy)
     conn.connection_lost(None)
     await settle(lambda: False)

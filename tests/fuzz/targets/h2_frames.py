@@ -6,7 +6,9 @@ Properties: nothing escapes the protocol's methods; what it writes is whole, wel
 (python-hyper's hyperframe parses each one, its header blocks decode with python-hyper's hpack)
 after its SETTINGS, none larger than the client allowed; no GOAWAY says INTERNAL_ERROR and the
 server logs no error (an exception it did not expect: gRPC's INTERNAL is also its answer to a
-malformed call, as grpc-go's); and a valid call on a new connection afterwards succeeds.
+malformed call, as grpc-go's); and a valid call on a new connection afterwards succeeds. The
+requests the bytes leave unfinished are then late (``h2_stalls.late_requests``, as the sweep
+finds them long after): what cutting them writes holds to the same properties.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 INTERNAL_ERROR = 2
 SETTINGS, MAX_FRAME_SIZE, DEFAULT_MAX_FRAME = 4, 5, 16384
 HEALTH = "/grpc.health.v1.Health/Check"
+LOOK, LATE_BY_S = 1e6, 1e9  # the sweep's looks at the requests left unfinished (its clock)
 
 
 def frames(data: bytes) -> list[hf.Frame]:
@@ -144,8 +147,11 @@ def _working(conn: Any) -> bool:
     )
 
 
-async def _one_connection(reads: list[bytes]) -> bytes:
+async def _one_connection(reads: list[bytes], late: bool = False) -> bytes:
+    """What the server writes for ``reads``; ``late``: then the sweep finds the requests left
+    unfinished late (its first look starts their clocks, the next is long after)."""
     from rosettaserve.transport import h2 as server_h2
+    from rosettaserve.transport.h2_stalls import late_requests
 
     harness = Harness.get()
     conn = server_h2.Connection(harness.grpc.h2)
@@ -156,6 +162,10 @@ async def _one_connection(reads: list[bytes]) -> bytes:
             break
         deliver(conn, read)
         await settle(lambda: _working(conn))
+    if late and not transport.closed:
+        for now in (LOOK, LOOK + LATE_BY_S):
+            late_requests(conn, now, harness.grpc.h2.pace)
+        await settle(lambda: _working(conn))
     conn.connection_lost(None)
     await settle(lambda: False)
     return bytes(transport.data)
@@ -163,7 +173,7 @@ async def _one_connection(reads: list[bytes]) -> bytes:
 
 def check(data: bytes) -> None:
     harness = Harness.get()
-    written = harness.run(_one_connection(list(pieces(PREFACE + data))))
+    written = harness.run(_one_connection(list(pieces(PREFACE + data)), late=True))
     check_written(written, largest_frame_allowed(data))
     blocks = check_written(harness.run(_one_connection([HEALTH_CALL])))
     statuses = [dict(fields).get(b"grpc-status") for _, fields in blocks]
