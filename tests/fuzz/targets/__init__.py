@@ -18,6 +18,7 @@ TARGETS = (
     "tfserving_json",
     "grps_json",
     "oip_rest",
+    "content_coding",
 )
 
 
