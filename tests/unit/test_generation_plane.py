@@ -173,7 +173,7 @@ def started(request: GenerateRequest) -> tuple[Tokenizing, str]:
 
 def test_a_prompt_too_long_for_the_window_is_refused_before_it_is_tokenized() -> None:
     request = GenerateRequest(prompt="x" * 2001)
-    with pytest.raises(InvalidInput, match="2001 characters; .* at most 2000 characters") as err:
+    with pytest.raises(InvalidInput, match=r"2001 characters; .* at most 2000 characters") as err:
         started(request)
     assert err.value.http_status == 400
 
@@ -184,7 +184,8 @@ def test_a_long_prompt_is_tokenized_off_the_loop_and_handed_as_ids() -> None:
     gen, loop_thread = started(request)
     ((tokenized, thread),) = gen.tokenized
     assert tokenized == text
-    assert thread != loop_thread and thread.startswith("model-request-work")
+    assert thread != loop_thread
+    assert thread.startswith("model-request-work")
     assert gen.generated[0].prompt_token_ids == [1] * (len(text) // 100)
 
 

@@ -117,7 +117,7 @@ def test_a_composing_normalizer_multiplies_the_bound(nfc: Any) -> None:
         "split-removed",
         "wordpiece",
         "no-byte-fallback",
-    ],  # fmt: skip
+    ],
 )
 def test_pieces_that_drop_text_give_no_bound(make: Any) -> None:
     assert chars_per_token(make()) is None

@@ -22,7 +22,7 @@ import orjson
 
 from rosettaserve.core.dtypes import DTYPES, DType
 from rosettaserve.core.errors import InvalidInput
-from rosettaserve.core.executor import LargeWork
+from rosettaserve.core.executor import LET_OTHERS_RUN, LargeWork, let_others_run
 
 MAX_DIMS = 64
 # beyond any tensor: numpy refuses such a shape even with a 0 in it (without one, no data can
@@ -102,6 +102,8 @@ def _bytes_from_raw(view: memoryview, count: int, name: str, inline: bool) -> np
     out = np.empty(count, dtype=object)
     offset = 0
     for i in range(count):
+        if i & LET_OTHERS_RUN == LET_OTHERS_RUN:
+            let_others_run()  # (a long decode is on the request-work threads)
         if offset + _LEN.size > size:
             raise InvalidInput(f"BYTES tensor '{name}' ends inside the length of element {i}")
         (length,) = _LEN.unpack_from(view, offset)
@@ -127,7 +129,9 @@ def to_raw(data: np.ndarray, dtype: DType, inline: bool = False) -> Buffer:
         if inline and data.size > INLINE_ELEMENTS:
             raise LargeWork
         parts: list[bytes] = []
-        for item in data.ravel():
+        for i, item in enumerate(data.ravel()):
+            if i & LET_OTHERS_RUN == LET_OTHERS_RUN:
+                let_others_run()
             raw = as_bytes(item)
             parts.append(_LEN.pack(len(raw)))
             parts.append(raw)
@@ -159,6 +163,8 @@ def bytes_array(items: Any) -> np.ndarray:
     out = np.empty(arr.shape, dtype=object)
     flat_in, flat_out = arr.ravel(), out.reshape(-1)
     for i in range(flat_in.size):
+        if i & LET_OTHERS_RUN == LET_OTHERS_RUN:
+            let_others_run()
         flat_out[i] = as_bytes(flat_in[i])
     return out
 
@@ -304,7 +310,9 @@ def _plain_array(data: list[Any], dtype: DType) -> np.ndarray | None:
 def _check_elements(flat: np.ndarray, dtype: DType, name: str) -> None:
     want = "O" if dtype.is_bytes else dtype.numpy.kind
     accepts = (str,) if want == "O" else _ACCEPTS[want]
-    for item in flat:
+    for i, item in enumerate(flat):
+        if i & LET_OTHERS_RUN == LET_OTHERS_RUN:
+            let_others_run()
         if isinstance(item, list):
             raise InvalidInput(
                 f"'data' of tensor '{name}' is ragged: nested lists must all have the same length"

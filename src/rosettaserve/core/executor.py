@@ -22,9 +22,10 @@ import contextlib
 import contextvars
 import queue
 import threading
+import time
 from collections.abc import Callable
 from time import perf_counter_ns
-from typing import Any, Protocol, TypeVar
+from typing import Any, Final, Protocol, TypeVar
 
 from rosettaserve.core.call import Call
 from rosettaserve.core.errors import keep_origin
@@ -172,6 +173,18 @@ async def run_loading(fn: Callable[..., T], *args: Any) -> T:
 
 
 _request_work: ThreadInstances | None = None
+# A loop of compiled code over many elements calls ``let_others_run`` when its count has these
+# low bits set: every 4,096 elements (~1-2 ms).
+LET_OTHERS_RUN: Final = 0xFFF
+
+
+def let_others_run() -> None:
+    """Hand the interpreter to a thread waiting for it (the event loop's), if one is: what a
+    long loop of compiled code calls now and then. The interpreter offers a waiting thread its
+    turn between bytecodes only, which compiled code (mypyc's) has none of: a loop over millions
+    of elements on the request-work threads would hold the event loop throughout. time.sleep(0)
+    lets go of the interpreter, and a thread that asked for it takes it then."""
+    time.sleep(0)
 
 
 async def run_request_work(fn: Callable[..., T], *args: Any) -> T:

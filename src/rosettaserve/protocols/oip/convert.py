@@ -11,7 +11,7 @@ from rosettaserve.core import dtypes, json_bulk, json_nonfinite
 from rosettaserve.core.call import PROTOCOL, TIMEOUT_US
 from rosettaserve.core.codec import INLINE_ELEMENTS, check_shape, from_json, from_raw, to_raw
 from rosettaserve.core.errors import InvalidInput
-from rosettaserve.core.executor import LargeWork
+from rosettaserve.core.executor import LET_OTHERS_RUN, LargeWork, let_others_run
 from rosettaserve.core.registry import ModelVersion
 from rosettaserve.core.types import InferenceRequest, InferenceResponse, RequestedOutput, Tensor
 
@@ -329,13 +329,22 @@ def json_data(tensor: Tensor, dtype: dtypes.DType) -> Any:
     flat = tensor.data.ravel()  # C-contiguous, as orjson needs (a view when it already was)
     if dtype.is_bytes:
         try:
-            return [item.decode() for item in flat]
+            return _texts(flat)
         except UnicodeDecodeError:
             raise InvalidInput(
                 f"output '{tensor.name}' holds bytes that are not UTF-8 text; "
                 'request it with "parameters": {"binary_data": true}'
             ) from None
     return json_nonfinite.array(flat)  # NaN, Infinity, -Infinity as such, not null
+
+
+def _texts(flat: np.ndarray) -> list[str]:
+    texts: list[str] = []
+    for i, item in enumerate(flat):
+        if i & LET_OTHERS_RUN == LET_OTHERS_RUN:
+            let_others_run()  # (a long answer is written on the request-work threads)
+        texts.append(item.decode())
+    return texts
 
 
 # -- metadata ----------------------------------------------------------------------------------

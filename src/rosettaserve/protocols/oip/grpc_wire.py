@@ -22,7 +22,7 @@ from google.protobuf.message import DecodeError
 from rosettaserve.core import dtypes
 from rosettaserve.core.codec import INLINE_ELEMENTS, check_elements, raw_bytes
 from rosettaserve.core.errors import InvalidInput
-from rosettaserve.core.executor import LargeWork
+from rosettaserve.core.executor import LET_OTHERS_RUN, LargeWork, let_others_run
 from rosettaserve.core.types import InferenceRequest, InferenceResponse, Parameters, RequestedOutput
 from rosettaserve.protocols.oip.grpc_convert import (
     InputFields,
@@ -215,9 +215,7 @@ def _contents(data: bytes, at: int, end: int, name: str, inline: bool) -> dict[s
         if wire == VARINT and kind not in _FIXED and kind != "bytes":
             value, at = _varint(data, at, end)
             contents.setdefault(field, []).append(_narrow(value, kind))
-            taken += 1
-            if inline and taken > INLINE_ELEMENTS:
-                raise LargeWork
+            taken = _counted(taken, inline)
             continue
         if wire != LENGTH:
             raise Unexpected  # fixed-width numbers one by one: rare, left to protobuf
@@ -232,10 +230,8 @@ def _contents(data: bytes, at: int, end: int, name: str, inline: bool) -> dict[s
         elif kind == "bytes":
             values = contents.setdefault(field, [])
             values.append(data[start:at])
-            taken += 1
+            taken = _counted(taken, inline)
             if taken > INLINE_ELEMENTS:
-                if inline:
-                    raise LargeWork
                 check_elements(len(values), name, inline)
         else:
             values = contents.setdefault(field, [])
@@ -250,9 +246,19 @@ def _packed(
     while at < end:
         value, at = _varint(data, at, end)
         values.append(_narrow(value, kind))
-        taken += 1
-        if inline and taken > INLINE_ELEMENTS:
+        taken = _counted(taken, inline)
+    return taken
+
+
+def _counted(taken: int, inline: bool) -> int:
+    """One more value read one by one: LargeWork past the event loop's budget (``inline``);
+    off the loop, the interpreter offered to the loop now and then."""
+    taken += 1
+    if inline:
+        if taken > INLINE_ELEMENTS:
             raise LargeWork
+    elif taken & LET_OTHERS_RUN == LET_OTHERS_RUN:
+        let_others_run()
     return taken
 
 
