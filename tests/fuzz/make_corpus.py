@@ -8,10 +8,12 @@ tests/v2data.py, the benchmark's bodies (bench/compare/bodies.py), and what real
 from __future__ import annotations
 
 import base64
+import gzip
 import json
 import shutil
 import struct
 import sys
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +56,12 @@ def oip_bodies() -> dict[str, bytes]:
     out["bulk_int64.json"] = oip_json("INT64", ints)
     binary = bodies.binary_body(BENCH, small)
     out["binary_fp32.bin"] = b"#%d\n" % (len(binary) - small.nbytes) + binary
+    strings = b"".join(len(s).to_bytes(4, "little") + s for s in (b"", b"a", b"bc\0"))
+    for name, count in (("binary_bytes.bin", 3), ("binary_bytes_past_the_body.bin", 10**9)):
+        tensor = {"name": "s", "datatype": "BYTES", "shape": [1, count]}
+        tensor["parameters"] = {"binary_data_size": len(strings)}
+        head = json.dumps({"inputs": [tensor]}).encode()
+        out[name] = b"#%d\n" % len(head) + head + strings
     return out
 
 
@@ -289,6 +297,29 @@ def pd_scheduler_inputs() -> dict[str, bytes]:
     }
 
 
+def coded_bodies(infer: bytes) -> dict[str, bytes]:
+    """Bodies for content_coding: its first byte picks the coding (targets/content_coding.py)."""
+    from tests.fuzz.targets.content_coding import CODINGS
+
+    def pick(encoding: str) -> bytes:
+        return bytes((CODINGS.index(encoding),))
+
+    raw = zlib.compressobj(6, zlib.DEFLATED, -zlib.MAX_WBITS)
+    zeros = b"\0" * (1 << 20)  # a bomb: past the target's limit, from a few hundred bytes
+    return {
+        "gzip.bin": pick("gzip") + gzip.compress(infer),
+        "deflate_zlib.bin": pick("deflate") + zlib.compress(infer),
+        "deflate_raw.bin": pick("deflate") + raw.compress(infer) + raw.flush(),
+        "gzip_gzip.bin": pick("gzip, gzip") + gzip.compress(gzip.compress(infer)),
+        "deflate_then_gzip.bin": pick("deflate, gzip") + gzip.compress(zlib.compress(infer)),
+        "bomb_gzip_gzip.bin": pick("gzip, gzip") + gzip.compress(gzip.compress(zeros, 9), 9),
+        "past_the_budget.bin": pick("gzip") + gzip.compress(bytes(range(256)) * 12),
+        "three_codings.bin": pick("gzip, gzip, gzip") + gzip.compress(gzip.compress(infer)),
+        "identity.bin": pick("identity") + infer,
+        "junk_after.bin": pick("gzip") + gzip.compress(infer) + b"junk",
+    }
+
+
 def write(target: str, seeds: dict[str, bytes]) -> None:
     folder = HERE / "corpus" / target
     shutil.rmtree(folder, ignore_errors=True)
@@ -341,6 +372,7 @@ def main() -> None:
         "openai_request": openai_bodies(),
         "pd_scheduler": pd_scheduler_inputs(),
         "pd_handover": pd_handovers(),
+        "content_coding": coded_bodies(oip["bench_rest_small.json"]),
     }
     for target, seeds in corpora.items():
         write(target, seeds)

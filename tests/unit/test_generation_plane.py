@@ -1,10 +1,12 @@
 """The generation plane's per-request duties without a server: in flight while it runs, the
 work cancelled when the reply is dropped, the request timeout, the queue limit, what the
-metrics observer is told."""
+metrics observer is told; a prompt that cannot fit refused before it is tokenized, and long
+prompts and chats made ready off the event loop."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
 from dataclasses import replace
 from typing import Any
 
@@ -20,7 +22,15 @@ from rosettaserve.core.generate import (
     SamplingParams,
     Usage,
 )
-from rosettaserve.core.generation_plane import Generation, GenerationPlane, can_serve, frames
+from rosettaserve.core.generation_plane import (
+    INLINE_CHAT_BYTES,
+    INLINE_PROMPT_CHARS,
+    Generation,
+    GenerationPlane,
+    can_serve,
+    chat_prompt,
+    frames,
+)
 from rosettaserve.core.registry import ModelVersion
 from rosettaserve.protocols.vllm.rest import CumulativeFramer
 
@@ -142,3 +152,80 @@ def test_prompt_logprobs_are_refused_where_the_engine_would_not_compute_them() -
     can_serve(mv, vllm, asked, None)  # type: ignore[arg-type]
     for generator, split in ((builtin, None), (builtin, object())):
         can_serve(mv, generator, GenerateRequest(), split)  # type: ignore[arg-type]
+
+
+class Tokenizing(Generator):
+    """Records the prompts it tokenizes and on which thread; generates nothing."""
+
+    info = GeneratorInfo("m", 64, 1, max_num_seqs=2, max_waiting=8, max_stop_sequences=4,
+                         dtype="float32", device="cpu", max_prompt_chars=2000)  # fmt: skip
+
+    def __init__(self) -> None:
+        self.tokenized: list[tuple[str, str]] = []
+        self.generated: list[GenerateRequest] = []
+        self.chats: list[str] = []
+
+    def tokenize(self, text: str, special: bool = True) -> list[int]:
+        self.tokenized.append((text, threading.current_thread().name))
+        return [1] * (len(text) // 100)
+
+    def generate(self, request: Any) -> Endless:
+        self.generated.append(request)
+        return Endless(finish_after=1)
+
+    def chat_prompt(self, messages: list[dict[str, Any]], chat: Any = None) -> str:
+        self.chats.append(threading.current_thread().name)
+        return "".join(m["content"] for m in messages)
+
+
+def started(request: GenerateRequest) -> tuple[Tokenizing, str]:
+    plane = GenerationPlane(DataPlane(registry=None, limits=Limits()))  # type: ignore[arg-type]
+    gen = Tokenizing()
+
+    async def main() -> str:
+        generation = await plane.generate("vllm", ModelVersion("m", "1", "llm"), gen, request)  # type: ignore[arg-type]
+        generation.close()
+        return threading.current_thread().name
+
+    return gen, asyncio.run(main())
+
+
+def test_a_prompt_too_long_for_the_window_is_refused_before_it_is_tokenized() -> None:
+    request = GenerateRequest(prompt="x" * 2001)
+    with pytest.raises(InvalidInput, match=r"2001 characters; .* at most 2000 characters") as err:
+        started(request)
+    assert err.value.http_status == 400
+
+
+def test_a_long_prompt_is_tokenized_off_the_loop_and_handed_as_ids() -> None:
+    text = "y" * (INLINE_PROMPT_CHARS + 1)
+    request = GenerateRequest(prompt=text, add_special_tokens=False)
+    gen, loop_thread = started(request)
+    ((tokenized, thread),) = gen.tokenized
+    assert tokenized == text
+    assert thread != loop_thread
+    assert thread.startswith("model-request-work")
+    assert gen.generated[0].prompt_token_ids == [1] * (len(text) // 100)
+
+
+def test_a_short_prompt_is_left_to_the_engine() -> None:
+    gen, _ = started(GenerateRequest(prompt="z" * INLINE_PROMPT_CHARS))
+    assert gen.tokenized == []
+    assert gen.generated[0].prompt_token_ids is None
+    ids = GenerateRequest(prompt="w" * 5000, prompt_token_ids=[5, 6])  # ids given: nothing done
+    gen, _ = started(ids)
+    assert gen.tokenized == []
+
+
+def test_a_large_chat_is_rendered_off_the_loop() -> None:
+    gen = Tokenizing()
+    messages = [{"role": "user", "content": "hi"}]
+
+    async def main() -> str:
+        assert await chat_prompt(gen, messages, INLINE_CHAT_BYTES) == "hi"
+        assert await chat_prompt(gen, messages, INLINE_CHAT_BYTES + 1) == "hi"
+        return threading.current_thread().name
+
+    loop_thread = asyncio.run(main())
+    assert gen.chats[0] == loop_thread
+    assert gen.chats[1].startswith("model-request-work")

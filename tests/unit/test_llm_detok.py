@@ -7,7 +7,13 @@ from pathlib import Path
 import pytest
 from transformers import AutoTokenizer
 
-from rosettaserve.runtimes.llm.detok import IncrementalDetokenizer, StopText, decoder
+from rosettaserve.runtimes.llm.detok import (
+    LONG_TEXT_CHARS,
+    IncrementalDetokenizer,
+    StopText,
+    decoder,
+    encoder,
+)
 
 MODEL = Path(__file__).resolve().parents[2] / "examples" / "models" / "tiny_llama"
 TEXTS = ["漢字テスト 😀🚀 ñandú — naïve", "你好，世界。", "plain ascii words", "Ωμέγα ☕ 🙂"]  # noqa: RUF001
@@ -74,3 +80,15 @@ def test_text_without_stop_strings_is_sent_whole() -> None:
     assert out[0] == "hell"  # the last two characters wait: they could start "zzz"
     out, _ = push_all(StopText((), False), ["a", "b"])
     assert out == ["a", "b", ""]
+
+
+@pytest.mark.parametrize("special", [True, False])
+def test_a_long_text_has_the_ids_of_a_short_one_s_way(tokenizer, special: bool) -> None:  # type: ignore[no-untyped-def]
+    """Past LONG_TEXT_CHARS the encoder takes encode_batch (which lets go of the interpreter):
+    the same ids as encode, special tokens in the text included."""
+    encode = encoder(tokenizer)
+    text = (" ".join(TEXTS) + " <|im_start|>user\n") * 40
+    assert len(text) > LONG_TEXT_CHARS
+    backend = tokenizer.backend_tokenizer
+    assert encode(text, special) == backend.encode(text, add_special_tokens=special).ids
+    assert encode(text, special) == tokenizer(text, add_special_tokens=special)["input_ids"]

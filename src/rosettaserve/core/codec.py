@@ -2,6 +2,12 @@
 
 Every check that bounds an allocation runs before the allocation: a shape is
 validated and its byte size compared with the bytes actually present first.
+
+A BYTES tensor is an object per element: its element count is bounded by the bytes present
+(4 bytes of length each, in the binary form) and by ``MAX_BYTES_ELEMENTS``, both checked
+before anything is allocated. Its elements are decoded one by one; called with ``inline``
+(on the event loop), a tensor of more than ``INLINE_ELEMENTS`` raises LargeWork instead, and
+its request is decoded again on the request-work threads (core/executor.py).
 """
 
 from __future__ import annotations
@@ -16,11 +22,17 @@ import orjson
 
 from rosettaserve.core.dtypes import DTYPES, DType
 from rosettaserve.core.errors import InvalidInput
+from rosettaserve.core.executor import LET_OTHERS_RUN, LargeWork, let_others_run
 
 MAX_DIMS = 64
 # beyond any tensor: numpy refuses such a shape even with a 0 in it (without one, no data can
 # match the shape's count)
 MAX_ELEMENTS = 1 << 56
+# The most elements of one BYTES tensor: each is a Python object (~40 bytes and more), so 4M of
+# them hold some 160 MB however few bytes they carry.
+MAX_BYTES_ELEMENTS = 1 << 22
+# The most elements decoded one by one on the event loop (~0.3-0.7 us each: a few ms).
+INLINE_ELEMENTS = 1 << 14
 _LEN = struct.Struct("<I")
 Buffer = bytes | bytearray | memoryview
 
@@ -50,11 +62,26 @@ def element_count(shape: tuple[int, ...]) -> int:
     return count
 
 
-def from_raw(buf: Buffer, dtype: DType, shape: tuple[int, ...], name: str) -> np.ndarray:
+def check_elements(count: int, name: str, inline: bool) -> None:
+    """A BYTES tensor of ``count`` elements: InvalidInput past MAX_BYTES_ELEMENTS; LargeWork
+    past INLINE_ELEMENTS when decoded ``inline`` (on the event loop)."""
+    if count > INLINE_ELEMENTS:
+        if count > MAX_BYTES_ELEMENTS:
+            raise InvalidInput(
+                f"BYTES tensor '{name}' has {count} elements; at most {MAX_BYTES_ELEMENTS} "
+                "are taken in one tensor"
+            )
+        if inline:
+            raise LargeWork
+
+
+def from_raw(
+    buf: Buffer, dtype: DType, shape: tuple[int, ...], name: str, inline: bool = False
+) -> np.ndarray:
     """Decode a packed little-endian buffer (BYTES: 4-byte length prefixes) without copying."""
     count = element_count(shape)
     if dtype.is_bytes:
-        return _bytes_from_raw(memoryview(buf), count, name).reshape(shape)
+        return _bytes_from_raw(memoryview(buf), count, name, inline).reshape(shape)
     expected = count * dtype.itemsize
     if len(buf) != expected:
         raise InvalidInput(
@@ -64,16 +91,19 @@ def from_raw(buf: Buffer, dtype: DType, shape: tuple[int, ...], name: str) -> np
     return np.frombuffer(buf, dtype=dtype.numpy).reshape(shape)
 
 
-def _bytes_from_raw(view: memoryview, count: int, name: str) -> np.ndarray:
+def _bytes_from_raw(view: memoryview, count: int, name: str, inline: bool) -> np.ndarray:
     size = len(view)
     if count * _LEN.size > size:
         raise InvalidInput(
             f"BYTES tensor '{name}' declares {count} elements but only {size} bytes were sent "
             "(each element needs a 4-byte length prefix)"
         )
+    check_elements(count, name, inline)
     out = np.empty(count, dtype=object)
     offset = 0
     for i in range(count):
+        if i & LET_OTHERS_RUN == LET_OTHERS_RUN:
+            let_others_run()  # (a long decode is on the request-work threads)
         if offset + _LEN.size > size:
             raise InvalidInput(f"BYTES tensor '{name}' ends inside the length of element {i}")
         (length,) = _LEN.unpack_from(view, offset)
@@ -92,11 +122,16 @@ def _bytes_from_raw(view: memoryview, count: int, name: str) -> np.ndarray:
     return out
 
 
-def to_raw(data: np.ndarray, dtype: DType) -> Buffer:
-    """Encode an array as the packed wire form (a view where no copy is needed)."""
+def to_raw(data: np.ndarray, dtype: DType, inline: bool = False) -> Buffer:
+    """Encode an array as the packed wire form (a view where no copy is needed); ``inline``:
+    LargeWork for a BYTES array too large to encode on the event loop (one by one)."""
     if dtype.is_bytes:
+        if inline and data.size > INLINE_ELEMENTS:
+            raise LargeWork
         parts: list[bytes] = []
-        for item in data.ravel():
+        for i, item in enumerate(data.ravel()):
+            if i & LET_OTHERS_RUN == LET_OTHERS_RUN:
+                let_others_run()
             raw = as_bytes(item)
             parts.append(_LEN.pack(len(raw)))
             parts.append(raw)
@@ -105,10 +140,10 @@ def to_raw(data: np.ndarray, dtype: DType) -> Buffer:
     return contiguous.view(np.uint8).data  # a byte view works for bfloat16 and empty arrays too
 
 
-def raw_bytes(data: np.ndarray, dtype: DType) -> bytes:
+def raw_bytes(data: np.ndarray, dtype: DType, inline: bool = False) -> bytes:
     """``to_raw`` as one bytes object, what a protobuf bytes field takes (one copy, no views)."""
     if dtype.is_bytes:
-        return bytes(to_raw(data, dtype))
+        return bytes(to_raw(data, dtype, inline))
     return data.astype(dtype.numpy, copy=False).tobytes()
 
 
@@ -128,11 +163,15 @@ def bytes_array(items: Any) -> np.ndarray:
     out = np.empty(arr.shape, dtype=object)
     flat_in, flat_out = arr.ravel(), out.reshape(-1)
     for i in range(flat_in.size):
+        if i & LET_OTHERS_RUN == LET_OTHERS_RUN:
+            let_others_run()
         flat_out[i] = as_bytes(flat_in[i])
     return out
 
 
-def from_json(data: Any, dtype: DType, shape: tuple[int, ...], name: str) -> np.ndarray:
+def from_json(
+    data: Any, dtype: DType, shape: tuple[int, ...], name: str, inline: bool = False
+) -> np.ndarray:
     """Decode nested or flat JSON ``data``, checking kinds, ranges and element count."""
     count = element_count(shape)
     if not dtype.json_ok:
@@ -147,6 +186,8 @@ def from_json(data: Any, dtype: DType, shape: tuple[int, ...], name: str) -> np.
         return _coerce(data, dtype, name).reshape(shape)
     if not isinstance(data, list):
         data = [data]
+    if dtype.is_bytes:  # an object per element, made one by one: bounded first
+        check_elements(count, name, inline)
     if _is_flat(data):
         check_count(len(data), count, shape, name)  # cheap, before any conversion
         if len(data) <= SMALL_LIST and not dtype.is_bytes:
@@ -154,7 +195,7 @@ def from_json(data: Any, dtype: DType, shape: tuple[int, ...], name: str) -> np.
             if plain is not None:
                 return plain.reshape(shape)
     convert = _python_array if dtype.is_bytes else _numeric_array
-    arr = convert(data, dtype, name)
+    arr = convert(data, dtype, name, inline)
     check_count(arr.size, count, shape, name)
     return arr.reshape(shape)
 
@@ -185,15 +226,15 @@ def check_count(got: int, expected: int, shape: tuple[int, ...], name: str) -> N
         )
 
 
-def _numeric_array(data: list[Any], dtype: DType, name: str) -> np.ndarray:
+def _numeric_array(data: list[Any], dtype: DType, name: str, inline: bool) -> np.ndarray:
     """numpy's C conversion when it is exact; the element-by-element path when it is not."""
     try:
         arr = np.asarray(data)
     except (ValueError, OverflowError):
-        return _python_array(data, dtype, name)
+        return _python_array(data, dtype, name, inline)
     want, kind = dtype.numpy.kind, arr.dtype.kind
     if kind == "O" or (want in "iu" and kind == "f") or (kind in "iuf" and _has_bool(data)):
-        return _python_array(data, dtype, name)  # big ints, bools among numbers, ragged
+        return _python_array(data, dtype, name, inline)  # big ints, bools among numbers, ragged
     return _coerce(arr, dtype, name)
 
 
@@ -205,7 +246,7 @@ def _has_bool(data: list[Any]) -> bool:
     return text.find(b"t") >= 0 or text.find(b"f") >= 0
 
 
-def _python_array(data: list[Any], dtype: DType, name: str) -> np.ndarray:
+def _python_array(data: list[Any], dtype: DType, name: str, inline: bool) -> np.ndarray:
     try:
         nested = np.array(data, dtype=object)
     except ValueError:
@@ -214,6 +255,10 @@ def _python_array(data: list[Any], dtype: DType, name: str) -> np.ndarray:
             "have the same length, and the data at most 64 levels deep"
         ) from None
     flat = nested.reshape(-1)
+    if dtype.is_bytes:  # what the data holds (its shape is checked after)
+        check_elements(flat.size, name, inline)
+    elif inline and flat.size > INLINE_ELEMENTS:  # checked and converted one by one
+        raise LargeWork
     _check_elements(flat, dtype, name)
     if dtype.is_bytes:
         return bytes_array(flat).reshape(nested.shape)
@@ -265,7 +310,9 @@ def _plain_array(data: list[Any], dtype: DType) -> np.ndarray | None:
 def _check_elements(flat: np.ndarray, dtype: DType, name: str) -> None:
     want = "O" if dtype.is_bytes else dtype.numpy.kind
     accepts = (str,) if want == "O" else _ACCEPTS[want]
-    for item in flat:
+    for i, item in enumerate(flat):
+        if i & LET_OTHERS_RUN == LET_OTHERS_RUN:
+            let_others_run()
         if isinstance(item, list):
             raise InvalidInput(
                 f"'data' of tensor '{name}' is ragged: nested lists must all have the same length"

@@ -4,6 +4,13 @@ A model version runs its synchronous calls on threads of its own (``instances:``
 like Triton's ``instance_group { count }``), so a model whose calls hang holds only its own
 threads: other models keep answering. Loading and unloading run on a pool of their own too.
 
+A request's own large work (inflating a compressed body, decoding many BYTES elements,
+tokenizing a long prompt, rendering a long chat) runs on the request-work threads
+(``run_request_work``), so that one client's large request does not hold the event loop that
+answers every other client. Work that finds out only as it goes that it is large (an inflated
+size, a tensor's element count) starts on the loop with a budget and raises ``LargeWork`` past
+it; its caller then does it again on those threads.
+
 The threads are daemon threads: a call that never returns cannot keep the process from exiting
 once the server has drained (``--drain-grace``).
 """
@@ -15,15 +22,20 @@ import contextlib
 import contextvars
 import queue
 import threading
+import time
 from collections.abc import Callable
 from time import perf_counter_ns
-from typing import Any, Protocol, TypeVar
+from typing import Any, Final, Protocol, TypeVar
 
 from rosettaserve.core.call import Call
 from rosettaserve.core.errors import keep_origin
 
 T = TypeVar("T")
 LOADER_THREADS = 4  # loads and unloads at once (one that hangs leaves the others a thread)
+REQUEST_WORK_THREADS = 2  # requests' large work at once (the rest waits for a thread)
+# A request body parsed by a parser whose cost per byte has no small bound (Python work per
+# element: TF Serving's and grps' JSON) is parsed on the request-work threads past this size.
+INLINE_BODY_BYTES = 64 * 1024
 
 # loop, future, context, call (None: not a predict), function, positional and keyword arguments
 _Work = tuple[
@@ -35,6 +47,11 @@ _Work = tuple[
     tuple[Any, ...],
     dict[str, Any],
 ]
+
+
+class LargeWork(Exception):
+    """Raised by work done on the event loop with a budget, once it finds it needs more: the
+    caller does the work again with ``run_request_work`` (never seen by a client)."""
 
 
 class ExecutionPool(Protocol):
@@ -153,3 +170,37 @@ async def run_loading(fn: Callable[..., T], *args: Any) -> T:
         _loader = ThreadInstances("loading", LOADER_THREADS)
     result: T = await _loader.run(fn, *args)
     return result
+
+
+_request_work: ThreadInstances | None = None
+# A loop of compiled code over many elements calls ``let_others_run`` when its count has these
+# low bits set: every 4,096 elements (~1-2 ms).
+LET_OTHERS_RUN: Final = 0xFFF
+
+
+def let_others_run() -> None:
+    """Hand the interpreter to a thread waiting for it (the event loop's), if one is: what a
+    long loop of compiled code calls now and then. The interpreter offers a waiting thread its
+    turn between bytecodes only, which compiled code (mypyc's) has none of: a loop over millions
+    of elements on the request-work threads would hold the event loop throughout. time.sleep(0)
+    lets go of the interpreter, and a thread that asked for it takes it then."""
+    time.sleep(0)
+
+
+async def run_request_work(fn: Callable[..., T], *args: Any) -> T:
+    """Run a request's large work (``fn(*args)``) on the request-work threads: the event loop
+    answers other requests meanwhile (between the interpreter's switches, or all along while
+    ``fn`` is in C code that lets go of the interpreter: zlib, the tokenizers)."""
+    global _request_work  # noqa: PLW0603 - one pool, created lazily
+    if _request_work is None:
+        _request_work = ThreadInstances("request-work", REQUEST_WORK_THREADS)
+    result: T = await _request_work.run(fn, *args)
+    return result
+
+
+async def run_sized(size: int, fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)``, the parsing of a request body of ``size`` bytes: in place when the body
+    is small (a thread's round trip would cost more), on the request-work threads when not."""
+    if size <= INLINE_BODY_BYTES:
+        return fn(*args)
+    return await run_request_work(fn, *args)

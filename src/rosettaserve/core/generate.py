@@ -186,6 +186,18 @@ class GeneratorInfo:
     created: int = 0  # unix time the model was loaded
     options: Mapping[str, Any] = field(default_factory=dict)  # the model's parameters
     prompt_logprobs: bool = False  # whether the engine computes a prompt's logprobs
+    # a text prompt longer than this cannot fit the window, whatever its tokens (0: no bound
+    # is known for the tokenizer; runtimes/llm/prompt_bound.py)
+    max_prompt_chars: int = 0
+
+    def check_prompt_chars(self, text: str) -> None:
+        """InvalidInput for a text prompt too long to fit the window, before it is tokenized."""
+        if self.max_prompt_chars and len(text) > self.max_prompt_chars:
+            raise InvalidInput(
+                f"the prompt has {len(text)} characters; this model's context window of "
+                f"{self.max_model_len} tokens holds at most {self.max_prompt_chars} characters "
+                "of text in this tokenizer's tokens (prompt and output together)"
+            )
 
 
 class DeltaStream(Protocol):
@@ -213,7 +225,9 @@ class TextGenerator(Protocol):
         self, messages: list[dict[str, Any]], chat: ChatTemplate | None = None
     ) -> str: ...
 
-    def tokenize(self, text: str) -> list[int]: ...
+    def tokenize(self, text: str, special: bool = True) -> list[int]:
+        """``text``'s token ids (``special``: with the tokenizer's special tokens added)."""
+        ...
 
     def decode(self, token_ids: list[int]) -> str: ...
 

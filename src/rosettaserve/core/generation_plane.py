@@ -8,6 +8,11 @@ engine's work when the client goes away, and reports the LLM figures (tokens, ti
 token, inter-token latency, end-to-end latency, outcome) to the same observer as the data
 plane. Prefill/decode disaggregation is an explicit argument of one request (``Split``): it
 says how the request's deltas are made on this instance.
+
+Nothing long runs on the event loop: a text prompt longer than ``INLINE_PROMPT_CHARS`` is
+checked against the window first (a prompt that cannot fit, whatever its tokens, is refused
+before it is tokenized) and tokenized on the request-work threads (core/executor.py), and a
+chat whose body is larger than ``INLINE_CHAT_BYTES`` is rendered by its template there too.
 """
 
 from __future__ import annotations
@@ -28,7 +33,9 @@ from rosettaserve.core.errors import (
     Overloaded,
     ServingError,
 )
+from rosettaserve.core.executor import run_request_work
 from rosettaserve.core.generate import (
+    ChatTemplate,
     Completion,
     DeltaStream,
     GenerateDelta,
@@ -38,6 +45,13 @@ from rosettaserve.core.generate import (
 from rosettaserve.core.registry import ModelVersion
 
 TEXT_RUNTIMES = ("llm", "vllm")  # the runtimes whose models generate text
+# A longer text prompt is tokenized on the request-work threads: ~512 characters cost the
+# tokenizer ~0.4 ms, eight times a thread's round trip (~50 us); a shorter one is tokenized in
+# place, by the engine.
+INLINE_PROMPT_CHARS = 512
+# A chat whose request body is larger is rendered by its template on the request-work threads
+# (the body bounds the text of its messages).
+INLINE_CHAT_BYTES = 64 * 1024
 
 
 class Split(Protocol):
@@ -147,7 +161,7 @@ class GenerationPlane:
                     break
         return found
 
-    def generate(
+    async def generate(
         self,
         family: str,
         mv: ModelVersion,
@@ -161,6 +175,7 @@ class GenerationPlane:
         try:
             self.admit(mv, generator)
             can_serve(mv, generator, request, split)
+            await tokenize_long_prompt(generator, request)
             stream = split.start(generator, request) if split else generator.generate(request)
         except ServingError as exc:
             if series is not None:
@@ -215,6 +230,40 @@ def can_serve(
                 f"{mv.runtime}: its engine computes the logits of a prompt's last token only; "
                 "runtime: vllm computes them)"
             )
+
+
+async def tokenize_long_prompt(generator: TextGenerator, request: GenerateRequest) -> None:
+    """A long text prompt refused when it cannot fit the window, else tokenized on the
+    request-work threads (``request.prompt_token_ids`` set); a short one is left to the engine."""
+    prompt = request.prompt
+    if request.prompt_token_ids is not None or prompt is None:
+        return
+    if len(prompt) > INLINE_PROMPT_CHARS:
+        generator.info.check_prompt_chars(prompt)
+        ids = await tokenized(generator, prompt, request.add_special_tokens)
+        request.prompt_token_ids = ids
+
+
+async def tokenized(generator: TextGenerator, text: str, special: bool = True) -> list[int]:
+    """``text``'s token ids: tokenized in place when it is short, on the request-work threads
+    when it is long."""
+    if len(text) <= INLINE_PROMPT_CHARS:
+        return generator.tokenize(text, special)
+    return await run_request_work(generator.tokenize, text, special)
+
+
+async def chat_prompt(
+    generator: TextGenerator,
+    messages: list[dict[str, Any]],
+    body_size: int,
+    chat: ChatTemplate | None = None,
+) -> str:
+    """The chat's prompt, rendered by the model's template (``chat``: the request's variables
+    and template): in place for a small request body, on the request-work threads for a large
+    one."""
+    if body_size <= INLINE_CHAT_BYTES:
+        return generator.chat_prompt(messages, chat)
+    return await run_request_work(generator.chat_prompt, messages, chat)
 
 
 class Generation:

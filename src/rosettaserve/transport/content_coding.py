@@ -5,7 +5,12 @@ A request body is inflated with a bound: no more than the request size limit is 
 so a small body that inflates without end (a "zip bomb") is refused with 413 once it passes the
 limit, after holding no more memory than a body of the limit's size. Headers that describe the
 body (the binary tensor extension's Inference-Header-Content-Length) then count the inflated
-bytes, as the clients that send them mean.
+bytes, as the clients that send them mean. Codings may be stacked (``gzip, gzip``), at most
+``MAX_CODINGS`` of them: each is bounded alike.
+
+Inflating runs on the event loop while it stays within ``INLINE_INFLATED`` bytes a coding (about
+a millisecond); a body that inflates to more is inflated again on the request-work threads
+(core/executor.py), where zlib lets go of the interpreter: other requests are answered meanwhile.
 
 An answer is compressed when the client accepts gzip (or deflate, tritonclient's other choice),
 the body is at least ``MIN_COMPRESS_BYTES`` and not a stream, and no coding is set already.
@@ -16,6 +21,7 @@ from __future__ import annotations
 import zlib
 
 from rosettaserve.core.errors import InvalidInput, PayloadTooLarge, ServingError
+from rosettaserve.core.executor import LargeWork, run_request_work
 from rosettaserve.core.status import ErrorKind
 from rosettaserve.transport.routing import HttpResponse
 
@@ -28,6 +34,8 @@ _INFLATE_WBITS = {
 }
 _DEFLATE_RAW = -zlib.MAX_WBITS  # what some clients send as deflate: tried when zlib's fails
 SUPPORTED = "gzip, deflate"
+MAX_CODINGS = 2  # stacked codings undone at most (each may cost the limit's worth of inflating)
+INLINE_INFLATED = 1 << 20  # inflated on the event loop at most, a coding (zlib: ~1 ms)
 
 
 class UnsupportedEncoding(ServingError):
@@ -38,38 +46,65 @@ class UnsupportedEncoding(ServingError):
         return 415  # Unsupported Media Type (RFC 9110 §15.5.16), with Accept-Encoding
 
 
-def inflated(encoding: str, body: bytes | bytearray, limit: int) -> bytes | bytearray:
-    """The body with its Content-Encoding undone (at most ``limit`` bytes, else 413)."""
-    codings = [c.strip().lower() for c in encoding.split(",")]
-    for coding in reversed(codings):  # the last one applied is undone first
-        if coding in ("identity", ""):
-            continue
-        wbits = _INFLATE_WBITS.get(coding)
-        if wbits is None:
+async def inflate(encoding: str, body: bytes | bytearray, limit: int) -> bytes | bytearray:
+    """The body with its Content-Encoding undone (at most ``limit`` bytes, else 413): on the
+    event loop when it is small, on the request-work threads when it is not."""
+    try:
+        return inflated(encoding, body, limit, INLINE_INFLATED)
+    except LargeWork:
+        return await run_request_work(inflated, encoding, body, limit)
+
+
+def inflated(
+    encoding: str, body: bytes | bytearray, limit: int, budget: int | None = None
+) -> bytes | bytearray:
+    """The body with its Content-Encoding undone (at most ``limit`` bytes, else 413); with a
+    ``budget``, LargeWork as soon as a coding inflates to more than that."""
+    for coding in reversed(codings(encoding)):  # the last one applied is undone first
+        wbits = _INFLATE_WBITS[coding]
+        body = _inflate(bytes(body), wbits, limit, coding, budget)
+    return body
+
+
+def codings(encoding: str) -> list[str]:
+    """The codings a Content-Encoding value lists (identity left out), or 415."""
+    found = [c.strip().lower() for c in encoding.split(",")]
+    found = [c for c in found if c not in ("identity", "")]
+    for coding in found:
+        if coding not in _INFLATE_WBITS:
             raise UnsupportedEncoding(
                 f"Content-Encoding {coding!r} is not supported (use {SUPPORTED}, or none)",
                 headers={"accept-encoding": SUPPORTED},
             )
-        body = _inflate(bytes(body), wbits, limit, coding)
-    return body
+    if len(found) > MAX_CODINGS:
+        raise UnsupportedEncoding(
+            f"Content-Encoding lists {len(found)} codings; at most {MAX_CODINGS} are undone",
+            headers={"accept-encoding": SUPPORTED},
+        )
+    return found
 
 
-def _inflate(body: bytes, wbits: int, limit: int, coding: str) -> bytes:
+def _inflate(body: bytes, wbits: int, limit: int, coding: str, budget: int | None) -> bytes:
     try:
-        return _bounded(body, wbits, limit)
+        return _bounded(body, wbits, limit, budget)
     except zlib.error as exc:
         if wbits == zlib.MAX_WBITS:
             try:
-                return _bounded(body, _DEFLATE_RAW, limit)
+                return _bounded(body, _DEFLATE_RAW, limit, budget)
             except zlib.error:
                 pass
         raise InvalidInput(f"the {coding} request body cannot be inflated: {exc}") from None
 
 
-def _bounded(body: bytes, wbits: int, limit: int) -> bytes:
+def _bounded(body: bytes, wbits: int, limit: int, budget: int | None) -> bytes:
+    """One coding undone: at most ``limit`` + 1 bytes are ever produced (the one past the limit
+    says it is passed), or ``budget`` + 1 on the event loop."""
     inflater = zlib.decompressobj(wbits)
-    out = inflater.decompress(body, limit + 1)
-    if len(out) > limit:
+    within = limit if budget is None else min(limit, budget)
+    out = inflater.decompress(body, within + 1)
+    if len(out) > within:
+        if within < limit:
+            raise LargeWork
         raise PayloadTooLarge(
             f"request body inflates to more than the limit of {limit} bytes "
             "(start the server with a larger --max-request-size)"

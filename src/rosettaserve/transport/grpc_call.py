@@ -1,5 +1,7 @@
 """One gRPC call on an HTTP/2 stream (``transport/grpc.py`` opens it): its request messages
-read off the stream's DATA (their 5-byte prefixes, size limits, gzip/deflate), the servicer's
+read off the stream's DATA (their 5-byte prefixes, size limits, gzip/deflate: a compressed
+message that inflates to more than ``INLINE_INFLATED`` is inflated on the request-work threads
+when the call takes it, ``Compressed``), the servicer's
 coroutine run (unary, server-streaming, a stream each way; ``grpc-timeout``), and its replies,
 status and trailers written back. Also what a servicer sees of its call (``Context``).
 """
@@ -18,11 +20,13 @@ from typing import TYPE_CHECKING, Any, Final, NoReturn
 from urllib.parse import quote
 
 from rosettaserve.core.errors import ServingError
+from rosettaserve.core.executor import LargeWork, run_request_work
 from rosettaserve.core.status import ErrorKind
 from rosettaserve.core.streaming import close_stream
 from rosettaserve.observability.access_log import CallRecord
 from rosettaserve.observability.request_ids import HEADER, REQUEST_ID
 from rosettaserve.observability.tracing import CallSpan
+from rosettaserve.transport.content_coding import INLINE_INFLATED
 from rosettaserve.transport.eager import Adopted
 from rosettaserve.transport.h2 import Connection
 from rosettaserve.transport.h2_stream import CLOCK_STOPPED, CLOCK_TO_START, Stream
@@ -144,7 +148,25 @@ class RequestStream:
         item = self.items.popleft()
         if self.stream.held and len(self.items) <= QUEUE_LOW:
             self.conn.hold(self.stream, False)
+        if type(item) is Compressed:
+            return await item.request()
         return item
+
+
+class Compressed:
+    """A compressed request message too large to inflate on the event loop: inflated and read
+    on the request-work threads when its call takes it (its order among the call's messages
+    kept); Aborted with the call's status when it cannot be."""
+
+    __slots__ = ("call", "message")
+
+    def __init__(self, call: Call, message: bytes) -> None:
+        self.call, self.message = call, message
+
+    async def request(self) -> Any:
+        request = await run_request_work(self.call.decoded, self.message, None)
+        self.call.named(request)
+        return request
 
 
 class Call:
@@ -227,13 +249,7 @@ class Call:
     def _message(self, flag: int, message: bytes) -> bool:
         """One whole request message; False when the call failed on it."""
         if flag:
-            if flag != 1 or not self.wbits:
-                self.finish(INTERNAL, "a compressed message without a grpc-encoding")
-                return False
-            inflated = self._inflate(message)
-            if inflated is None:
-                return False
-            message = inflated
+            return self._compressed(message, flag)
         read = self.method.read
         if read is not None:
             try:
@@ -251,20 +267,55 @@ class Call:
             self.messages.append(request)
         return True
 
-    def _inflate(self, message: bytes) -> bytes | None:
+    def _compressed(self, message: bytes, flag: int) -> bool:
+        if flag != 1 or not self.wbits:
+            self.finish(INTERNAL, "a compressed message without a grpc-encoding")
+            return False
+        try:
+            request = self.decoded(message, INLINE_INFLATED)
+        except LargeWork:
+            self._take(Compressed(self, message))  # inflated when the call takes it
+            return True
+        except Aborted as exc:
+            self.finish(exc.code, exc.details)
+            return False
+        self.named(request)
+        self._take(request)
+        return True
+
+    def _take(self, request: Any) -> None:
+        if self.requests is not None:
+            self.requests.put(request)
+        else:
+            self.messages.append(request)
+
+    def named(self, request: Any) -> None:
+        if self.record is not None:  # the access line names the model
+            self.record.named(self.method.model_of, request)
+
+    def decoded(self, message: bytes, budget: int | None) -> Any:
+        """A compressed request message inflated and read; LargeWork once it inflates to more
+        than ``budget``; Aborted (the call's status) when it cannot be."""
         limit = self.server.max_message_size
+        within = limit if budget is None else min(limit, budget)
         inflater = zlib.decompressobj(self.wbits)
         try:
-            inflated = inflater.decompress(message, limit + 1)
+            inflated = inflater.decompress(message, within + 1)
         except zlib.error as exc:
-            self.finish(INTERNAL, f"the message could not be decompressed: {exc}")
-            return None
-        if len(inflated) > limit or inflater.unconsumed_tail:
-            self.finish(
-                RESOURCE_EXHAUSTED, f"a decompressed message larger than max ({limit} bytes)"
-            )
-            return None
-        return inflated
+            raise Aborted(INTERNAL, f"the message could not be decompressed: {exc}", ()) from None
+        if len(inflated) > within or inflater.unconsumed_tail:
+            if within < limit:
+                raise LargeWork
+            too_large = f"a decompressed message larger than max ({limit} bytes)"
+            raise Aborted(RESOURCE_EXHAUSTED, too_large, ())
+        read = self.method.read
+        if read is None:
+            return inflated
+        try:
+            return read(inflated)
+        except Exception as exc:
+            invalid = f"the request is not a valid message: {exc}"
+            raise Aborted(INVALID_ARGUMENT, invalid, ()) from None
 
     def _ended(self) -> None:
         if self.chunks:
@@ -338,6 +389,8 @@ class Call:
     async def _unary(self, request: Any) -> None:
         with self.server.tracker.busy():
             try:
+                if type(request) is Compressed:
+                    request = await request.request()
                 self.reply(await self.method.fn(request, self.context))
             except BaseException as exc:  # a reply that cannot be written too: INTERNAL
                 self._failed(exc)
@@ -346,6 +399,12 @@ class Call:
 
     async def _server_stream(self, request: Any) -> None:
         with self.server.tracker.busy():
+            if type(request) is Compressed:
+                try:
+                    request = await request.request()
+                except BaseException as exc:
+                    self._failed(exc)
+                    return
             await self._replies(self.method.fn(request, self.context))
 
     async def _bidi(self) -> None:

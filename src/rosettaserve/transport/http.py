@@ -10,7 +10,7 @@ import httptools
 
 from rosettaserve.core.errors import InvalidInput, ServingError
 from rosettaserve.security.keys import Guard
-from rosettaserve.transport.content_coding import compressed, inflated
+from rosettaserve.transport.content_coding import compressed, inflate
 from rosettaserve.transport.routing import (
     HttpRequest,
     HttpResponse,
@@ -56,7 +56,7 @@ class HttpApp:
             return route.on_error(self.guard.refusal())  # API keys: rosettaserve.security
         try:
             if "content-encoding" in headers:  # gzip or deflate (transport.content_coding)
-                body = inflated(headers["content-encoding"], body, self.max_inflated)
+                body = await inflate(headers["content-encoding"], body, self.max_inflated)
             # HEAD runs the GET route as GET (the transport sends the head alone)
             request = HttpRequest(route.method, path, query, headers, body, params=dict(params))
             response = await route.handler(request)

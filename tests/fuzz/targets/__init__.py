@@ -22,6 +22,7 @@ TARGETS = (
     "openai_request",
     "pd_scheduler",
     "pd_handover",
+    "content_coding",
 )
 
 

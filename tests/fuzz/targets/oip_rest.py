@@ -3,9 +3,11 @@ the binary tensor data extension's tail, read into the request's tensors.
 
 The input is the body; one that starts with ``#`` carries the Inference-Header-Content-Length
 header's value first (``#<value>\\n<body>``). Properties: only the project's errors (4xx)
-escape; and the bulk reader of large numeric arrays (``core/json_bulk.py``) and the ordinary
-one agree: the same body with its ``"data"`` keys spelt ``"d\\u0061ta"`` (the same JSON, which
-the bulk reader does not look for) gives the same tensors, bit for bit, or the same refusal.
+escape; read on the event loop (``inline``: BYTES counts bounded, LargeWork past the loop's
+budget) the body means what it means read off it; and the bulk reader of large numeric arrays
+(``core/json_bulk.py``) and the ordinary one agree: the same body with its ``"data"`` keys
+spelt ``"d\\u0061ta"`` (the same JSON, which the bulk reader does not look for) gives the same
+tensors, bit for bit, or the same refusal.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from rosettaserve.core.errors import InvalidInput
+from rosettaserve.core.executor import LargeWork
 from rosettaserve.protocols.oip import convert
 from tests.fuzz.targets.refusals import assert_a_refusal
 
@@ -24,9 +27,12 @@ def split(data: bytes) -> tuple[str | None, bytes]:
     return header.decode("latin-1"), body
 
 
-def read(body: bytes, header: str | None) -> tuple[str, Any]:
+def read(body: bytes, header: str | None, inline: bool = False) -> tuple[str, Any]:
     try:
-        request = convert.parse_infer(body, header, "m", "")
+        request = convert.parse_infer(body, header, "m", "", inline)
+    except LargeWork:
+        assert inline, "LargeWork off the event loop"
+        return "larger than the budget", None
     except InvalidInput:
         return "refused", None
     except Exception as exc:
@@ -49,6 +55,8 @@ def _content(array: Any) -> Any:
 def check(data: bytes) -> None:
     header, body = split(data)
     got = read(body, header)
+    inline = read(body, header, inline=True)
+    assert inline[0] == "larger than the budget" or inline == got, (inline, got)
     plain = body.replace(b'"data"', b'"d\\u0061ta"')
     if plain != body and header is None:
         assert read(plain, header) == got, "the bulk reader and the ordinary one disagree"

@@ -5,6 +5,7 @@ when answers are written, what a deadline or a reset does to the work, flow cont
 from __future__ import annotations
 
 import asyncio
+import gzip
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -15,6 +16,7 @@ import h2.settings
 
 from rosettaserve.core.errors import Overloaded
 from rosettaserve.transport import h2 as server_h2
+from rosettaserve.transport.content_coding import INLINE_INFLATED
 from rosettaserve.transport.grpc import CallTracker, GrpcServer
 from rosettaserve.transport.h2_stalls import close_stalled
 
@@ -45,6 +47,13 @@ class Echo:
     async def Busy(self, request: bytes, context: Any) -> bytes:
         raise Overloaded("the queue is full", headers={"retry-after": "1"})
 
+    async def Length(self, request: bytes, context: Any) -> bytes:
+        return b"%d" % len(request)
+
+    async def Lengths(self, requests: AsyncIterator[bytes], context: Any) -> AsyncIterator[bytes]:
+        async for request in requests:
+            yield b"%d" % len(request)
+
     async def Chat(self, requests: AsyncIterator[bytes], context: Any) -> AsyncIterator[bytes]:
         async for request in requests:
             yield b"re:" + request
@@ -73,6 +82,8 @@ RPCS = {
     "Busy": (bytes, bytes, False),
     "Broken": (bytes, bytes, False),
     "Chat": (bytes, bytes, True),
+    "Length": (bytes, bytes, False),
+    "Lengths": (bytes, bytes, True),
     "Hoard": (bytes, bytes, True),
     "Tick": (bytes, bytes, "subscription"),
 }
@@ -117,8 +128,8 @@ class Transport:
 class Peer:
     """A client connection wired to one server connection, no socket between."""
 
-    def __init__(self, servicer: Echo, window: int = 1 << 20) -> None:
-        self.server = GrpcServer([(SERVICE, servicer, RPCS)], 1 << 20, CallTracker())
+    def __init__(self, servicer: Echo, window: int = 1 << 20, max_message: int = 1 << 20) -> None:
+        self.server = GrpcServer([(SERVICE, servicer, RPCS)], max_message, CallTracker())
         self.conn = server_h2.Connection(self.server.h2)
         self.transport = Transport()
         self.conn.connection_made(self.transport)
@@ -142,7 +153,7 @@ class Peer:
         for data in writes:
             self.events += self.client.receive_data(data)
 
-    def start(self, rpc: str, *, timeout: str = "") -> int:
+    def start(self, rpc: str, *, timeout: str = "", encoding: str = "") -> int:
         stream_id: int = self.client.get_next_available_stream_id()
         headers = [
             (":method", "POST"),
@@ -154,11 +165,17 @@ class Peer:
         ]
         if timeout:
             headers.append(("grpc-timeout", timeout))
+        if encoding:
+            headers.append(("grpc-encoding", encoding))
         self.client.send_headers(stream_id, headers)
         return stream_id
 
-    def message(self, stream_id: int, payload: bytes, end: bool = True) -> None:
-        framed = b"\x00" + len(payload).to_bytes(4, "big") + payload
+    def message(
+        self, stream_id: int, payload: bytes, end: bool = True, compressed: bool = False
+    ) -> None:
+        if compressed:
+            payload = gzip.compress(payload)
+        framed = bytes((compressed,)) + len(payload).to_bytes(4, "big") + payload
         self.client.send_data(stream_id, framed, end_stream=end)
 
     def replies(self, stream_id: int) -> bytes:
@@ -533,5 +550,66 @@ def test_a_subscription_is_not_busy_and_ends_when_its_client_leaves() -> None:
         await settle()
         assert servicer.left == 1
         assert not peer.conn.streams
+
+    asyncio.run(main())
+
+
+async def ended(peer: Peer, *stream_ids: int) -> list[int]:
+    """Run the loop until every stream ended; the order in which they did."""
+    order: list[int] = []
+    for _ in range(2000):
+        await asyncio.sleep(0.005)
+        peer.pull()
+        order += [s for s in stream_ids if s not in order and peer.status(s) is not None]
+        if len(order) == len(stream_ids):
+            return order
+    raise AssertionError(f"streams still open: {set(stream_ids) - set(order)}")
+
+
+LARGE = b"\0" * (INLINE_INFLATED * 2)  # inflates past what is inflated on the event loop
+
+
+def test_a_large_compressed_message_is_inflated_off_the_loop_and_others_go_on() -> None:
+    async def main() -> None:
+        peer = Peer(Echo(), window=1 << 24, max_message=1 << 23)
+        large = peer.start("Length", encoding="gzip")
+        peer.message(large, LARGE, compressed=True)
+        small = peer.start("Now")
+        peer.message(small, b"s")
+        peer.push()  # both in one read: the large one first
+        assert await ended(peer, large, small) == [small, large]
+        assert peer.replies(small) == framed(b"now:s")
+        assert peer.replies(large) == framed(b"%d" % len(LARGE))
+
+    asyncio.run(main())
+
+
+def test_a_large_compressed_message_keeps_its_place_in_a_stream() -> None:
+    async def main() -> None:
+        peer = Peer(Echo(), window=1 << 24, max_message=1 << 23)
+        chat = peer.start("Lengths", encoding="gzip")
+        peer.message(chat, b"one", end=False)
+        peer.message(chat, LARGE, end=False, compressed=True)
+        peer.message(chat, b"three", end=True, compressed=True)
+        peer.push()
+        await ended(peer, chat)
+        replies = framed(b"3") + framed(b"%d" % len(LARGE)) + framed(b"5")
+        assert peer.replies(chat) == replies
+        assert peer.status(chat) == {b"grpc-status": b"0"}
+
+    asyncio.run(main())
+
+
+def test_a_compressed_message_past_the_limit_is_refused_after_inflating_off_the_loop() -> None:
+    async def main() -> None:
+        peer = Peer(Echo(), window=1 << 24, max_message=len(LARGE) - 1)
+        large = peer.start("Length", encoding="gzip")
+        peer.message(large, LARGE, compressed=True)
+        peer.push()
+        await ended(peer, large)
+        status = peer.status(large)
+        assert status is not None
+        assert status[b"grpc-status"] == b"8"  # RESOURCE_EXHAUSTED
+        assert b"decompressed message larger than max" in status[b"grpc-message"]
 
     asyncio.run(main())

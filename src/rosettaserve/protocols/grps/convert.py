@@ -20,14 +20,17 @@ import numpy as np
 
 from rosettaserve.core import dtypes
 from rosettaserve.core.codec import (
+    INLINE_ELEMENTS,
     as_bytes,
     bytes_array,
+    check_elements,
     check_range,
     check_shape,
     element_count,
     from_values,
 )
 from rosettaserve.core.errors import InvalidInput, ServingError
+from rosettaserve.core.executor import LargeWork
 from rosettaserve.core.types import InferenceResponse, Tensor, TensorSpec
 from rosettaserve.protocols.grps.pb import grps_pb2 as pb
 
@@ -99,7 +102,9 @@ def error_message(exc: ServingError) -> Any:
 # -- requests ----------------------------------------------------------------------------------
 
 
-def payload_from_message(msg: Any) -> Payload:
+def payload_from_message(msg: Any, inline: bool = False) -> Payload:
+    """``msg``'s data as tensors (``inline``: on the event loop, LargeWork for more values
+    than are converted there one by one, core/codec.py)."""
     form = msg.WhichOneof("data_oneof")
     if form is None:
         raise InvalidInput(
@@ -110,14 +115,14 @@ def payload_from_message(msg: Any) -> Payload:
         raise InvalidInput(
             "ndarray carries data only in REST JSON (a nested array); over gRPC send gtensors"
         )
-    return Payload(form, msg.model, _DECODERS[form](msg))
+    return Payload(form, msg.model, _DECODERS[form](msg, inline))
 
 
-def _scalar_text(msg: Any) -> list[Tensor]:
+def _scalar_text(msg: Any, inline: bool) -> list[Tensor]:
     return [_one_bytes("", msg.str_data.encode(), "str")]
 
 
-def _scalar_bytes(msg: Any) -> list[Tensor]:
+def _scalar_bytes(msg: Any, inline: bool) -> list[Tensor]:
     return [_one_bytes("", msg.bin_data, "bytes")]
 
 
@@ -127,11 +132,11 @@ def _one_bytes(name: str, value: bytes, content_type: str) -> Tensor:
     return Tensor(name, "BYTES", (1,), data, {CONTENT_TYPE: content_type})
 
 
-def _generic_tensors(msg: Any) -> list[Tensor]:
-    return [tensor_from_generic(gt, i) for i, gt in enumerate(msg.gtensors.tensors)]
+def _generic_tensors(msg: Any, inline: bool) -> list[Tensor]:
+    return [tensor_from_generic(gt, i, inline) for i, gt in enumerate(msg.gtensors.tensors)]
 
 
-def tensor_from_generic(gt: Any, index: int) -> Tensor:
+def tensor_from_generic(gt: Any, index: int, inline: bool = False) -> Tensor:
     label = gt.name or f"#{index}"
     dt_name = pb.DataType.Name(gt.dtype) if gt.dtype in pb.DataType.values() else str(gt.dtype)
     if dt_name not in DATATYPES:
@@ -145,6 +150,7 @@ def tensor_from_generic(gt: Any, index: int) -> Tensor:
     if len(values) != element_count(shape):
         raise InvalidInput(_count_mismatch(gt, dt_name, field, shape, label))
     if dtype.is_bytes:
+        check_elements(len(values), label, inline)  # converted one by one
         data = bytes_array(list(values)).reshape(shape)
         return Tensor(gt.name, v2, shape, data, {CONTENT_TYPE: "str"})
     return Tensor(gt.name, v2, shape, from_values(values, np.dtype(carrier), dtype, shape, label))
@@ -165,7 +171,9 @@ def _count_mismatch(gt: Any, dt_name: str, field: str, shape: tuple[int, ...], l
     return text
 
 
-def _map_tensors(msg: Any) -> list[Tensor]:
+def _map_tensors(msg: Any, inline: bool) -> list[Tensor]:
+    if inline and sum(len(getattr(msg.gmap, field)) for field in MAP_FIELDS) > INLINE_ELEMENTS:
+        raise LargeWork  # a tensor made per entry
     tensors: dict[str, Tensor] = {}
     for field, v2 in MAP_FIELDS.items():
         for key, value in getattr(msg.gmap, field).items():
@@ -180,7 +188,7 @@ def _map_tensors(msg: Any) -> list[Tensor]:
     return list(tensors.values())
 
 
-_DECODERS: dict[str, Callable[[Any], list[Tensor]]] = {
+_DECODERS: dict[str, Callable[[Any, bool], list[Tensor]]] = {
     "str_data": _scalar_text,
     "bin_data": _scalar_bytes,
     "gtensors": _generic_tensors,

@@ -10,6 +10,7 @@ import functools
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+from rosettaserve.core.executor import LargeWork, run_request_work
 from rosettaserve.protocols.grps import convert
 from rosettaserve.protocols.grps.api import GrpsApi, failure_for
 from rosettaserve.protocols.grps.pb import grps_pb2 as pb
@@ -43,13 +44,13 @@ class GrpsServicer:
 
     @in_body
     async def Predict(self, request: Any, context: Any) -> Any:
-        payload = convert.payload_from_message(request)
+        payload = await _payload(request)
         return convert.to_message(await self.api.infer(payload, protocol=PROTOCOL), payload.form)
 
     async def PredictStreaming(self, request: Any, context: Any) -> AsyncIterator[Any]:
         """A generator model's replies one by one; an error ends the stream with a FAILURE."""
         try:
-            payload = convert.payload_from_message(request)
+            payload = await _payload(request)
             async for response in self.api.infer_stream(payload, protocol=PROTOCOL):
                 yield convert.to_message(response, payload.form)
         except Exception as exc:
@@ -93,3 +94,11 @@ RPCS: dict[str, tuple[Any, Any, bool | str]] = {
     "ServerMetadata": (pb.GrpsMessage, pb.GrpsMessage, False),
     "ModelMetadata": (pb.GrpsMessage, pb.GrpsMessage, False),
 }
+
+
+async def _payload(request: Any) -> convert.Payload:
+    """The request's tensors: converted on the request-work threads when they hold many values."""
+    try:
+        return convert.payload_from_message(request, inline=True)
+    except LargeWork:
+        return await run_request_work(convert.payload_from_message, request)

@@ -11,6 +11,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from rosettaserve.core.errors import InvalidInput, MethodNotAllowed, NotFound, ServingError
+from rosettaserve.core.executor import run_sized
 from rosettaserve.core.types import InferenceResponse
 from rosettaserve.observability import status_page
 from rosettaserve.observability.trend import NAMES, Trend
@@ -121,7 +122,11 @@ async def _predict(api: GrpsApi, req: HttpRequest) -> HttpResponse:
     streaming, ndarray = _flag(query, "streaming"), _flag(query, "return-ndarray")
     if streaming and ndarray:
         raise InvalidInput("streaming and return-ndarray cannot be used together")
-    payload = jsonwire.parse_predict(req.header("content-type"), req.body)
+    # a large body is read on the request-work threads (protobuf's JSON reader: Python work
+    # per value)
+    payload = await run_sized(
+        len(req.body), jsonwire.parse_predict, req.header("content-type"), req.body
+    )
     model = query.get("model", "")
     if streaming:
         return await _stream(api.infer_stream(payload, model, PROTOCOL), payload.form)

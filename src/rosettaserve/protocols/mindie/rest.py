@@ -90,7 +90,7 @@ async def infer(plane: GenerationPlane, req: HttpRequest, split: Split | None) -
     prompt_of(doc, request)
     want_details = p.boolean("details", False)
     seed = params.seed if params.temperature > 0 else None
-    generation = plane.generate(FAMILY, mv, gen, request, split)
+    generation = await plane.generate(FAMILY, mv, gen, request, split)
     if request.stream:
         return streamed(MindieFramer(want_details, seed), generation, SSE)
     (done,) = await generation.collect()

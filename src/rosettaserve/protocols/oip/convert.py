@@ -9,8 +9,9 @@ import orjson
 
 from rosettaserve.core import dtypes, json_bulk, json_nonfinite
 from rosettaserve.core.call import PROTOCOL, TIMEOUT_US
-from rosettaserve.core.codec import check_shape, from_json, from_raw, to_raw
+from rosettaserve.core.codec import INLINE_ELEMENTS, check_shape, from_json, from_raw, to_raw
 from rosettaserve.core.errors import InvalidInput
+from rosettaserve.core.executor import LET_OTHERS_RUN, LargeWork, let_others_run
 from rosettaserve.core.registry import ModelVersion
 from rosettaserve.core.types import InferenceRequest, InferenceResponse, RequestedOutput, Tensor
 
@@ -70,8 +71,10 @@ def parse_json(data: bytes | bytearray | memoryview, what: str = "request body")
 
 
 def parse_infer(
-    body: bytes | bytearray, header: str | None, model: str, version: str
+    body: bytes | bytearray, header: str | None, model: str, version: str, inline: bool = False
 ) -> InferenceRequest:
+    """Core's request from an infer body (``inline``: on the event loop, LargeWork for a BYTES
+    tensor too large to decode there, core/codec.py)."""
     split = json_length(header, len(body))
     binary = split < len(body)  # (else no memoryview of the body: ~800 instructions, callgrind)
     try:
@@ -88,7 +91,8 @@ def parse_infer(
     if not isinstance(doc, dict):
         raise InvalidInput("the inference request must be a JSON object with an 'inputs' list")
     blobs = _Blobs(memoryview(body)[split:] if binary else _NO_BLOBS, model)
-    inputs = [_parse_input(item, i, blobs) for i, item in enumerate(_list(doc, "inputs", True))]
+    items = _list(doc, "inputs", True)
+    inputs = [_parse_input(item, i, blobs, inline) for i, item in enumerate(items)]
     blobs.check_consumed()
     parameters = _parameters(doc.get("parameters"), "request")
     binary_default = bool(parameters.pop(BINARY_OUTPUT_KEY, False)) if parameters else False
@@ -176,7 +180,7 @@ def _list(doc: dict[str, Any], key: str, required: bool) -> list[Any]:
     return value
 
 
-def _parse_input(item: Any, index: int, blobs: _Blobs) -> Tensor:
+def _parse_input(item: Any, index: int, blobs: _Blobs, inline: bool) -> Tensor:
     if not isinstance(item, dict):
         raise InvalidInput(f"inputs[{index}] must be a JSON object")
     name = item.get("name")
@@ -200,9 +204,9 @@ def _parse_input(item: Any, index: int, blobs: _Blobs) -> Tensor:
             raise InvalidInput(
                 f"'binary_data_size' of input '{name}' must be a non-negative integer"
             )
-        data = from_raw(blobs.take(size, name), dtype, shape, name)
+        data = from_raw(blobs.take(size, name), dtype, shape, name, inline)
     else:
-        data = from_json(item["data"], dtype, shape, name)
+        data = from_json(item["data"], dtype, shape, name, inline)
     return Tensor(name, dtype.name, shape, data, params)
 
 
@@ -240,10 +244,11 @@ def _request_id(value: Any) -> str | None:
 
 
 def encode_infer(
-    response: InferenceResponse, request: InferenceRequest
+    response: InferenceResponse, request: InferenceRequest, inline: bool = False
 ) -> tuple[bytes, list[Any], int | None]:
     """The JSON (header), the binary tensor data that follows it (buffers, not joined: they go
-    to the socket as they are), and, when there is binary data, the JSON header's length."""
+    to the socket as they are), and, when there is binary data, the JSON header's length
+    (``inline``: LargeWork for a BYTES output too large to encode on the event loop)."""
     default_binary = bool(request.context.get(BINARY_OUTPUT_KEY, False))
     wanted = {o.name: o.parameters for o in request.outputs} if request.outputs else _NO_OUTPUTS
     blobs: list[Any] = []
@@ -253,6 +258,8 @@ def encode_infer(
     for tensor in response.outputs:
         params = wanted.get(tensor.name, {})
         binary = bool(params.get(BINARY_DATA_KEY, default_binary))
+        if inline and tensor.data.size > INLINE_ELEMENTS and tensor.datatype == "BYTES":
+            raise LargeWork  # encoded one by one
         outputs.append(_encode_output(tensor, binary, blobs, unsearched, spliced))
     doc: dict[str, Any] = {}
     if response.id is not None:
@@ -322,13 +329,22 @@ def json_data(tensor: Tensor, dtype: dtypes.DType) -> Any:
     flat = tensor.data.ravel()  # C-contiguous, as orjson needs (a view when it already was)
     if dtype.is_bytes:
         try:
-            return [item.decode() for item in flat]
+            return _texts(flat)
         except UnicodeDecodeError:
             raise InvalidInput(
                 f"output '{tensor.name}' holds bytes that are not UTF-8 text; "
                 'request it with "parameters": {"binary_data": true}'
             ) from None
     return json_nonfinite.array(flat)  # NaN, Infinity, -Infinity as such, not null
+
+
+def _texts(flat: np.ndarray) -> list[str]:
+    texts: list[str] = []
+    for i, item in enumerate(flat):
+        if i & LET_OTHERS_RUN == LET_OTHERS_RUN:
+            let_others_run()  # (a long answer is written on the request-work threads)
+        texts.append(item.decode())
+    return texts
 
 
 # -- metadata ----------------------------------------------------------------------------------

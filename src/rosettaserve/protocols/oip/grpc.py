@@ -10,6 +10,7 @@ from google.protobuf.json_format import ParseDict
 
 from rosettaserve.core.dataplane import DataPlane
 from rosettaserve.core.errors import ServingError
+from rosettaserve.core.executor import LargeWork, run_request_work
 from rosettaserve.observability.access_log import model_path, named_in
 from rosettaserve.protocols.oip import convert, extensions
 from rosettaserve.protocols.oip.grpc_convert import encode_infer, parameters_from, parse_infer
@@ -72,11 +73,17 @@ class OipServicer:
 
     async def _stream_one(self, request: Any) -> AsyncIterator[Any]:
         empty_final = bool(parameters_from(request.parameters).get(EMPTY_FINAL))
-        core_request = parse_infer(request)
+        try:
+            core_request = parse_infer(request, True)
+        except LargeWork:  # a BYTES tensor too large to decode on the event loop
+            core_request = await run_request_work(parse_infer, request, False)
         mv = self.dp.ready_version(core_request.model_name, core_request.model_version)
         decoupled = mv.invoker is not None and mv.invoker.streams
         async for response in self.dp.infer_stream(core_request):
-            msg = encode_infer(response)
+            try:
+                msg = encode_infer(response, True)
+            except LargeWork:  # a BYTES output too large to encode on the event loop
+                msg = await run_request_work(encode_infer, response, False)
             if empty_final:
                 msg.parameters[FINAL_FLAG].bool_param = not decoupled
             yield pb.ModelStreamInferResponse(infer_response=msg)

@@ -10,6 +10,7 @@ import numpy as np
 from rosettaserve.core import dtypes
 from rosettaserve.core.codec import (
     check_count,
+    check_elements,
     check_shape,
     element_count,
     from_raw,
@@ -76,15 +77,16 @@ def set_parameter(target: Any, value: Any) -> None:
 # IndexError that protobuf formats a message for (~2,000 instructions per container).
 
 
-def parse_infer(msg: Any) -> InferenceRequest:
-    """A ModelInferRequest message as core's request (grpc_wire reads the same from bytes)."""
+def parse_infer(msg: Any, inline: bool = False) -> InferenceRequest:
+    """A ModelInferRequest message as core's request (grpc_wire reads the same from bytes;
+    ``inline``: on the event loop, LargeWork for a BYTES tensor too large to decode there)."""
     inputs = [
         InputFields(
             t.name,
             t.datatype,
             t.shape[:],
             parameters_from(t.parameters),
-            _contents_values(t.contents) if t.HasField("contents") else None,
+            _contents_values(t.contents, t.name) if t.HasField("contents") else None,
         )
         for t in msg.inputs[:]
     ]
@@ -97,6 +99,7 @@ def parse_infer(msg: Any) -> InferenceRequest:
         request_id=msg.id,
         parameters=parameters_from(msg.parameters),
         outputs=outputs,
+        inline=inline,
     )
 
 
@@ -135,6 +138,7 @@ def build_request(
     request_id: str,
     parameters: Parameters,
     outputs: list[RequestedOutput],
+    inline: bool = False,
 ) -> InferenceRequest:
     """The checks and conversions of a ModelInferRequest, wherever its fields were read from."""
     if raw and any(t.contents is not None for t in inputs):
@@ -147,7 +151,7 @@ def build_request(
             f"raw_input_contents holds {len(raw)} buffers for {len(inputs)} inputs; "
             "send one buffer per input, in input order"
         )
-    tensors = [_parse_input(t, raw[i] if raw else None) for i, t in enumerate(inputs)]
+    tensors = [_parse_input(t, raw[i] if raw else None, inline) for i, t in enumerate(inputs)]
     return InferenceRequest(
         model_name=model_name,
         model_version=model_version,
@@ -159,11 +163,14 @@ def build_request(
     )
 
 
-def _parse_input(t: InputFields, raw: Any) -> Tensor:
+def _parse_input(t: InputFields, raw: Any, inline: bool) -> Tensor:
     name = t.name
     dtype = dtypes.lookup(t.datatype, name)
     shape = check_shape(t.shape, name)
-    data = _from_contents(t, dtype, shape) if raw is None else from_raw(raw, dtype, shape, name)
+    if raw is None:
+        data = _from_contents(t, dtype, shape)
+    else:
+        data = from_raw(raw, dtype, shape, name, inline)
     return Tensor(name, dtype.name, shape, data, t.parameters)
 
 
@@ -180,9 +187,15 @@ def _from_contents(t: InputFields, dtype: dtypes.DType, shape: tuple[int, ...]) 
     return from_values(values, _WIDE[field], dtype, shape, t.name)
 
 
-def _contents_values(contents: Any) -> dict[str, Any]:
-    """An InferTensorContents message's set fields, as ``InputFields.contents`` holds them."""
-    return {descriptor.name: values[:] for descriptor, values in contents.ListFields()}
+def _contents_values(contents: Any, name: str) -> dict[str, Any]:
+    """An InferTensorContents message's set fields, as ``InputFields.contents`` holds them
+    (bytes values bounded before they are copied out: codec.check_elements)."""
+    found: dict[str, Any] = {}
+    for descriptor, values in contents.ListFields():
+        if descriptor.name == "bytes_contents":
+            check_elements(len(values), name, False)  # (protobuf's copy: C, not one by one)
+        found[descriptor.name] = values[:]
+    return found
 
 
 _WIDE = {  # each contents field's values as numpy holds them
@@ -199,8 +212,9 @@ _WIDE = {  # each contents field's values as numpy holds them
 }
 
 
-def encode_infer(response: InferenceResponse) -> Any:
-    """Outputs go in raw_output_contents, aligned with `outputs` (tritonclient reads only that)."""
+def encode_infer(response: InferenceResponse, inline: bool = False) -> Any:
+    """Outputs go in raw_output_contents, aligned with `outputs` (tritonclient reads only that;
+    ``inline``: LargeWork for a BYTES output too large to encode on the event loop)."""
     outputs, raw = [], []
     for tensor in response.outputs:
         out = pb.ModelInferResponse.InferOutputTensor(
@@ -210,7 +224,7 @@ def encode_infer(response: InferenceResponse) -> Any:
             for key, value in tensor.parameters.items():
                 set_parameter(out.parameters[key], value)
         outputs.append(out)
-        raw.append(raw_bytes(tensor.data, dtypes.lookup(tensor.datatype)))
+        raw.append(raw_bytes(tensor.data, dtypes.lookup(tensor.datatype), inline))
     msg = pb.ModelInferResponse(
         model_name=response.model_name,
         model_version=response.model_version,

@@ -9,14 +9,22 @@ from typing import Any
 
 from rosettaserve.core.call import TIMEOUT_US
 from rosettaserve.core.dataplane import DataPlane
+from rosettaserve.core.executor import LargeWork, run_request_work
 from rosettaserve.core.types import InferenceRequest
 from rosettaserve.protocols.oip.grpc_wire import reply_bytes, request_from
 
 
 async def model_infer(dp: DataPlane, request: bytes, context: Any) -> bytes:
     """One ModelInfer call: ``context`` is the call's (its deadline)."""
-    response = await dp.infer(within_deadline(request_from(request), context))
-    return reply_bytes(response)
+    try:
+        core = request_from(request, True)
+    except LargeWork:  # contents too large to decode on the event loop
+        core = await run_request_work(request_from, request, False)
+    response = await dp.infer(within_deadline(core, context))
+    try:
+        return reply_bytes(response, True)
+    except LargeWork:  # a BYTES output too large to encode on the event loop
+        return await run_request_work(reply_bytes, response, False)
 
 
 def within_deadline(request: InferenceRequest, context: Any) -> InferenceRequest:

@@ -20,8 +20,9 @@ import numpy as np
 from google.protobuf.message import DecodeError
 
 from rosettaserve.core import dtypes
-from rosettaserve.core.codec import raw_bytes
+from rosettaserve.core.codec import INLINE_ELEMENTS, check_elements, raw_bytes
 from rosettaserve.core.errors import InvalidInput
+from rosettaserve.core.executor import LET_OTHERS_RUN, LargeWork, let_others_run
 from rosettaserve.core.types import InferenceRequest, InferenceResponse, Parameters, RequestedOutput
 from rosettaserve.protocols.oip.grpc_convert import (
     InputFields,
@@ -62,33 +63,35 @@ class Unexpected(Exception):
     """Inside the reader: something protobuf should judge."""
 
 
-def request_from(data: bytes) -> InferenceRequest:
-    """Core's request from a serialized ModelInferRequest: read here, or by protobuf."""
-    request = read_infer(data)
+def request_from(data: bytes, inline: bool = False) -> InferenceRequest:
+    """Core's request from a serialized ModelInferRequest: read here, or by protobuf
+    (``inline``: on the event loop, LargeWork for contents too large to decode there)."""
+    request = read_infer(data, inline)
     if request is not None:
         return request
     try:
         message = pb.ModelInferRequest.FromString(data)
     except DecodeError as exc:
         raise InvalidInput(f"the request is not a valid ModelInferRequest: {exc}") from None
-    return parse_infer(message)
+    return parse_infer(message, inline)
 
 
-def reply_bytes(response: InferenceResponse) -> bytes:
-    """The serialized ModelInferResponse: written here, or by protobuf."""
-    written = write_infer(response)
+def reply_bytes(response: InferenceResponse, inline: bool = False) -> bytes:
+    """The serialized ModelInferResponse: written here, or by protobuf (``inline``: LargeWork
+    for a BYTES output too large to encode on the event loop)."""
+    written = write_infer(response, inline)
     if written is not None:
         return written
-    return bytes(encode_infer(response).SerializeToString())
+    return bytes(encode_infer(response, inline).SerializeToString())
 
 
-def read_infer(data: bytes) -> InferenceRequest | None:
+def read_infer(data: bytes, inline: bool = False) -> InferenceRequest | None:
     """Core's request from a serialized ModelInferRequest, or None: parse it with protobuf.
 
     Raises InvalidInput, as ``grpc_convert.parse_infer`` does, for a well-formed message that
     asks for something the server refuses."""
     try:
-        return _request(data)
+        return _request(data, inline)
     except Unexpected:
         return None
 
@@ -110,7 +113,7 @@ def model_named(data: bytes) -> tuple[str, str]:
     return name, version
 
 
-def _request(data: bytes) -> InferenceRequest:
+def _request(data: bytes, inline: bool) -> InferenceRequest:
     model_name = model_version = request_id = ""
     parameters: Parameters = {}
     inputs: list[InputFields] = []
@@ -121,7 +124,7 @@ def _request(data: bytes) -> InferenceRequest:
     while at < end:
         number, start, at = _length_field(data, at, end)
         if number == 5:
-            inputs.append(_input(data, start, at))
+            inputs.append(_input(data, start, at, inline))
         elif number == 7:
             view = memoryview(data) if view is None else view
             raw.append(view[start:at])  # no copy: the tensor is a view of the request
@@ -145,10 +148,11 @@ def _request(data: bytes) -> InferenceRequest:
         request_id=request_id,
         parameters=parameters,
         outputs=outputs,
+        inline=inline,
     )
 
 
-def _input(data: bytes, at: int, end: int) -> InputFields:
+def _input(data: bytes, at: int, end: int, inline: bool) -> InputFields:
     name = datatype = ""
     shape: list[int] = []
     parameters: Parameters = {}
@@ -174,7 +178,7 @@ def _input(data: bytes, at: int, end: int) -> InputFields:
         elif number == 4:
             _map_entry(data, start, at, parameters)
         elif number == 5 and contents is None:
-            contents = _contents(data, start, at)
+            contents = _contents(data, start, at, name, inline)
         else:
             raise Unexpected  # unknown, or contents twice (protobuf would merge them)
     return InputFields(name, datatype, shape, parameters, contents)
@@ -194,19 +198,24 @@ def _output(data: bytes, at: int, end: int) -> RequestedOutput:
     return RequestedOutput(name, parameters)
 
 
-def _contents(data: bytes, at: int, end: int) -> dict[str, Any]:
+def _contents(data: bytes, at: int, end: int, name: str, inline: bool) -> dict[str, Any]:
     """InferTensorContents as {field name: values}: fixed-width numbers as little-endian
-    arrays over the request's bytes, varints as lists, bytes as a list of bytes."""
+    arrays over the request's bytes, varints as lists, bytes as a list of bytes. The values
+    read one by one are bounded as codec.check_elements bounds a tensor's (``name``: the
+    input's, when its name came first): LargeWork past INLINE_ELEMENTS of them ``inline``, and
+    InvalidInput past MAX_BYTES_ELEMENTS bytes values."""
     contents: dict[str, Any] = {}
+    taken = 0  # values read one by one
     while at < end:
         key, at = _varint(data, at, end)
         number, wire = key >> 3, key & 7
         if number not in _CONTENTS:
             raise Unexpected
-        name, kind = _CONTENTS[number]
+        field, kind = _CONTENTS[number]
         if wire == VARINT and kind not in _FIXED and kind != "bytes":
             value, at = _varint(data, at, end)
-            contents.setdefault(name, []).append(_narrow(value, kind))
+            contents.setdefault(field, []).append(_narrow(value, kind))
+            taken = _counted(taken, inline)
             continue
         if wire != LENGTH:
             raise Unexpected  # fixed-width numbers one by one: rare, left to protobuf
@@ -216,16 +225,41 @@ def _contents(data: bytes, at: int, end: int) -> dict[str, Any]:
             if (at - start) % dtype.itemsize:
                 raise Unexpected
             array = np.frombuffer(data, dtype, (at - start) // dtype.itemsize, start)
-            before = contents.get(name)  # a packed field in several pieces is one list
-            contents[name] = array if before is None else np.concatenate((before, array))
+            before = contents.get(field)  # a packed field in several pieces is one list
+            contents[field] = array if before is None else np.concatenate((before, array))
         elif kind == "bytes":
-            contents.setdefault(name, []).append(data[start:at])
+            values = contents.setdefault(field, [])
+            values.append(data[start:at])
+            taken = _counted(taken, inline)
+            if taken > INLINE_ELEMENTS:
+                check_elements(len(values), name, inline)
         else:
-            values = contents.setdefault(name, [])
-            while start < at:
-                value, start = _varint(data, start, at)
-                values.append(_narrow(value, kind))
+            values = contents.setdefault(field, [])
+            taken = _packed(values, kind, data, start, at, taken=taken, inline=inline)
     return contents
+
+
+def _packed(
+    values: list[Any], kind: str, data: bytes, at: int, end: int, *, taken: int, inline: bool
+) -> int:
+    """Packed varints added to ``values``; the values read one by one so far (``taken``)."""
+    while at < end:
+        value, at = _varint(data, at, end)
+        values.append(_narrow(value, kind))
+        taken = _counted(taken, inline)
+    return taken
+
+
+def _counted(taken: int, inline: bool) -> int:
+    """One more value read one by one: LargeWork past the event loop's budget (``inline``);
+    off the loop, the interpreter offered to the loop now and then."""
+    taken += 1
+    if inline:
+        if taken > INLINE_ELEMENTS:
+            raise LargeWork
+    elif taken & LET_OTHERS_RUN == LET_OTHERS_RUN:
+        let_others_run()
+    return taken
 
 
 def _narrow(value: int, kind: str) -> Any:
@@ -332,16 +366,16 @@ def _text(data: bytes, start: int, stop: int) -> str:
         raise Unexpected from None
 
 
-def write_infer(response: InferenceResponse) -> bytes | None:
+def write_infer(response: InferenceResponse, inline: bool = False) -> bytes | None:
     """The serialized ModelInferResponse ``grpc_convert.encode_infer`` would build, or None
     for what protobuf has to judge (an int beyond 64 bits, a str that is not UTF-8)."""
     try:
-        return _response(response)
+        return _response(response, inline)
     except UnicodeEncodeError:
         return None
 
 
-def _response(response: InferenceResponse) -> bytes | None:
+def _response(response: InferenceResponse, inline: bool) -> bytes | None:
     parts: list[bytes] = []
     _text_field(parts, 1, response.model_name)
     _text_field(parts, 2, response.model_version)
@@ -359,7 +393,7 @@ def _response(response: InferenceResponse) -> bytes | None:
         _length_prefix(parts, 5, len(out))
         parts.append(out)
     for tensor in response.outputs:
-        raw = raw_bytes(tensor.data, dtypes.lookup(tensor.datatype))
+        raw = raw_bytes(tensor.data, dtypes.lookup(tensor.datatype), inline)
         _length_prefix(parts, 6, len(raw))
         parts.append(raw)
     return b"".join(parts)

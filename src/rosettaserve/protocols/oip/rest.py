@@ -6,6 +6,7 @@ from typing import Any
 
 from rosettaserve.core.dataplane import DataPlane
 from rosettaserve.core.errors import InvalidInput
+from rosettaserve.core.executor import LargeWork, run_request_work
 from rosettaserve.protocols.oip import convert
 from rosettaserve.protocols.oip import extensions as ext
 from rosettaserve.transport.routing import HttpRequest, HttpResponse, Route, json_response
@@ -85,11 +86,19 @@ def metadata_routes(dp: DataPlane) -> list[Route]:
 
 def infer_routes(dp: DataPlane) -> list[Route]:
     async def infer(req: HttpRequest) -> HttpResponse:
-        request = convert.parse_infer(
-            req.body, req.header(convert.HEADER_LENGTH), req.params["model"], _version(req)
-        )
+        raw, header = req.body, req.header(convert.HEADER_LENGTH)
+        model, version = req.params["model"], _version(req)
+        try:
+            request = convert.parse_infer(raw, header, model, version, True)
+        except LargeWork:  # a BYTES tensor too large to decode on the event loop
+            parse = convert.parse_infer
+            request = await run_request_work(parse, raw, header, model, version, False)
         response = await dp.infer(request)
-        body, blobs, header_length = convert.encode_infer(response, request)
+        try:
+            body, blobs, header_length = convert.encode_infer(response, request, True)
+        except LargeWork:  # a BYTES output too large to encode on the event loop
+            encode = convert.encode_infer
+            body, blobs, header_length = await run_request_work(encode, response, request)
         if header_length is None:
             return HttpResponse(200, body)
         headers = {convert.HEADER_LENGTH: str(header_length)}

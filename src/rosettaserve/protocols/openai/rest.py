@@ -8,7 +8,12 @@ from __future__ import annotations
 
 from rosettaserve.core.errors import ServingError
 from rosettaserve.core.generate import GenerateDelta, TextGenerator, Usage, json_object, total_usage
-from rosettaserve.core.generation_plane import GenerationPlane, Split, reply_identity
+from rosettaserve.core.generation_plane import (
+    GenerationPlane,
+    Split,
+    chat_prompt,
+    reply_identity,
+)
 from rosettaserve.core.registry import ModelVersion
 from rosettaserve.protocols.llm_http import SSE_HEADERS, Endpoint, streamed
 from rosettaserve.protocols.openai import convert, schema
@@ -33,10 +38,10 @@ async def chat(plane: GenerationPlane, req: HttpRequest, split: Split | None) ->
     info = gen.info
     trusted = plane.trust_request_chat_template
     oa, messages = schema.chat_request(doc, info.max_n, info.max_stop_sequences, trusted)
-    oa.generate.prompt = gen.chat_prompt(messages, oa.chat)
+    oa.generate.prompt = await chat_prompt(gen, messages, len(req.body), oa.chat)
     reply = Reply("chat", mv.name, *reply_identity(split, "chatcmpl"))
     oa.generate.request_id = reply.id
-    generation = plane.generate(FAMILY, mv, gen, oa.generate, split)
+    generation = await plane.generate(FAMILY, mv, gen, oa.generate, split)
     if oa.generate.stream:
         return streamed(ChatFramer(reply, oa), generation, headers=SSE_HEADERS)
     done = await generation.collect()
@@ -52,8 +57,8 @@ async def completions(
     oa = schema.completion_request(doc, gen.info.max_n, gen.info.max_stop_sequences)
     reply = Reply("text", mv.name, *reply_identity(split, "cmpl"))
     oa.generate.request_id = reply.id
-    echo = _echo(gen, oa) if oa.echo else ""
-    generation = plane.generate(FAMILY, mv, gen, oa.generate, split)
+    generation = await plane.generate(FAMILY, mv, gen, oa.generate, split)
+    echo = _echo(gen, oa) if oa.echo else ""  # (after the plane checked the prompt's length)
     if oa.generate.stream:
         return streamed(TextFramer(reply, oa, echo), generation, headers=SSE_HEADERS)
     done = await generation.collect()

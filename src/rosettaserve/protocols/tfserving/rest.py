@@ -18,9 +18,13 @@ from typing import Any
 
 from rosettaserve.core.dataplane import DataPlane
 from rosettaserve.core.errors import InvalidInput
+from rosettaserve.core.executor import run_sized
 from rosettaserve.core.generate import TextGenerator
+from rosettaserve.core.model import Arrays
+from rosettaserve.core.registry import ModelVersion
 from rosettaserve.protocols.openai.convert import model_card
 from rosettaserve.protocols.tfserving import convert, examples, jsonio, schema, signatures
+from rosettaserve.protocols.tfserving.signatures import Signature
 from rosettaserve.protocols.tfserving.status import (
     Target,
     model_status,
@@ -76,19 +80,27 @@ def _target(found: re.Match[str]) -> Target:
 
 
 async def _predict(dp: DataPlane, target: Target, raw: bytes | bytearray) -> HttpResponse:
-    body = jsonio.load_object(raw)
-    name = convert.signature_name(body.doc)
-    mv = servable(dp, target)
-    signature = signatures.find(mv, name, schema.PREDICT)
-    fmt, arrays = convert.predict_inputs(body, signature.inputs)
+    # a large body is read on the request-work threads: its values are read one by one
+    mv, signature, fmt, arrays = await run_sized(len(raw), _predict_inputs, dp, target, raw)
     outputs = list(signature.outputs.values())
     response = await dp.infer(convert.inference_request(mv, signature, arrays, outputs))
     tensors = convert.by_alias(signature.outputs, response.outputs)
     return HttpResponse(200, convert.encode_predict(fmt, tensors))
 
 
+def _predict_inputs(
+    dp: DataPlane, target: Target, raw: bytes | bytearray
+) -> tuple[ModelVersion, Signature, str, Arrays]:
+    body = jsonio.load_object(raw)
+    name = convert.signature_name(body.doc)
+    mv = servable(dp, target)
+    signature = signatures.find(mv, name, schema.PREDICT)
+    fmt, arrays = convert.predict_inputs(body, signature.inputs)
+    return mv, signature, fmt, arrays
+
+
 async def _classify(dp: DataPlane, target: Target, raw: bytes | bytearray) -> HttpResponse:
-    request = examples.parse(jsonio.load_object(raw))
+    request = await run_sized(len(raw), _examples, raw)
     mv = servable(dp, target)
     signature = signatures.find(mv, request.signature_name, schema.CLASSIFY)
     view = signatures.classify_view(signature, mv)
@@ -101,7 +113,7 @@ async def _classify(dp: DataPlane, target: Target, raw: bytes | bytearray) -> Ht
 
 
 async def _regress(dp: DataPlane, target: Target, raw: bytes | bytearray) -> HttpResponse:
-    request = examples.parse(jsonio.load_object(raw))
+    request = await run_sized(len(raw), _examples, raw)
     mv = servable(dp, target)
     signature = signatures.find(mv, request.signature_name, schema.REGRESS)
     _, spec = signatures.regress_output(signature)
@@ -109,3 +121,8 @@ async def _regress(dp: DataPlane, target: Target, raw: bytes | bytearray) -> Htt
     response = await dp.infer(convert.inference_request(mv, signature, arrays, [spec]))
     named = {t.name: t for t in response.outputs}
     return HttpResponse(200, examples.regress_results(named[spec.name], len(request.examples)))
+
+
+def _examples(raw: bytes | bytearray) -> examples.ExamplesRequest:
+    """A classify or regress body read (on the request-work threads when large)."""
+    return examples.parse(jsonio.load_object(raw))

@@ -20,7 +20,7 @@ import numpy as np
 import orjson
 
 from rosettaserve.core import dtypes
-from rosettaserve.core.codec import beyond_integers, narrow, range_error
+from rosettaserve.core.codec import beyond_integers, check_elements, narrow, range_error
 from rosettaserve.core.errors import InvalidInput, Unsupported
 from rosettaserve.protocols.tfserving import floats, schema
 from rosettaserve.protocols.tfserving.jsonio import snippet, type_name
@@ -228,6 +228,7 @@ def leaves_array(
     dtype = dtypes.lookup(datatype)
     target = dtype.numpy
     if datatype == "BYTES":
+        check_elements(len(leaves), name, False)  # as every protocol bounds BYTES (core/codec.py)
         out = np.empty(len(leaves), dtype=object)
         out[:] = leaves
         return out.reshape(shape)

@@ -11,7 +11,7 @@ from typing import Any
 
 from rosettaserve.core.errors import InvalidInput, ServingError
 from rosettaserve.core.generate import Fields, GenerateDelta, TextGenerator, json_object
-from rosettaserve.core.generation_plane import GenerationPlane, Split
+from rosettaserve.core.generation_plane import GenerationPlane, Split, tokenized
 from rosettaserve.protocols.llm_http import SSE, SSE_HEADERS, Endpoint, streamed
 from rosettaserve.protocols.tgi import convert
 from rosettaserve.protocols.tgi.schema import TgiRequest, tgi_request
@@ -38,10 +38,10 @@ async def run(
 ) -> HttpResponse:
     mv, gen = plane.find(Fields(doc).string("model") or "")
     tgi = tgi_request(doc, gen.info.max_stop_sequences, stream)
-    _truncate(gen, tgi)
+    await _truncate(gen, tgi)
     prefix = (tgi.generate.prompt or "") if tgi.return_full_text else ""
-    prompt = _prefill(gen, tgi) if tgi.decoder_input_details else []
-    generation = plane.generate(FAMILY, mv, gen, tgi.generate, split)
+    generation = await plane.generate(FAMILY, mv, gen, tgi.generate, split)
+    prompt = _prefill(gen, tgi) if tgi.decoder_input_details else []  # (ids the plane made)
     if tgi.generate.stream:
         framer = TgiFramer(tgi, prefix, gen.info.special_ids)
         return streamed(framer, generation, SSE, SSE_HEADERS)
@@ -95,10 +95,12 @@ ENDPOINTS = [
 ]
 
 
-def _truncate(gen: TextGenerator, tgi: TgiRequest) -> None:
+async def _truncate(gen: TextGenerator, tgi: TgiRequest) -> None:
+    """Only the prompt's last ``truncate`` tokens: any text fits, so it is tokenized whole
+    (off the event loop when long)."""
     if tgi.truncate is None:
         return
-    ids = gen.tokenize(tgi.generate.prompt or "")
+    ids = await tokenized(gen, tgi.generate.prompt or "")
     if len(ids) > tgi.truncate:
         tgi.generate.prompt_token_ids = ids[-tgi.truncate :]
 

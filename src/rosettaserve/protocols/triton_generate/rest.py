@@ -97,7 +97,7 @@ async def run(
     params = read_sampling(p, SAMPLING, gen.info.max_stop_sequences)
     reply = Reply(doc, mv.name, mv.version, p.boolean("details", False))
     request = GenerateRequest(prompt=text, sampling=params, stream=stream)
-    generation = plane.generate(FAMILY, mv, gen, request, split)
+    generation = await plane.generate(FAMILY, mv, gen, request, split)
     if stream:
         return streamed(TritonFramer(reply), generation, "text/event-stream; charset=utf-8")
     (done,) = await generation.collect()

@@ -114,7 +114,7 @@ async def _generate(
         prompt=prompt, sampling=params, n=n, stream=f.boolean("stream", False)
     )
     mindie = str(gen.info.options.get("vllm_stream_format", "vllm")) == "mindie"
-    generation = plane.generate(FAMILY, mv, gen, request, split)
+    generation = await plane.generate(FAMILY, mv, gen, request, split)
     if request.stream:
         framer = DeltaFramer(n) if mindie else CumulativeFramer(prompt, n)
         media = "application/octet-stream" if mindie else "application/x-ndjson"

@@ -9,6 +9,11 @@ from typing import Any
 REPLACEMENT = "\ufffd"
 PROMPT_CONTEXT = 5  # prompt tokens decoded with the output, for tokenizers whose text needs context
 
+# A longer text is tokenized by the Rust tokenizer's ``encode_batch``, which lets go of the
+# interpreter while it works (its ``encode`` holds it throughout: a long prompt tokenized on
+# another thread would still hold the event loop).
+LONG_TEXT_CHARS = 512
+
 Decode = Callable[[list[int]], str]
 Encode = Callable[[str, bool], list[int]]
 
@@ -26,6 +31,8 @@ def encoder(tokenizer: Any) -> Encode:
     def encode(text: str, special: bool) -> list[int]:
         if backend.encode_special_tokens != split:  # what calling the tokenizer sets
             backend.encode_special_tokens = split
+        if len(text) > LONG_TEXT_CHARS:  # the same ids, the interpreter free meanwhile
+            return list(backend.encode_batch([text], add_special_tokens=special)[0].ids)
         return list(backend.encode(text, add_special_tokens=special).ids)
 
     return encode

@@ -56,6 +56,7 @@ from rosettaserve.runtimes.llm.detok import (
 )
 from rosettaserve.runtimes.llm.prefill import PrefillJob, plan, run
 from rosettaserve.runtimes.llm.prefix_cache import PrefixCache
+from rosettaserve.runtimes.llm.prompt_bound import max_prompt_chars
 from rosettaserve.runtimes.llm.prompts import max_new_tokens, prompt_ids
 from rosettaserve.runtimes.llm.resume import (
     Preempted,
@@ -113,6 +114,7 @@ class Engine:
             special_ids=frozenset(self.special_ids),
             created=int(time.time()),
             options=config.options,
+            max_prompt_chars=max_prompt_chars(tokenizer, config.max_model_len),
         )
         self._cond = threading.Condition()
         self._waiting: deque[Group] = deque()
@@ -184,7 +186,7 @@ class Engine:
         return stream
 
     def prompt_ids(self, request: GenerateRequest) -> list[int]:
-        return prompt_ids(request, self.vocab, self.config.max_model_len, self.tokenize)
+        return prompt_ids(request, self.vocab, self.info, self.tokenize)
 
     def tokenize(self, text: str, special: bool = True) -> list[int]:
         return self._encode(text, special)

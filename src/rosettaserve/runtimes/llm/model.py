@@ -24,6 +24,7 @@ from rosettaserve.core.generate import (
     SamplingParams,
     collect,
 )
+from rosettaserve.core.generation_plane import tokenize_long_prompt
 from rosettaserve.core.model import Arrays, Model
 from rosettaserve.core.sampling_fields import PENALTIES, Field, SamplingTable, read_sampling
 from rosettaserve.core.types import TensorSpec
@@ -93,8 +94,8 @@ class LlmModel(Model):
             raise InvalidInput(f"the chat template rejected the messages: {exc}") from exc
         return str(text)
 
-    def tokenize(self, text: str) -> list[int]:
-        return self.engine.tokenize(text)
+    def tokenize(self, text: str, special: bool = True) -> list[int]:
+        return self.engine.tokenize(text, special)
 
     def decode(self, token_ids: list[int]) -> str:
         return str(self.tokenizer.decode(token_ids, skip_special_tokens=True))
@@ -108,7 +109,9 @@ class LlmModel(Model):
         try:
             for prompt in prompts.reshape(-1):
                 text = prompt.decode("utf-8") if isinstance(prompt, bytes) else str(prompt)
-                streams.append(self.generate(GenerateRequest(prompt=text, sampling=sampling)))
+                request = GenerateRequest(prompt=text, sampling=sampling)
+                await tokenize_long_prompt(self, request)  # (off the event loop when long)
+                streams.append(self.generate(request))
             results = await asyncio.gather(*(collect(s) for s in streams))
         finally:
             for stream in streams:

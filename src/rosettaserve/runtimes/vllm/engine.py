@@ -133,7 +133,7 @@ class VllmEngine:
         )
 
     def prompt_ids(self, request: GenerateRequest) -> list[int]:
-        return prompt_ids(request, self.vocab, self.config.max_model_len, self.tokenize)
+        return prompt_ids(request, self.vocab, self.info, self.tokenize)
 
     def max_new_tokens(self, params: SamplingParams, prompt_len: int) -> int:
         return max_new_tokens(params, prompt_len, self.config.max_model_len)

@@ -16,6 +16,7 @@ from rosettaserve.core.generate import Fields, GeneratorInfo
 from rosettaserve.core.types import TensorSpec
 from rosettaserve.repository.config import ConfigError
 from rosettaserve.runtimes.llm.model import INPUT, OUTPUT, LlmModel
+from rosettaserve.runtimes.llm.prompt_bound import max_prompt_chars
 from rosettaserve.runtimes.vllm.args import (
     MAX_N,
     MAX_WAITING,
@@ -83,6 +84,7 @@ def vllm_engine(name: str, params: Fields, llm: Any, tokenizer: Any) -> VllmEngi
         created=int(time.time()),
         options=dict(params.doc),
         prompt_logprobs=True,  # vLLM computes them in its prefill
+        max_prompt_chars=max_prompt_chars(tokenizer, config.max_model_len),
     )
     return VllmEngine(llm, tokenizer, info, config, int(model_config.get_vocab_size()))
 
