@@ -170,7 +170,8 @@ class GenerationPlane:
         series = self.observer.generation_series(mv) if self.observer is not None else None
         try:
             self.admit(mv, generator)
-            await tokenize_long_prompt(generator, request)
+            with mv:  # in flight while a long prompt is tokenized: unloading waits for it
+                await tokenize_long_prompt(generator, request)
             stream = split.start(generator, request) if split else generator.generate(request)
         except ServingError as exc:
             if series is not None:
