@@ -161,12 +161,15 @@ class Tokenizing(Generator):
                          dtype="float32", device="cpu", max_prompt_chars=2000)  # fmt: skip
 
     def __init__(self) -> None:
+        self.mv = ModelVersion("m", "1", "llm")
+        self.inflight: list[int] = []  # the version's requests in flight, seen while tokenizing
         self.tokenized: list[tuple[str, str]] = []
         self.generated: list[GenerateRequest] = []
         self.chats: list[str] = []
 
     def tokenize(self, text: str, special: bool = True) -> list[int]:
         self.tokenized.append((text, threading.current_thread().name))
+        self.inflight.append(self.mv.inflight)
         return [1] * (len(text) // 100)
 
     def generate(self, request: Any) -> Endless:
@@ -183,7 +186,7 @@ def started(request: GenerateRequest) -> tuple[Tokenizing, str]:
     gen = Tokenizing()
 
     async def main() -> str:
-        generation = await plane.generate("vllm", ModelVersion("m", "1", "llm"), gen, request)  # type: ignore[arg-type]
+        generation = await plane.generate("vllm", gen.mv, gen, request)  # type: ignore[arg-type]
         generation.close()
         return threading.current_thread().name
 
@@ -206,6 +209,8 @@ def test_a_long_prompt_is_tokenized_off_the_loop_and_handed_as_ids() -> None:
     assert thread != loop_thread
     assert thread.startswith("model-request-work")
     assert gen.generated[0].prompt_token_ids == [1] * (len(text) // 100)
+    assert gen.inflight == [1]  # counted in flight meanwhile: unloading waits for it
+    assert gen.mv.inflight == 0
 
 
 def test_a_short_prompt_is_left_to_the_engine() -> None:

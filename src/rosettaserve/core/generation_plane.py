@@ -175,7 +175,8 @@ class GenerationPlane:
         try:
             self.admit(mv, generator)
             can_serve(mv, generator, request, split)
-            await tokenize_long_prompt(generator, request)
+            with mv:  # in flight while a long prompt is tokenized: unloading waits for it
+                await tokenize_long_prompt(generator, request)
             stream = split.start(generator, request) if split else generator.generate(request)
         except ServingError as exc:
             if series is not None:
