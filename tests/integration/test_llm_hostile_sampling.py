@@ -18,15 +18,15 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import grpc
 import httpx
-import numpy as np
 import openai
 import orjson
 import pytest
-import tritonclient.grpc as grpcclient
-from tritonclient.utils import InferenceServerException
 
+from rosettaserve.protocols.oip.pb import grpc_service_pb2 as pb
 from tests.conftest import EXAMPLES
+from tests.integration.oip_grpc_support import model_infer
 from tests.integration.test_llm_bad_input import (
     mindie_shape,
     openai_shape,
@@ -188,18 +188,36 @@ def oip_rest(client: httpx.Client, fields: dict[str, Any]) -> tuple[int, Any]:
 
 
 def oip_grpc(address: str) -> Attack:
+    """OIP gRPC with grpcio and the project's stubs (tritonclient.grpc cannot share this
+    process with kserve's stubs: both register package ``inference``)."""
+
     def attack(client: httpx.Client, fields: dict[str, Any]) -> tuple[int, Any]:
-        text = grpcclient.InferInput("text_input", [1], "BYTES")
-        text.set_data_from_numpy(np.array([b"hi"], dtype=object))
-        with grpcclient.InferenceServerClient(address) as grpc:
-            try:
-                grpc.infer("tiny_llama", [text], parameters={"max_tokens": ATTACK_TOKENS, **fields})
-            except InferenceServerException as exc:
-                code = exc.status()
-                return (400 if code == "StatusCode.INVALID_ARGUMENT" else 500), exc.message()
+        msg = pb.ModelInferRequest(model_name="tiny_llama")
+        msg.inputs.add(
+            name="text_input", datatype="BYTES", shape=[1]
+        ).contents.bytes_contents.append(b"hi")
+        for key, value in {"max_tokens": ATTACK_TOKENS, **fields}.items():
+            set_parameter(msg.parameters[key], value)
+        try:
+            model_infer(address, msg)
+        except grpc.RpcError as exc:
+            code = exc.code()
+            return (400 if code == grpc.StatusCode.INVALID_ARGUMENT else 500), exc.details()
         return 200, None
 
     return attack
+
+
+def set_parameter(parameter: pb.InferParameter, value: Any) -> None:
+    """``value`` in the field tritonclient would put it in."""
+    if isinstance(value, bool):
+        parameter.bool_param = value
+    elif isinstance(value, int):
+        parameter.int64_param = value
+    elif isinstance(value, float):
+        parameter.double_param = value
+    else:
+        parameter.string_param = str(value)
 
 
 def shape_of(shape: Callable[[Any], bool]) -> Callable[[dict[str, Any], Any], bool]:
