@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 from urllib.parse import quote
 
-from rosettaserve.core.errors import ServingError
+from rosettaserve.core.errors import ServingError, bounded
 from rosettaserve.core.executor import LargeWork, run_request_work
 from rosettaserve.core.status import ErrorKind
 from rosettaserve.core.streaming import close_stream
@@ -255,7 +255,7 @@ class Call:
             try:
                 request = read(message)
             except Exception as exc:
-                self.finish(INVALID_ARGUMENT, f"the request is not a valid message: {exc}")
+                self.finish(INVALID_ARGUMENT, bounded(f"the request is not a valid message: {exc}"))
                 return False
         else:
             request = message
@@ -314,7 +314,7 @@ class Call:
         try:
             return read(inflated)
         except Exception as exc:
-            invalid = f"the request is not a valid message: {exc}"
+            invalid = bounded(f"the request is not a valid message: {exc}")
             raise Aborted(INVALID_ARGUMENT, invalid, ()) from None
 
     def _ended(self) -> None:
@@ -444,7 +444,7 @@ class Call:
             raise exc
         elif isinstance(exc, Exception):
             log.exception("unhandled error in %s", self.method.name)
-            self.finish(INTERNAL, f"{type(exc).__name__}: {exc}")
+            self.finish(INTERNAL, bounded(f"{type(exc).__name__}: {exc}"))
         else:
             raise exc
 

@@ -44,6 +44,9 @@ class Echo:
     async def Broken(self, request: bytes, context: Any) -> Any:
         return None  # not bytes: the reply cannot be written
 
+    async def Crash(self, request: bytes, context: Any) -> bytes:
+        raise RuntimeError("x" * 5_000_000)  # not a ServingError: an unexpected failure
+
     async def Busy(self, request: bytes, context: Any) -> bytes:
         raise Overloaded("the queue is full", headers={"retry-after": "1"})
 
@@ -81,6 +84,7 @@ RPCS = {
     "Later": (bytes, bytes, False),
     "Busy": (bytes, bytes, False),
     "Broken": (bytes, bytes, False),
+    "Crash": (bytes, bytes, False),
     "Chat": (bytes, bytes, True),
     "Length": (bytes, bytes, False),
     "Lengths": (bytes, bytes, True),
@@ -498,6 +502,23 @@ def test_a_reply_that_cannot_be_written_is_internal_and_the_connection_goes_on()
         assert b"TypeError" in status[b"grpc-message"]
         other = await call(peer, "Now", b"y")
         assert peer.replies(other) == framed(b"now:y")
+
+    asyncio.run(main())
+
+
+def test_an_unexpected_failure_s_message_is_bounded() -> None:
+    """A 5 MB exception message reaches the client as at most 2 KiB (its trailer would pass
+    grpcio's metadata limit and fail the call with RESOURCE_EXHAUSTED)."""
+
+    async def main() -> None:
+        peer = Peer(Echo())
+        status = peer.status(await call(peer, "Crash", b"x"))
+        assert status is not None
+        assert status[b"grpc-status"] == b"13"  # INTERNAL
+        message = status[b"grpc-message"]
+        assert message.startswith(b"RuntimeError: xxx")
+        assert message.endswith(b"more characters)")
+        assert len(message) < 3 * 1024
 
     asyncio.run(main())
 
