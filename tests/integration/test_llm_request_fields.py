@@ -76,8 +76,9 @@ def templated(**variables: Any) -> str:
 
 
 def test_chat_template_kwargs_reach_the_template_as_in_transformers(server: ServerProcess) -> None:
-    """add_generation_prompt off (kwargs or vLLM's own field): the prompt is the template's
-    without the assistant's header, and the answer is the completion of exactly that text."""
+    """add_generation_prompt off (vLLM's own field): the prompt is the template's without the
+    assistant's header, and the answer is the completion of exactly that text; in
+    chat_template_kwargs it changes nothing, as in vLLM (the request's own fields win)."""
     default = chat(server)
     assert (
         default.usage.prompt_tokens
@@ -85,12 +86,13 @@ def test_chat_template_kwargs_reach_the_template_as_in_transformers(server: Serv
     )
     bare = templated(add_generation_prompt=False)
     expected = completion(server, bare)
-    for extra in ({"chat_template_kwargs": {"add_generation_prompt": False}},
-                  {"add_generation_prompt": False}):  # fmt: skip
-        built = chat(server, **extra)
-        assert built.usage.prompt_tokens == expected.usage.prompt_tokens
-        assert built.usage.prompt_tokens < default.usage.prompt_tokens
-        assert built.choices[0].message.content == expected.choices[0].text
+    built = chat(server, add_generation_prompt=False)
+    assert built.usage.prompt_tokens == expected.usage.prompt_tokens
+    assert built.usage.prompt_tokens < default.usage.prompt_tokens
+    assert built.choices[0].message.content == expected.choices[0].text
+    overridden = chat(server, chat_template_kwargs={"add_generation_prompt": False})
+    assert overridden.usage.prompt_tokens == default.usage.prompt_tokens
+    assert overridden.choices[0].message.content == default.choices[0].message.content
     unused = chat(server, chat_template_kwargs={"enable_thinking": False})  # as vLLM: accepted
     assert unused.choices[0].message.content == default.choices[0].message.content
 

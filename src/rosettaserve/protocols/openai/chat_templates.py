@@ -1,9 +1,10 @@
 """vLLM's chat template fields of a chat request, built as vLLM builds them.
 
 - ``add_generation_prompt`` (true), ``continue_final_message`` (false), ``documents`` and
-  ``chat_template_kwargs`` become the variables the template is rendered with (the kwargs last,
-  so they may set the first three too). Keys that are arguments of the template's call rather
-  than variables of the template (the messages, the tools, tokenizing, a template) are refused.
+  ``chat_template_kwargs`` become the variables the template is rendered with (the request's
+  own fields last, as vLLM merges them: ``chat_template_kwargs`` cannot change the first
+  three). Keys that are arguments of the template's call rather than variables of the template
+  (the messages, the tools, tokenizing, a template) are refused.
 - ``chat_template``, a template of the request's own: refused (vLLM's words) unless the server
   trusts request templates (``--trust-request-chat-template``, vLLM's flag); then transformers
   renders it in Jinja's immutable sandbox. ``chat_template_kwargs.chat_template`` is the same.
@@ -55,13 +56,13 @@ def chat_template(f: Fields, trusted: bool) -> ChatTemplate:
         raise InvalidInput(UNTRUSTED)
     template = template or inner or None  # "": the model's own, as in vLLM
     variables: dict[str, Any] = {
+        **kwargs,
         "add_generation_prompt": f.boolean("add_generation_prompt", True),
         "continue_final_message": f.boolean("continue_final_message", False),
     }
     documents = _documents(f.doc.get("documents"))
     if documents is not None:
         variables["documents"] = documents
-    variables.update(kwargs)
     if variables.get("add_generation_prompt") and variables.get("continue_final_message"):
         raise InvalidInput(
             "Cannot set both `continue_final_message` and `add_generation_prompt` to True."
