@@ -22,6 +22,7 @@ from rosettaserve.core.types import (
     Tensor,
     TensorSpec,
 )
+from tests.unit.metrics_support import OneModel
 
 X = [TensorSpec("x", "FP32", (-1,))]
 Y = [TensorSpec("y", "FP32", (-1,))]
@@ -37,20 +38,6 @@ class Returns(Model):
 
     def predict(self, inputs: dict[str, np.ndarray]) -> Any:
         return self.answer(inputs["x"])
-
-
-class FakeRegistry:
-    def __init__(self, mv: ModelVersion) -> None:
-        self.mv = mv
-
-    def model_names(self) -> list[str]:
-        return ["m"]
-
-    def versions(self, name: str) -> list[ModelVersion] | None:
-        return [self.mv] if name == "m" else None
-
-    def version_for_label(self, name: str, label: str) -> str | None:
-        return None
 
 
 def plane(
@@ -70,7 +57,7 @@ def plane(
         outputs=outputs,
         max_batch_size=max_batch_size,
     )
-    dp = DataPlane(FakeRegistry(mv))
+    dp = DataPlane(OneModel(mv))
     dp.started = True
     return dp
 
