@@ -29,8 +29,8 @@ from rest_path_cost import infer_request as rest_request
 
 from rosettaserve.observability import logging_setup
 from rosettaserve.protocols.oip.grpc import RPCS, SERVICE, OipServicer
-from rosettaserve.server import Server
-from rosettaserve.settings import Settings
+from rosettaserve.server.server import Server
+from rosettaserve.server.settings import Settings
 from rosettaserve.transport import h2, h2_wire
 from rosettaserve.transport.grpc import GrpcServer
 from rosettaserve.transport.h1 import Connection, HttpServer

@@ -31,8 +31,8 @@ def child(args: argparse.Namespace) -> None:
     from access_log_cost import grpc_steps, rest_steps
 
     from rosettaserve.observability import logging_setup
-    from rosettaserve.server import Server
-    from rosettaserve.settings import Settings
+    from rosettaserve.server.server import Server
+    from rosettaserve.server.settings import Settings
 
     def wait(tag: str) -> None:
         flag = Path(f"{args.child}.{tag}")

@@ -17,8 +17,8 @@ import contextlib
 import timeit
 
 from rosettaserve.security.keys import Guard
-from rosettaserve.transport.http import HttpApp
-from rosettaserve.transport.routing import HttpRequest, HttpResponse, Route
+from rosettaserve.web.app import HttpApp
+from rosettaserve.web.routing import HttpRequest, HttpResponse, Route
 
 KEYS = ("k1-" + "a" * 40, "k2-" + "b" * 40, "k3-" + "c" * 40)
 HEADERS = {"host": "bench", "content-type": "application/json", "content-length": "10"}

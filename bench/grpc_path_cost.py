@@ -36,8 +36,8 @@ import uvloop
 from rosettaserve.observability import logging_setup
 from rosettaserve.protocols.oip.grpc import RPCS, SERVICE, OipServicer
 from rosettaserve.protocols.oip.pb import grpc_service_pb2 as pb
-from rosettaserve.server import Server
-from rosettaserve.settings import Settings
+from rosettaserve.server.server import Server
+from rosettaserve.server.settings import Settings
 from rosettaserve.transport import h2
 from rosettaserve.transport.grpc import GrpcServer
 from rosettaserve.transport.hpack import encode

@@ -134,7 +134,7 @@ def serve(kind: str, port: int) -> None:
     if kind == "raw-executor":  # the pool of rosettaserve.core.executor
         pool = ThreadPoolExecutor(max_workers=min(32, (os.cpu_count() or 1) + 4))
         app = functools.partial(raw_app, pool=pool)
-    # The same uvicorn settings as rosettaserve.server.Server.run.
+    # The same uvicorn settings as rosettaserve.server.server.Server.run.
     uvicorn.run(
         app,
         host="127.0.0.1",

@@ -6,7 +6,7 @@
 
 Prints the best time of each, alternated round by round (other load on the machine only
 lengthens a round); for instruction counts run it under valgrind --tool=callgrind with
---only c or --only orjson. malloc is tuned as the server tunes it (malloc_tuning.py): without,
+--only c or --only orjson. malloc is tuned as the server tunes it (server/malloc_tuning.py): without,
 glibc maps fresh pages for each answer, ~1 ms of page faults the server does not have.
 """
 
@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 
-from rosettaserve import malloc_tuning
+from rosettaserve.server import malloc_tuning
 from rosettaserve.core import json_nonfinite
 from rosettaserve.core.types import InferenceRequest, InferenceResponse, Tensor
 from rosettaserve.protocols.oip import convert

@@ -33,8 +33,8 @@ from typing import Any
 import uvloop
 
 from rosettaserve.observability import logging_setup
-from rosettaserve.server import Server
-from rosettaserve.settings import Settings
+from rosettaserve.server.server import Server
+from rosettaserve.server.settings import Settings
 from rosettaserve.transport.h1 import Connection, HttpServer
 
 SMALL_BODY = (

@@ -44,8 +44,8 @@ def child(args: argparse.Namespace) -> None:
     import uvloop
     from rest_path_cost import CountingTransport
 
-    from rosettaserve.server import Server
-    from rosettaserve.settings import Settings
+    from rosettaserve.server.server import Server
+    from rosettaserve.server.settings import Settings
     from rosettaserve.transport.h1 import Connection, HttpServer
 
     body = Path(args.body).read_bytes() if args.body else SMALL_BODY

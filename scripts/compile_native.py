@@ -66,8 +66,8 @@ MODULES = [
     "rosettaserve/transport/h2_wire.py",
     "rosettaserve/transport/hpack.py",
     "rosettaserve/transport/idle.py",
-    "rosettaserve/transport/http.py",
-    "rosettaserve/transport/routing.py",
+    "rosettaserve/web/app.py",
+    "rosettaserve/web/routing.py",
 ]
 
 # Hand-written C, where mypyc's code is still far from what the task costs in C: each is optional

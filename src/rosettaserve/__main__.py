@@ -1,3 +1,3 @@
-from rosettaserve.cli import main
+from rosettaserve.cli.main import main
 
 raise SystemExit(main())

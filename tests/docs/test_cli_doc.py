@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from rosettaserve.cli import build_parser
+from rosettaserve.cli.main import build_parser
 from tests.docs.blocks import ROOT
 
 SCRIPT = ROOT / "scripts" / "gen_cli_doc.py"
@@ -50,7 +50,7 @@ def test_help_says_what_the_server_is_with_an_example() -> None:
 
 
 def test_the_examples_in_the_help_parse() -> None:
-    from rosettaserve import cli_help
+    from rosettaserve.cli import help as cli_help
 
     parser = build_parser()
     parsed = 0

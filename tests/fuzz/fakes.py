@@ -177,8 +177,8 @@ class Harness:
     _instance: Harness | None = None
 
     def __init__(self) -> None:
-        from rosettaserve.server import Server
-        from rosettaserve.settings import Settings
+        from rosettaserve.server.server import Server
+        from rosettaserve.server.settings import Settings
 
         self.faults = Faults()
         self.loop = asyncio.new_event_loop()

@@ -22,7 +22,7 @@ import pytest
 
 from rosettaserve.protocols.health.pb import health_pb2
 from rosettaserve.protocols.oip.pb import grpc_service_pb2 as pb
-from rosettaserve.settings import DEFAULT_GRPC_MAX_MESSAGE_SIZE
+from rosettaserve.server.settings import DEFAULT_GRPC_MAX_MESSAGE_SIZE
 from tests.integration.h2client import (
     CONTINUATION,
     DATA,

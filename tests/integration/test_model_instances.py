@@ -15,8 +15,8 @@ import grpc
 import httpx
 import pytest
 
-from rosettaserve import exit_backstop
 from rosettaserve.protocols.oip.pb import grpc_service_pb2 as pb
+from rosettaserve.server import exit_backstop
 from tests.conftest import TEST_MODELS
 from tests.integration.gated import in_threads, wait_for
 from tests.serverproc import ServerProcess, start_server

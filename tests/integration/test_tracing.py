@@ -100,8 +100,8 @@ def test_a_failed_request_has_an_error_span(traced: ServerProcess) -> None:
 def test_off_by_default_nothing_is_installed(tmp_path: Path) -> None:
     script = (
         "import sys\n"
-        "from rosettaserve.server import Server\n"
-        "from rosettaserve.settings import Settings\n"
+        "from rosettaserve.server.server import Server\n"
+        "from rosettaserve.server.settings import Settings\n"
         f"server = Server(Settings(repository={str(tmp_path)!r}))\n"
         "assert server.tracing is None and server._grpc_server().tracing is None\n"
         "assert type(server.dataplane.observer).__name__ == 'Metrics'\n"

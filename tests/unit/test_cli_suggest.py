@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from rosettaserve import cli
-from rosettaserve.suggest import closest, parse_args
+from rosettaserve.cli import main as cli
+from rosettaserve.core.suggest import closest, parse_args
 
 
 def refusal(capsys: pytest.CaptureFixture[str], *argv: str) -> str:

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 import uvloop
 
-from rosettaserve import cli, gc_tuning
-from rosettaserve.scheduling import workers
-from rosettaserve.settings import Settings
+from rosettaserve.cli import main as cli
+from rosettaserve.server import gc_tuning, workers
+from rosettaserve.server.settings import Settings
 
 
 @pytest.fixture(autouse=True)

@@ -16,8 +16,8 @@ import pytest
 from rosettaserve.pd import wire
 from rosettaserve.pd.scheduler import Scheduler, SchedulerOptions
 from rosettaserve.transport.h1 import HttpServer
-from rosettaserve.transport.http import HttpApp
-from rosettaserve.transport.routing import HttpRequest, HttpResponse, Route, json_response
+from rosettaserve.web.app import HttpApp
+from rosettaserve.web.routing import HttpRequest, HttpResponse, Route, json_response
 
 PrefillScript = Callable[[HttpRequest], Awaitable[HttpResponse]]
 

@@ -18,7 +18,7 @@ import pytest
 
 from rosettaserve.pd import wire
 from rosettaserve.pd.scheduler import Scheduler
-from rosettaserve.transport.routing import HttpRequest, HttpResponse, json_response
+from rosettaserve.web.routing import HttpRequest, HttpResponse, json_response
 from tests.unit.test_pd_scheduler import (
     FakeDecode,
     FakePrefill,

@@ -9,7 +9,7 @@ import pytest
 from rosettaserve.core.dataplane import DataPlane
 from rosettaserve.core.errors import InvalidInput
 from rosettaserve.protocols.tfserving.rest import METHODS, PATH, routes
-from rosettaserve.transport.routing import HttpRequest, Router
+from rosettaserve.web.routing import HttpRequest, Router
 
 
 class Empty:

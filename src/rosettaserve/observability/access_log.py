@@ -26,7 +26,7 @@ from typing import Any
 from rosettaserve.observability import logging_setup
 from rosettaserve.observability.logging_setup import ACCESS_LOGGER as LOGGER_NAME
 from rosettaserve.observability.request_ids import HEADER, accepted, new_id
-from rosettaserve.settings import Settings
+from rosettaserve.server.settings import Settings
 
 LOGGER = logging.getLogger(LOGGER_NAME)
 TEXT = "%s %s %s %s %d %.3fms %s"

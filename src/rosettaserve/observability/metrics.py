@@ -18,7 +18,7 @@ from typing import Any
 
 from rosettaserve.core.call import Call
 from rosettaserve.core.registry import ModelVersion, VersionState
-from rosettaserve.transport.routing import HttpRequest, HttpResponse, Route
+from rosettaserve.web.routing import HttpRequest, HttpResponse, Route
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 PREFIX = "rosettaserve_"

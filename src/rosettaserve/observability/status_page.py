@@ -13,7 +13,7 @@ from importlib import resources
 from typing import Any
 
 from rosettaserve.observability.status_doc import ServerFacts
-from rosettaserve.transport.routing import (
+from rosettaserve.web.routing import (
     Handler,
     HttpRequest,
     HttpResponse,

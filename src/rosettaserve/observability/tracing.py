@@ -28,7 +28,7 @@ from rosettaserve.core.call import Call
 from rosettaserve.core.registry import ModelVersion
 from rosettaserve.core.streaming import close_stream
 from rosettaserve.transport.h1 import App
-from rosettaserve.transport.routing import HttpResponse
+from rosettaserve.web.routing import HttpResponse
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context

@@ -52,8 +52,8 @@ from rosettaserve.pd.recompute import retry_body
 from rosettaserve.protocols.llm_http import Endpoint
 from rosettaserve.runtimes.llm.engine import Engine
 from rosettaserve.runtimes.llm.resume import Preempted, Resume
-from rosettaserve.settings import PdOptions
-from rosettaserve.transport.routing import HttpRequest, HttpResponse, Route, Router, json_response
+from rosettaserve.server.settings import PdOptions
+from rosettaserve.web.routing import HttpRequest, HttpResponse, Route, Router, json_response
 
 log = logging.getLogger("rosettaserve.pd")
 SEED_RANGE_END = 2**64 - 1  # a generator's seed (a request's seed plus its choice's index)

@@ -13,7 +13,7 @@ import orjson
 
 from rosettaserve.protocols.families import FAMILIES, Family
 from rosettaserve.protocols.families import family_of as _family_of
-from rosettaserve.transport.routing import HttpRequest
+from rosettaserve.web.routing import HttpRequest
 
 __all__ = ["ROUTES", "Family", "family_of", "model_of", "stream_content_type"]
 

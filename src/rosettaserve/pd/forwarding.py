@@ -20,7 +20,7 @@ from collections.abc import Mapping
 
 from rosettaserve.core.errors import ModelError, ServingError
 from rosettaserve.pd.wire import PD_HEADERS
-from rosettaserve.transport.content_coding import inflated
+from rosettaserve.web.content_coding import inflated
 
 HOP_BY_HOP = frozenset(
     ("host", "connection", "keep-alive", "proxy-connection", "te", "trailer",

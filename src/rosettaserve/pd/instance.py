@@ -24,8 +24,8 @@ from rosettaserve.pd.http_client import Address
 from rosettaserve.pd.peers import KnownPeers, parse_peer
 from rosettaserve.pd.wire import REQ_TYPE
 from rosettaserve.protocols import families
-from rosettaserve.settings import Settings
-from rosettaserve.transport.routing import HttpRequest, HttpResponse, Route, json_response
+from rosettaserve.server.settings import Settings
+from rosettaserve.web.routing import HttpRequest, HttpResponse, Route, json_response
 
 if TYPE_CHECKING:
     from rosettaserve.pd.decode import DecodeRole

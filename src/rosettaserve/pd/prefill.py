@@ -40,8 +40,8 @@ from rosettaserve.pd.recompute import Recompute, restore
 from rosettaserve.protocols.llm_http import Endpoint
 from rosettaserve.runtimes.llm.engine import Engine
 from rosettaserve.runtimes.llm.resume import Handoff, Resume
-from rosettaserve.settings import PdOptions
-from rosettaserve.transport.routing import HttpRequest, HttpResponse, Route, json_response
+from rosettaserve.server.settings import PdOptions
+from rosettaserve.web.routing import HttpRequest, HttpResponse, Route, json_response
 
 log = logging.getLogger("rosettaserve.pd")
 FAILED_HEADER = "x-pd-failed"  # set on a prefill error that the decode instance caused

@@ -41,9 +41,9 @@ from rosettaserve.pd.families import ROUTES, Family, family_of, model_of, stream
 from rosettaserve.pd.http_client import HttpClientError, fetch
 from rosettaserve.pd.pool import Instance, Pool, Wanted
 from rosettaserve.pd.prefill import FAILED_HEADER
-from rosettaserve.settings import SecurityOptions
+from rosettaserve.server.settings import SecurityOptions
 from rosettaserve.transport.h1_head import H1Limits
-from rosettaserve.transport.routing import HttpRequest, HttpResponse, Route, json_response
+from rosettaserve.web.routing import HttpRequest, HttpResponse, Route, json_response
 
 log = logging.getLogger("rosettaserve.pd.scheduler")
 ID_HEADER = "x-pd-req-id"
@@ -415,10 +415,10 @@ async def serve(options: SchedulerOptions) -> None:
     import signal
 
     from rosettaserve.observability.startup import say
-    from rosettaserve.security import setup
+    from rosettaserve.server import security_setup as setup
     from rosettaserve.transport.h1 import HttpServer
-    from rosettaserve.transport.http import HttpApp
     from rosettaserve.transport.sockets import bind
+    from rosettaserve.web.app import HttpApp
 
     setup.configure_peers(options.security)
     tls = setup.server_tls(options.security)

@@ -25,7 +25,7 @@ from rosettaserve.protocols.tgi import rest as tgi
 from rosettaserve.protocols.tgi import schema as tgi_schema
 from rosettaserve.protocols.triton_generate import rest as triton
 from rosettaserve.protocols.vllm import rest as vllm
-from rosettaserve.transport.routing import HttpRequest, HttpResponse, Route
+from rosettaserve.web.routing import HttpRequest, HttpResponse, Route
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from rosettaserve.core.generation_plane import Framer, Generation, GenerationPlane, Split, frames
-from rosettaserve.transport.routing import HttpRequest, HttpResponse
+from rosettaserve.web.routing import HttpRequest, HttpResponse
 
 SSE = "text/event-stream"
 SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from rosettaserve.suggest import did_you_mean
+from rosettaserve.core.suggest import did_you_mean
 
 MAX_PROBLEMS = 10  # reported at once; a file that wrong is best fixed from the top
 

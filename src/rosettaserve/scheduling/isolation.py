@@ -98,7 +98,7 @@ class ProcessInstances:
         self.workers.clear()
 
     def _spawn_blocking(self) -> WorkerProcess:
-        mine, theirs, cmd = child_process("rosettaserve.scheduling.model_worker")
+        mine, theirs, cmd = child_process("rosettaserve.server.model_worker")
         try:
             proc = subprocess.Popen(cmd, pass_fds=(theirs.fileno(),))
         finally:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rosettaserve.settings import DEFAULT_BODY_MIN_RATE, DEFAULT_BODY_TIMEOUT, Settings
+from rosettaserve.server.settings import DEFAULT_BODY_MIN_RATE, DEFAULT_BODY_TIMEOUT, Settings
 
 
 @dataclass(frozen=True)

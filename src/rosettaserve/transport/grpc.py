@@ -28,7 +28,7 @@ from typing import Any
 from rosettaserve.observability.access_log import AccessLog, CallRecord
 from rosettaserve.observability.tracing import Tracing
 from rosettaserve.security.keys import Guard
-from rosettaserve.settings import DEFAULT_SEND_TIMEOUT
+from rosettaserve.server.settings import DEFAULT_SEND_TIMEOUT
 from rosettaserve.transport.body_pace import BodyPace
 from rosettaserve.transport.grpc_call import (
     ACCEPT_ENCODING,

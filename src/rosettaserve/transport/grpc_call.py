@@ -26,12 +26,12 @@ from rosettaserve.core.streaming import close_stream
 from rosettaserve.observability.access_log import CallRecord
 from rosettaserve.observability.request_ids import HEADER, REQUEST_ID
 from rosettaserve.observability.tracing import CallSpan
-from rosettaserve.transport.content_coding import INLINE_INFLATED
 from rosettaserve.transport.eager import Adopted
 from rosettaserve.transport.h2 import Connection
 from rosettaserve.transport.h2_stream import CLOCK_STOPPED, CLOCK_TO_START, Stream
 from rosettaserve.transport.h2_wire import NO_ERROR
 from rosettaserve.transport.hpack import encode
+from rosettaserve.web.content_coding import INLINE_INFLATED
 
 if TYPE_CHECKING:
     from rosettaserve.transport.grpc import GrpcServer, Method

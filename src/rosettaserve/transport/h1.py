@@ -33,8 +33,8 @@ from rosettaserve.transport.coalesce import WriteRound
 from rosettaserve.transport.h1_answers import HELD_WRITES, Answering, Pending
 from rosettaserve.transport.h1_framing import CONTINUE, too_large
 from rosettaserve.transport.h1_head import H1Limits
-from rosettaserve.transport.routing import HttpResponse, error_body
 from rosettaserve.transport.sockets import listen, no_delay
+from rosettaserve.web.routing import HttpResponse, error_body
 
 try:  # a large body's buffer, not zeroed first: the socket writes each of its bytes
     from rosettaserve.transport.body_buffer import unfilled

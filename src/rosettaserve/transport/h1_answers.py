@@ -23,7 +23,7 @@ from rosettaserve.core.resumable import Resumable
 from rosettaserve.core.streaming import close_stream
 from rosettaserve.transport.eager import Adopted
 from rosettaserve.transport.h1_framing import CHUNKED, LENGTH, UNTIL_CLOSE, head
-from rosettaserve.transport.routing import HttpResponse
+from rosettaserve.web.routing import HttpResponse
 
 if TYPE_CHECKING:
     from rosettaserve.transport.h1 import HttpServer

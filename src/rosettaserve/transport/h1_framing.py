@@ -7,7 +7,7 @@ from http import HTTPStatus
 from typing import Final
 
 from rosettaserve.core.errors import PayloadTooLarge
-from rosettaserve.transport.routing import HttpResponse
+from rosettaserve.web.routing import HttpResponse
 
 # how a body is framed (Final: compiled, constants instead of a global's lookup each)
 LENGTH: Final = 0

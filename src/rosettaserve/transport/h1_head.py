@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from rosettaserve.settings import (
+from rosettaserve.server.settings import (
     DEFAULT_BODY_MIN_RATE,
     DEFAULT_BODY_TIMEOUT,
     DEFAULT_HEADER_TIMEOUT,
@@ -19,7 +19,7 @@ from rosettaserve.settings import (
     DEFAULT_SEND_TIMEOUT,
     Settings,
 )
-from rosettaserve.transport.routing import HttpResponse, json_response
+from rosettaserve.web.routing import HttpResponse, json_response
 
 
 @dataclass(frozen=True)

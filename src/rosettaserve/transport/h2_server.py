@@ -8,7 +8,7 @@ import asyncio
 import socket
 import ssl
 
-from rosettaserve.settings import DEFAULT_SEND_TIMEOUT
+from rosettaserve.server.settings import DEFAULT_SEND_TIMEOUT
 from rosettaserve.transport.body_pace import BodyPace
 from rosettaserve.transport.coalesce import WriteRound
 from rosettaserve.transport.h2 import IDLE_TIMEOUT_S, Connection

@@ -1,4 +1,4 @@
-"""A request body's Content-Encoding undone (``transport/content_coding.py``): gzip and deflate,
+"""A request body's Content-Encoding undone (``web/content_coding.py``): gzip and deflate,
 stacked, with the request size limit and the event loop's budget.
 
 The input's first byte picks the Content-Encoding value (``CODINGS``), the rest is the body.
@@ -15,7 +15,7 @@ from typing import Any
 
 from rosettaserve.core.errors import ServingError
 from rosettaserve.core.executor import LargeWork
-from rosettaserve.transport import content_coding
+from rosettaserve.web import content_coding
 from tests.fuzz.targets.refusals import assert_a_refusal
 
 CODINGS = (

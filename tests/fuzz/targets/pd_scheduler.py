@@ -21,7 +21,7 @@ from rosettaserve.core.errors import ModelError
 from rosettaserve.pd import forwarding, wire
 from rosettaserve.pd.families import model_of
 from rosettaserve.pd.pool import Instance, read_status
-from rosettaserve.transport.routing import HttpRequest
+from rosettaserve.web.routing import HttpRequest
 
 CODINGS = ("gzip", "deflate", "identity", "gzip, gzip", "br", "x-gzip", "")
 

@@ -16,9 +16,9 @@ import h2.settings
 
 from rosettaserve.core.errors import Overloaded
 from rosettaserve.transport import h2 as server_h2
-from rosettaserve.transport.content_coding import INLINE_INFLATED
 from rosettaserve.transport.grpc import CallTracker, GrpcServer
 from rosettaserve.transport.h2_stalls import close_stalled
+from rosettaserve.web.content_coding import INLINE_INFLATED
 
 SERVICE = "test.Echo"
 

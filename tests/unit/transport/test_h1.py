@@ -10,7 +10,7 @@ from typing import Any
 
 from rosettaserve.transport.h1 import BULK_MIN_BYTES, MAX_BLANK_BYTES, Connection, HttpServer
 from rosettaserve.transport.h1_answers import MAX_OUT_PARTS
-from rosettaserve.transport.routing import HttpResponse
+from rosettaserve.web.routing import HttpResponse
 
 VAR: contextvars.ContextVar[str] = contextvars.ContextVar("test_h1_var", default="")
 

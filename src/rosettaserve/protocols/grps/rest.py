@@ -17,7 +17,7 @@ from rosettaserve.observability import status_page
 from rosettaserve.observability.trend import NAMES, Trend
 from rosettaserve.protocols.grps import convert, jsonwire
 from rosettaserve.protocols.grps.api import GrpsApi, failure_for
-from rosettaserve.transport.routing import Handler, HttpRequest, HttpResponse, Route, json_response
+from rosettaserve.web.routing import Handler, HttpRequest, HttpResponse, Route, json_response
 
 PREFIX = "/grps/v1/"
 PROTOCOL = "grps_rest"  # the metrics label

@@ -30,7 +30,7 @@ from rosettaserve.protocols.llm_http import SSE, Endpoint, streamed
 from rosettaserve.protocols.tgi import schema as tgi_schema
 from rosettaserve.protocols.tgi.schema import inputs_text
 from rosettaserve.protocols.vllm.rest import error_response
-from rosettaserve.transport.routing import HttpRequest, HttpResponse, json_response
+from rosettaserve.web.routing import HttpRequest, HttpResponse, json_response
 
 FAMILY = "mindie"
 DEFAULT_MAX_NEW_TOKENS = 20  # MindIE's default

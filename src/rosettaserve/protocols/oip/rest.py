@@ -9,7 +9,7 @@ from rosettaserve.core.errors import InvalidInput
 from rosettaserve.core.executor import LargeWork, run_request_work
 from rosettaserve.protocols.oip import convert
 from rosettaserve.protocols.oip import extensions as ext
-from rosettaserve.transport.routing import HttpRequest, HttpResponse, Route, json_response
+from rosettaserve.web.routing import HttpRequest, HttpResponse, Route, json_response
 
 MODEL = r"/v2/models/(?P<model>[^/]+)(?:/versions/(?P<version>[0-9]+))?"
 REPO_MODEL = r"/v2/repository/models/(?P<model>[^/]+)"

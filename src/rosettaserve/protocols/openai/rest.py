@@ -18,7 +18,7 @@ from rosettaserve.core.registry import ModelVersion
 from rosettaserve.protocols.llm_http import SSE_HEADERS, Endpoint, streamed
 from rosettaserve.protocols.openai import convert, schema
 from rosettaserve.protocols.openai.convert import Reply
-from rosettaserve.transport.routing import HttpRequest, HttpResponse, json_response
+from rosettaserve.web.routing import HttpRequest, HttpResponse, json_response
 
 FAMILY = "openai"
 

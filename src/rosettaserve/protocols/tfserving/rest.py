@@ -32,7 +32,7 @@ from rosettaserve.protocols.tfserving.status import (
     render_error,
     servable,
 )
-from rosettaserve.transport.routing import HttpRequest, HttpResponse, Route
+from rosettaserve.web.routing import HttpRequest, HttpResponse, Route
 
 PATH = r"(?i)/v1/models(?:[/:].*)?"
 # HEAD is not listed: the router serves it with the GET route, and HTTP/1.1 drops the body.

@@ -12,7 +12,7 @@ from rosettaserve.core.errors import InvalidInput, ModelNotFound, ServingError
 from rosettaserve.core.registry import ModelVersion, VersionState
 from rosettaserve.core.status import ErrorKind
 from rosettaserve.protocols.tfserving import schema
-from rosettaserve.transport.routing import HttpResponse
+from rosettaserve.web.routing import HttpResponse
 
 # Where TF's HTTP status differs from the shared status table for the same error kind.
 _HTTP = {ErrorKind.METHOD_NOT_ALLOWED: 400}

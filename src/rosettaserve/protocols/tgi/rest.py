@@ -16,7 +16,7 @@ from rosettaserve.protocols.llm_http import SSE, SSE_HEADERS, Endpoint, streamed
 from rosettaserve.protocols.tgi import convert
 from rosettaserve.protocols.tgi.schema import TgiRequest, tgi_request
 from rosettaserve.protocols.vllm import rest as vllm_rest
-from rosettaserve.transport.routing import HttpRequest, HttpResponse, json_response
+from rosettaserve.web.routing import HttpRequest, HttpResponse, json_response
 
 FAMILY = "tgi"
 

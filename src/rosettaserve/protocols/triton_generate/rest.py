@@ -21,7 +21,7 @@ from rosettaserve.core.sampling_fields import read_sampling
 from rosettaserve.protocols.llm_http import Endpoint, streamed
 from rosettaserve.protocols.tgi import schema as tgi_schema
 from rosettaserve.protocols.tgi.schema import inputs_text
-from rosettaserve.transport.routing import HttpRequest, HttpResponse, json_response
+from rosettaserve.web.routing import HttpRequest, HttpResponse, json_response
 
 FAMILY = "triton"
 MODEL = r"/v2/models/(?P<model>[^/]+)(?:/versions/(?P<version>[0-9]+))?"

@@ -28,7 +28,7 @@ from rosettaserve.core.sampling_fields import (
     refuse_unspaced_special_tokens,
 )
 from rosettaserve.protocols.llm_http import streamed
-from rosettaserve.transport.routing import HttpResponse, json_response
+from rosettaserve.web.routing import HttpResponse, json_response
 
 FAMILY = "vllm"
 DEFAULT_MAX_TOKENS = 16  # vLLM's SamplingParams default

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from rosettaserve.core.errors import NotFound
-from rosettaserve.transport.routing import HttpRequest, HttpResponse, Route, Router
+from rosettaserve.web.routing import HttpRequest, HttpResponse, Route, Router
 
 
 async def _nothing(req: HttpRequest) -> HttpResponse:

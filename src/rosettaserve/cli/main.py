@@ -7,13 +7,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rosettaserve import __version__, cli_help
-from rosettaserve.cli_logs import add_log_format, add_log_options
+from rosettaserve import __version__
+from rosettaserve.cli import help as cli_help
+from rosettaserve.cli.logs import add_log_format, add_log_options
+from rosettaserve.core.suggest import one_of, parse_args
 from rosettaserve.observability import logging_setup
 from rosettaserve.observability.tracing import EXPORTERS
 from rosettaserve.security.keys import ENV_VAR, KeySourceError, gather_keys
 from rosettaserve.security.tls import TlsError, TlsFiles
-from rosettaserve.settings import (
+from rosettaserve.server.settings import (
     DEFAULT_BODY_MIN_RATE,
     DEFAULT_BODY_TIMEOUT,
     DEFAULT_GRPC_MAX_MESSAGE_SIZE,
@@ -27,7 +29,6 @@ from rosettaserve.settings import (
     SecurityOptions,
     Settings,
 )
-from rosettaserve.suggest import one_of, parse_args
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 POLICIES = ("load", "round-robin")  # how the scheduler picks an instance
@@ -203,7 +204,7 @@ def security_options(args: argparse.Namespace) -> SecurityOptions:
 
 def checked_security(args: argparse.Namespace, prog: str) -> SecurityOptions | None:
     """The security options, every file loaded once; None (and why, on stderr): do not start."""
-    from rosettaserve.security.setup import check
+    from rosettaserve.server.security_setup import check
 
     try:
         options = security_options(args)
@@ -517,17 +518,17 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(settings: Settings) -> int:
-    from rosettaserve import gc_tuning, malloc_tuning
+    from rosettaserve.server import gc_tuning, malloc_tuning
 
     malloc_tuning.tune()  # before any tensor is allocated (each worker tunes its own)
     if settings.workers > 1:
-        from rosettaserve.scheduling.workers import supervise
+        from rosettaserve.server.workers import supervise
 
         return supervise(settings)  # loads no model: its collector stays as Python has it
     gc_tuning.pause()  # until the models are loaded (Server settles it; so does each worker)
     import uvloop
 
-    from rosettaserve.server import Server
+    from rosettaserve.server.server import Server
 
     try:
         uvloop.run(Server(settings).run())

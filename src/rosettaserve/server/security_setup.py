@@ -10,7 +10,7 @@ from collections.abc import Callable
 from rosettaserve.pd import http_client
 from rosettaserve.security.keys import Guard, KeySourceError, gather_keys
 from rosettaserve.security.tls import ServerTls, client_context
-from rosettaserve.settings import SecurityOptions
+from rosettaserve.server.settings import SecurityOptions
 
 log = logging.getLogger("rosettaserve.security")
 

@@ -8,12 +8,13 @@ import signal
 import time
 from typing import TYPE_CHECKING, Any
 
-from rosettaserve import __version__, exit_backstop, gc_tuning
+from rosettaserve import __version__
 from rosettaserve.core.dataplane import DataPlane, Limits, ServerInfo
 from rosettaserve.core.generation_plane import GenerationPlane
 from rosettaserve.core.registry import ModelVersion
 from rosettaserve.observability import status_doc, status_page, tracing
 from rosettaserve.observability.access_log import AccessLog, access_logged
+from rosettaserve.observability.http_edge import HttpEdge
 from rosettaserve.observability.metrics import Metrics, Snapshot, metrics_route, render
 from rosettaserve.observability.startup import model_line, say, summary_line
 from rosettaserve.observability.trend import Trend
@@ -28,19 +29,19 @@ from rosettaserve.protocols.oip import rest as oip_rest
 from rosettaserve.protocols.tfserving import rest as tfserving_rest
 from rosettaserve.repository.manager import ModelRepository
 from rosettaserve.repository.watchdog import watch
-from rosettaserve.security import setup as security
-from rosettaserve.settings import Settings
+from rosettaserve.server import exit_backstop, gc_tuning
+from rosettaserve.server import security_setup as security
+from rosettaserve.server.settings import Settings
 from rosettaserve.transport.body_pace import body_pace
-from rosettaserve.transport.cors import Cors
 from rosettaserve.transport.grpc import CallTracker, GrpcServer, ServiceTable
 from rosettaserve.transport.h1 import App, HttpServer
 from rosettaserve.transport.h1_head import http_limits
-from rosettaserve.transport.http import HttpApp
-from rosettaserve.transport.http_edge import HttpEdge
 from rosettaserve.transport.sockets import bind
+from rosettaserve.web.app import HttpApp
+from rosettaserve.web.cors import Cors
 
 if TYPE_CHECKING:
-    from rosettaserve.scheduling.worker import WorkerLink
+    from rosettaserve.server.worker import WorkerLink
 
 log = logging.getLogger("rosettaserve")
 LLM_FAMILIES = families.FAMILIES  # the one table of the LLM API families (vLLM: on TGI's route)

@@ -17,9 +17,9 @@ from time import perf_counter
 
 from rosettaserve.observability.access_log import AccessLog
 from rosettaserve.observability.request_ids import HEADER, REQUEST_ID, accepted, new_id
-from rosettaserve.transport.cors import Cors
 from rosettaserve.transport.h1 import App
-from rosettaserve.transport.routing import HttpResponse
+from rosettaserve.web.cors import Cors
+from rosettaserve.web.routing import HttpResponse
 
 PROTOCOL = "http"
 

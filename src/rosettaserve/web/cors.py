@@ -10,7 +10,7 @@ the headers a page may read (the request id, the binary extension's header lengt
 
 from __future__ import annotations
 
-from rosettaserve.transport.routing import HttpResponse
+from rosettaserve.web.routing import HttpResponse
 
 ALLOW_METHODS = "GET, POST, PUT, DELETE, HEAD, OPTIONS"
 EXPOSE_HEADERS = "X-Request-ID, Inference-Header-Content-Length, Content-Encoding"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from rosettaserve.core.suggest import one_of
 from rosettaserve.observability.logging_setup import FORMATS
-from rosettaserve.suggest import one_of
 
 
 def add_log_format(parser: argparse.ArgumentParser) -> None:

@@ -23,7 +23,7 @@ import zlib
 from rosettaserve.core.errors import InvalidInput, PayloadTooLarge, ServingError
 from rosettaserve.core.executor import LargeWork, run_request_work
 from rosettaserve.core.status import ErrorKind
-from rosettaserve.transport.routing import HttpResponse
+from rosettaserve.web.routing import HttpResponse
 
 MIN_COMPRESS_BYTES = 1024  # smaller answers go as they are: compressing costs more than it saves
 COMPRESS_LEVEL = 1  # zlib's fastest: the server's time matters more than the last bytes

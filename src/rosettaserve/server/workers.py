@@ -22,12 +22,12 @@ from rosettaserve import __version__
 from rosettaserve.observability.metrics import Snapshot, metrics_route, render
 from rosettaserve.observability.startup import say
 from rosettaserve.scheduling.channel import Channel, child_process
-from rosettaserve.security import setup as security
 from rosettaserve.security.tls import ServerTls
-from rosettaserve.settings import Settings
+from rosettaserve.server import security_setup as security
+from rosettaserve.server.settings import Settings
 from rosettaserve.transport.h1 import HttpServer
-from rosettaserve.transport.http import HttpApp
 from rosettaserve.transport.sockets import CannotListen, bind, reserve
+from rosettaserve.web.app import HttpApp
 
 log = logging.getLogger("rosettaserve.workers")
 RESTART_DELAY_S = 1.0
@@ -130,7 +130,7 @@ class Supervisor:
             log.warning("starting worker %d again", index)
 
     async def _spawn(self, index: int) -> Worker:
-        mine, theirs, cmd = child_process("rosettaserve.scheduling.worker", str(index))
+        mine, theirs, cmd = child_process("rosettaserve.server.worker", str(index))
         proc = await asyncio.create_subprocess_exec(*cmd, pass_fds=(theirs.fileno(),))
         theirs.close()
         channel = await Channel.open(mine)

@@ -10,8 +10,8 @@ import httptools
 
 from rosettaserve.core.errors import InvalidInput, ServingError
 from rosettaserve.security.keys import Guard
-from rosettaserve.transport.content_coding import compressed, inflate
-from rosettaserve.transport.routing import (
+from rosettaserve.web.content_coding import compressed, inflate
+from rosettaserve.web.routing import (
     HttpRequest,
     HttpResponse,
     Route,

@@ -1,7 +1,7 @@
 """One worker process of ``--workers N``: a whole server (its own models, loaded once) on ports it
 shares with the other workers (SO_REUSEPORT), linked to the supervisor by a control channel.
 
-    python -m rosettaserve.scheduling.worker FD INDEX     (started by the supervisor only)
+    python -m rosettaserve.server.worker FD INDEX     (started by the supervisor only)
 """
 
 from __future__ import annotations
@@ -81,13 +81,13 @@ class WorkerLink:
 def main(argv: list[str]) -> int:
     import uvloop
 
-    from rosettaserve import gc_tuning, malloc_tuning
+    from rosettaserve.server import gc_tuning, malloc_tuning
 
     gc_tuning.pause()  # until its models are loaded (its Server settles it)
     malloc_tuning.tune()
 
     from rosettaserve.observability import logging_setup
-    from rosettaserve.server import Server
+    from rosettaserve.server.server import Server
 
     fd, index = int(argv[0]), int(argv[1])
     sock = socket.socket(fileno=fd)

@@ -14,8 +14,8 @@ import pytest
 
 from rosettaserve.core.errors import InvalidInput, PayloadTooLarge
 from rosettaserve.core.executor import LargeWork
-from rosettaserve.transport import content_coding
-from rosettaserve.transport.content_coding import (
+from rosettaserve.web import content_coding
+from rosettaserve.web.content_coding import (
     INLINE_INFLATED,
     MAX_CODINGS,
     MIN_COMPRESS_BYTES,
@@ -25,8 +25,8 @@ from rosettaserve.transport.content_coding import (
     inflate,
     inflated,
 )
-from rosettaserve.transport.cors import Cors
-from rosettaserve.transport.routing import HttpResponse
+from rosettaserve.web.cors import Cors
+from rosettaserve.web.routing import HttpResponse
 
 
 @pytest.mark.parametrize(

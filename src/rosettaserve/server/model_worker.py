@@ -2,7 +2,7 @@
 process of its own, answering one call at a time on its control channel (like the stub process of
 Triton's python backend). A call that outlives its timeout has this process killed and replaced.
 
-    python -m rosettaserve.scheduling.model_worker FD     (started by the server only)
+    python -m rosettaserve.server.model_worker FD     (started by the server only)
 
 Messages: ``("load", name, version, path, model.yaml as read)`` -> ``("loaded", inputs, outputs,
 platform, max_batch_size)`` or ``("failed", why)``; then ``("predict", inputs, parameters)`` ->

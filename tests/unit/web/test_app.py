@@ -9,9 +9,9 @@ import orjson
 import pytest
 
 from rosettaserve.security.keys import Guard
-from rosettaserve.transport import http
-from rosettaserve.transport.http import HttpApp
-from rosettaserve.transport.routing import HttpRequest, HttpResponse, Route
+from rosettaserve.web import app as http
+from rosettaserve.web.app import HttpApp
+from rosettaserve.web.routing import HttpRequest, HttpResponse, Route
 
 
 async def _echo(req: HttpRequest) -> HttpResponse:

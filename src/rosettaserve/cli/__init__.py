@@ -1,0 +1,1 @@
+"""The command line: ``rosettaserve serve|scheduler|...`` -> settings; its help and log options."""
