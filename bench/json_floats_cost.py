@@ -17,10 +17,10 @@ import time
 
 import numpy as np
 
-from rosettaserve.server import malloc_tuning
 from rosettaserve.core import json_nonfinite
 from rosettaserve.core.types import InferenceRequest, InferenceResponse, Tensor
 from rosettaserve.protocols.oip import convert
+from rosettaserve.server import malloc_tuning
 
 SHAPE = (1, 262144)
 
