@@ -36,6 +36,7 @@ import orjson
 from rosettaserve.pd.discovery import DEFAULT_INTERVAL_S, Resolver, is_name, resolve
 from rosettaserve.pd.http_client import Address, HttpClientError, Response, fetch, request
 from rosettaserve.pd.wire import CLOSE, Frame, FrameParser
+from rosettaserve.web.routing import HttpRequest
 
 log = logging.getLogger("rosettaserve.pd.scheduler")
 RECONNECT_S = 0.5
@@ -47,6 +48,21 @@ WantedOf = Callable[[], Wanted]  # the model of a request, read from it only whe
 
 def _any_model() -> Wanted:
     return ("", "")
+
+
+def model_of(req: HttpRequest) -> Wanted:
+    """The model a family request names, and its version: the route's (Triton's
+    ``/v2/models/{m}[/versions/{v}]``), else the body's ``model``; ``""`` when it names none (the
+    instance's first LLM model serves it), as the families' handlers read them. The scheduler
+    forwards bodies without reading them otherwise."""
+    if "model" in req.params:
+        return req.params["model"], req.params.get("version") or ""
+    try:
+        doc = orjson.loads(req.body)
+    except orjson.JSONDecodeError:
+        return "", ""  # the prefill instance answers the family's 400
+    model = doc.get("model") if isinstance(doc, dict) else None
+    return (model, "") if isinstance(model, str) else ("", "")
 
 
 @dataclass(eq=False)

@@ -37,10 +37,10 @@ from rosettaserve.core.errors import DeadlineExceeded, ModelError, ModelNotReady
 from rosettaserve.core.status import BY_HTTP, ErrorKind
 from rosettaserve.core.timeouts import within
 from rosettaserve.pd import forwarding, wire
-from rosettaserve.pd.families import ROUTES, Family, family_of, model_of, stream_content_type
 from rosettaserve.pd.http_client import HttpClientError, fetch
-from rosettaserve.pd.pool import Instance, Pool, Wanted
+from rosettaserve.pd.pool import Instance, Pool, Wanted, model_of
 from rosettaserve.pd.prefill import FAILED_HEADER
+from rosettaserve.protocols.families import POSTS, Family, family_of
 from rosettaserve.server.settings import SecurityOptions
 from rosettaserve.transport.h1_head import H1Limits
 from rosettaserve.web.routing import HttpRequest, HttpResponse, Route, json_response
@@ -142,7 +142,8 @@ class Scheduler:
     # -- routes ----------------------------------------------------------------------------------
 
     def routes(self) -> list[Route]:
-        out = [Route("POST", path, self._handler(f), f.error_response) for path, f in ROUTES]
+        # every family's POST endpoint; POST /generate is TGI's unless the body says vLLM
+        out = [Route("POST", p, self._handler(f), f.error_response) for p, (f, _) in POSTS.items()]
         return [
             *out,
             Route("GET", "/v1/models", self._models),
@@ -155,7 +156,7 @@ class Scheduler:
 
     def _handler(self, family: Family) -> Any:
         async def handler(req: HttpRequest) -> HttpResponse:
-            return await self.handle(family_of(req.path, family, req.body), req)
+            return await self.handle(family_of(family, req.path, req.body), req)
 
         return handler
 
@@ -202,7 +203,7 @@ class Scheduler:
             pending.first = reply.output
             if reply.is_stream:
                 streaming = True
-                media = stream_content_type(family, reply.output)
+                media = family.stream_content_type(reply.output)  # as the instance sends it
                 stream = self._relay(pending, reply)
                 return HttpResponse(200, content_type=media, headers=pending.headers, stream=stream)
             body = reply.output if reply.last else await self._finish(pending)

@@ -44,7 +44,6 @@ if TYPE_CHECKING:
     from rosettaserve.server.worker import WorkerLink
 
 log = logging.getLogger("rosettaserve")
-LLM_FAMILIES = families.FAMILIES  # the one table of the LLM API families (vLLM: on TGI's route)
 
 
 class Server:
@@ -73,9 +72,10 @@ class Server:
         self.generation.observer = self.metrics
         self.grps = GrpsApi(self.dataplane, settings.grps_default_model)
         routes = oip_rest.routes(self.dataplane) + grps_rest.routes(self.grps)
-        # the LLM families, as the --role (mixed, prefill, decode) serves them
-        self.pd = PdInstance(settings, self.generation, LLM_FAMILIES)
-        routes += self.pd.routes()
+        # the LLM API families (OpenAI, TGI, vLLM, Triton's generate, MindIE), served whole;
+        # a PD role (--role prefill|decode) wraps their POST routes and adds its own
+        self.pd = PdInstance(settings, self.generation)
+        routes += self.pd.wrap(families.routes(self.generation)) + self.pd.routes()
         self.trend = Trend(self.snapshots)  # grps's monitor series, sampled once asked
         routes += status_page.routes(self.status) + grps_rest.monitor_routes(self.trend)
         if settings.metrics_port is None:
