@@ -11,6 +11,7 @@ import torch
 from rosettaserve.core.errors import InvalidInput
 from rosettaserve.core.generate import Fields, SamplingParams, json_object
 from rosettaserve.core.sampling_fields import REPETITION_PENALTY_MIN, SamplingTable, read_sampling
+from rosettaserve.pd.http_client import PeerClient
 from rosettaserve.pd.scheduler import Scheduler, SchedulerOptions
 from rosettaserve.protocols import families
 from rosettaserve.protocols.mindie import rest as mindie
@@ -103,7 +104,7 @@ def test_one_table_of_families_feeds_the_server_and_the_scheduler() -> None:
     assert ("/v1/chat/completions", "openai") in posts
     assert ("/infer_token", "mindie") in posts
     options = SchedulerOptions(("http://127.0.0.1:1",), ("http://127.0.0.1:2",))
-    scheduled = [r.pattern for r in Scheduler(options).routes() if r.method == "POST"]
+    scheduled = [r.pattern for r in Scheduler(options, PeerClient()).routes() if r.method == "POST"]
     assert scheduled == [p for p, _ in posts]
     vllm_body = b'{"prompt": "hi"}'
     assert families.family_of(families.TGI, "/generate", vllm_body) is families.VLLM

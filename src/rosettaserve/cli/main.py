@@ -13,6 +13,7 @@ from rosettaserve.cli.logs import add_log_format, add_log_options
 from rosettaserve.core.suggest import one_of, parse_args
 from rosettaserve.observability import logging_setup
 from rosettaserve.observability.tracing import EXPORTERS
+from rosettaserve.pd.options import ROLES, PdOptions
 from rosettaserve.security.keys import ENV_VAR, KeySourceError, gather_keys
 from rosettaserve.security.tls import TlsError, TlsFiles
 from rosettaserve.server.settings import (
@@ -24,8 +25,6 @@ from rosettaserve.server.settings import (
     DEFAULT_MAX_REQUEST_LINE,
     DEFAULT_MAX_REQUEST_SIZE,
     DEFAULT_SEND_TIMEOUT,
-    ROLES,
-    PdOptions,
     SecurityOptions,
     Settings,
 )
@@ -541,7 +540,8 @@ def run(settings: Settings) -> int:
 def run_scheduler(args: argparse.Namespace) -> int:
     import uvloop
 
-    from rosettaserve.pd.scheduler import SchedulerOptions, serve
+    from rosettaserve.pd.scheduler import SchedulerOptions
+    from rosettaserve.server.scheduler_process import serve
     from rosettaserve.transport.h1_head import H1Limits
 
     logging_setup.configure(args.log_level, args.log_format)
@@ -558,10 +558,8 @@ def run_scheduler(args: argparse.Namespace) -> int:
             max_retry=args.max_retry,
             token_timeout_s=args.token_timeout,
             discovery_s=args.discovery_interval,
-            security=security,
-            http_limits=H1Limits(**http_limits_of(args)),
         )
-        uvloop.run(serve(options))
+        uvloop.run(serve(options, security, H1Limits(**http_limits_of(args))))
     except (OSError, ValueError) as exc:
         print(f"rosettaserve scheduler: cannot start: {exc}", file=sys.stderr)
         return 1

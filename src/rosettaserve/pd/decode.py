@@ -44,8 +44,9 @@ from rosettaserve.core.generation_plane import GenerationPlane
 from rosettaserve.core.status import ErrorKind
 from rosettaserve.pd import wire
 from rosettaserve.pd.dresult import DResultHub
-from rosettaserve.pd.http_client import Address, HttpClientError, fetch
+from rosettaserve.pd.http_client import Address, HttpClientError, PeerClient
 from rosettaserve.pd.kv_transfer import KvError, decode
+from rosettaserve.pd.options import PdOptions
 from rosettaserve.pd.parts import Part, Recomputing, engine_of, geometry_of
 from rosettaserve.pd.peers import KnownPeers
 from rosettaserve.pd.recompute import retry_body
@@ -53,7 +54,6 @@ from rosettaserve.protocols import families
 from rosettaserve.protocols.llm_http import Endpoint
 from rosettaserve.runtimes.llm.engine import Engine
 from rosettaserve.runtimes.llm.resume import Preempted, Resume
-from rosettaserve.server.settings import PdOptions
 from rosettaserve.web.routing import HttpRequest, HttpResponse, Route, json_response
 
 log = logging.getLogger("rosettaserve.pd")
@@ -272,8 +272,10 @@ class DecodeRole:
         plane: GenerationPlane,
         options: PdOptions,
         peers: KnownPeers,
+        client: PeerClient,
     ) -> None:
         self.plane = plane
+        self.client = client
         self.options = options
         self.peers = peers
         self.hub = DResultHub(options.heartbeat_s, self.cancel_all)
@@ -355,7 +357,7 @@ class DecodeRole:
         path = f"/v1/pd/kv/{p.req_id}"
         headers, timeout = {wire.JOB_KEY: p.job_key}, self.options.peer_timeout_s
         limit = max(p.kv_bytes, ANSWER_BYTES)  # (room for an error answer)
-        status, _, payload = await fetch(
+        status, _, payload = await self.client.fetch(
             p.p_addr, "GET", path, headers=headers, timeout=timeout, limit=limit
         )
         if status in (Forbidden.kind.http, NotFound.kind.http):

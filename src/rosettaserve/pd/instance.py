@@ -25,11 +25,11 @@ from typing import TYPE_CHECKING, Any
 
 from rosettaserve.core.errors import InvalidInput
 from rosettaserve.core.generation_plane import TEXT_RUNTIMES, GenerationPlane
-from rosettaserve.pd.http_client import Address
+from rosettaserve.pd.http_client import Address, PeerClient
+from rosettaserve.pd.options import PdOptions
 from rosettaserve.pd.peers import KnownPeers, parse_peer
 from rosettaserve.pd.wire import REQ_TYPE
 from rosettaserve.protocols import families
-from rosettaserve.server.settings import Settings
 from rosettaserve.web.routing import HttpRequest, HttpResponse, Route, json_response
 
 if TYPE_CHECKING:
@@ -40,23 +40,25 @@ log = logging.getLogger("rosettaserve.pd")
 
 
 class PdInstance:
-    def __init__(self, settings: Settings, plane: GenerationPlane) -> None:
-        self.role = settings.role
+    def __init__(
+        self, role: str, options: PdOptions, plane: GenerationPlane, client: PeerClient
+    ) -> None:
+        self.role = role
         self.plane = plane
         self.dp = plane.dataplane
-        self.settings = settings
+        self.options = options
         # the roles' modules load torch: imported only by an instance that takes a PD role
         self.prefill: PrefillRole | None = None
         self.decode: DecodeRole | None = None
-        self.peers = KnownPeers(map(parse_peer, settings.pd.peer_allow))
+        self.peers = KnownPeers(map(parse_peer, options.peer_allow))
         if self.role == "prefill":
             from rosettaserve.pd.prefill import PrefillRole
 
-            self.prefill = PrefillRole(plane, settings.pd, self.peers)
+            self.prefill = PrefillRole(plane, options, self.peers, client)
         elif self.role == "decode":
             from rosettaserve.pd.decode import DecodeRole
 
-            self.decode = DecodeRole(plane, settings.pd, self.peers)
+            self.decode = DecodeRole(plane, options, self.peers, client)
         if self.role != "mixed" and not self.peers:
             log.warning(
                 "--role %s without --peer-allow: no peer is known, every hand-over will be "
@@ -66,7 +68,7 @@ class PdInstance:
 
     def bound(self, host: str, port: int) -> None:
         """The address other instances reach this one at, once its port is known."""
-        advertised = self.settings.pd.advertise_host or host
+        advertised = self.options.advertise_host or host
         if advertised in ("0.0.0.0", "::", ""):
             advertised = "127.0.0.1"
         if self.prefill is not None:

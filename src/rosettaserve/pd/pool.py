@@ -34,7 +34,7 @@ from typing import Any
 import orjson
 
 from rosettaserve.pd.discovery import DEFAULT_INTERVAL_S, Resolver, is_name, resolve
-from rosettaserve.pd.http_client import Address, HttpClientError, Response, fetch, request
+from rosettaserve.pd.http_client import Address, HttpClientError, PeerClient, Response
 from rosettaserve.pd.wire import CLOSE, Frame, FrameParser
 from rosettaserve.web.routing import HttpRequest
 
@@ -141,6 +141,7 @@ class Pool:
         *,
         on_frame: FrameSink,
         on_lost: LostSink,
+        client: PeerClient,
         poll_s: float = 1.0,
         discovery_s: float = DEFAULT_INTERVAL_S,
         resolver: Resolver = resolve,
@@ -156,6 +157,7 @@ class Pool:
                     self._members(role).append(Instance(url, role))
         self.policy = policy
         self.on_frame, self.on_lost = on_frame, on_lost
+        self.client = client  # how the instances are reached (TLS, the peer key)
         self.poll_s, self.discovery_s, self.resolver = poll_s, discovery_s, resolver
         self._turn = {"prefill": 0, "decode": 0}
         self._tasks: list[asyncio.Task[None]] = []
@@ -326,7 +328,9 @@ class Pool:
         """Load figures, readiness and model states of one instance."""
         epoch = instance.epoch
         try:
-            status, _, body = await fetch(instance.address, "GET", "/v1/status", timeout=2.0)
+            status, _, body = await self.client.fetch(
+                instance.address, "GET", "/v1/status", timeout=2.0
+            )
             doc = orjson.loads(body) if status == 200 else {}
         except (HttpClientError, orjson.JSONDecodeError) as exc:
             instance.failures += 1
@@ -343,7 +347,7 @@ class Pool:
         while True:
             response: Response | None = None
             try:
-                response = await request(d.address, "GET", "/dresult", timeout=5.0)
+                response = await self.client.request(d.address, "GET", "/dresult", timeout=5.0)
                 if response.status != 200:
                     raise HttpClientError(f"GET /dresult answered {response.status}")
                 d.connections += 1

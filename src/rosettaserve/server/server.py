@@ -74,7 +74,8 @@ class Server:
         routes = oip_rest.routes(self.dataplane) + grps_rest.routes(self.grps)
         # the LLM API families (OpenAI, TGI, vLLM, Triton's generate, MindIE), served whole;
         # a PD role (--role prefill|decode) wraps their POST routes and adds its own
-        self.pd = PdInstance(settings, self.generation)
+        peers = security.peer_client(settings.security)
+        self.pd = PdInstance(settings.role, settings.pd, self.generation, peers)
         routes += self.pd.wrap(families.routes(self.generation)) + self.pd.routes()
         self.trend = Trend(self.snapshots)  # grps's monitor series, sampled once asked
         routes += status_page.routes(self.status) + grps_rest.monitor_routes(self.trend)
@@ -98,7 +99,6 @@ class Server:
             self.http_app = self.tracing.http(self.http_app)
             self.dataplane.observer = self.tracing.observer(self.metrics)
         self.tls = security.server_tls(settings.security)
-        security.configure_peers(settings.security)
         self._stopping = asyncio.Event()
         self.http_url = ""
         self.grpc_address = ""
