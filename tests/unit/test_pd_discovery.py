@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from rosettaserve.cli.main import build_parser
+from rosettaserve.cli.parser import build_parser
 from rosettaserve.pd.discovery import is_name, resolve
 from rosettaserve.pd.http_client import PeerClient
 from rosettaserve.pd.pool import Instance, Pool

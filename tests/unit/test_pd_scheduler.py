@@ -15,7 +15,8 @@ import pytest
 
 from rosettaserve.pd import wire
 from rosettaserve.pd.http_client import PeerClient
-from rosettaserve.pd.scheduler import Scheduler, SchedulerOptions
+from rosettaserve.pd.options import SchedulerOptions
+from rosettaserve.pd.scheduler import Scheduler
 from rosettaserve.transport.h1 import HttpServer
 from rosettaserve.web.app import HttpApp
 from rosettaserve.web.routing import HttpRequest, HttpResponse, Route, json_response

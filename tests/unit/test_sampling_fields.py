@@ -12,7 +12,8 @@ from rosettaserve.core.errors import InvalidInput
 from rosettaserve.core.generate import Fields, SamplingParams, json_object
 from rosettaserve.core.sampling_fields import REPETITION_PENALTY_MIN, SamplingTable, read_sampling
 from rosettaserve.pd.http_client import PeerClient
-from rosettaserve.pd.scheduler import Scheduler, SchedulerOptions
+from rosettaserve.pd.options import SchedulerOptions
+from rosettaserve.pd.scheduler import Scheduler
 from rosettaserve.protocols import families
 from rosettaserve.protocols.mindie import rest as mindie
 from rosettaserve.protocols.openai import schema as openai

@@ -1,5 +1,5 @@
-"""What an instance's PD role is configured with, as the process (server/settings.py) hands it
-down: pd/ reads its own options, never the server's settings."""
+"""What the PD roles and the scheduler are configured with, as the process (server/, cli/)
+hands it down: pd/ reads its own options, never the server's settings."""
 
 from __future__ import annotations
 
@@ -19,3 +19,18 @@ class PdOptions:
     peer_timeout_s: float = 10.0  # an instance waiting on another instance
     advertise_host: str = ""  # the address other instances reach this one at (default: --host)
     peer_allow: tuple[str, ...] = ()  # the only instances this one contacts (pd/peers.py)
+
+
+@dataclass(frozen=True)
+class SchedulerOptions:
+    prefill: tuple[str, ...]
+    decode: tuple[str, ...]
+    host: str = "127.0.0.1"
+    http_port: int = 8000
+    policy: str = "load"  # or round-robin
+    max_retry: int = 5  # recomputes of one request
+    prefill_timeout_s: float = 300.0  # a prefill instance's answer (prefill and handover)
+    token_timeout_s: float = 60.0  # the longest silence of a decode instance on one request
+    poll_s: float = 1.0
+    discovery_s: float = 10.0  # instance URLs naming a host: looked up again this often
+    max_request_size: int = 64 * 1024 * 1024

@@ -27,7 +27,6 @@ import logging
 import secrets
 from collections import Counter
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 from urllib.parse import quote
@@ -38,6 +37,7 @@ from rosettaserve.core.status import BY_HTTP, ErrorKind
 from rosettaserve.core.timeouts import within
 from rosettaserve.pd import forwarding, wire
 from rosettaserve.pd.http_client import HttpClientError, PeerClient
+from rosettaserve.pd.options import SchedulerOptions
 from rosettaserve.pd.pool import Instance, Pool, Wanted, model_of
 from rosettaserve.pd.prefill import FAILED_HEADER
 from rosettaserve.protocols.families import POSTS, Family, family_of
@@ -45,21 +45,6 @@ from rosettaserve.web.routing import HttpRequest, HttpResponse, Route, json_resp
 
 log = logging.getLogger("rosettaserve.pd.scheduler")
 ID_HEADER = "x-pd-req-id"
-
-
-@dataclass(frozen=True)
-class SchedulerOptions:
-    prefill: tuple[str, ...]
-    decode: tuple[str, ...]
-    host: str = "127.0.0.1"
-    http_port: int = 8000
-    policy: str = "load"  # or round-robin
-    max_retry: int = 5  # recomputes of one request
-    prefill_timeout_s: float = 300.0  # a prefill instance's answer (prefill and handover)
-    token_timeout_s: float = 60.0  # the longest silence of a decode instance on one request
-    poll_s: float = 1.0
-    discovery_s: float = 10.0  # instance URLs naming a host: looked up again this often
-    max_request_size: int = 64 * 1024 * 1024
 
 
 class Unavailable(ServingError):

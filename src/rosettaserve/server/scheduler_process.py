@@ -7,7 +7,8 @@ import asyncio
 import signal
 
 from rosettaserve.observability.startup import say
-from rosettaserve.pd.scheduler import Scheduler, SchedulerOptions
+from rosettaserve.pd.options import SchedulerOptions
+from rosettaserve.pd.scheduler import Scheduler
 from rosettaserve.server import security_setup as setup
 from rosettaserve.server.settings import SecurityOptions
 from rosettaserve.transport.h1 import HttpServer
