@@ -29,6 +29,7 @@ from rosettaserve.protocols.oip import rest as oip_rest
 from rosettaserve.protocols.tfserving import rest as tfserving_rest
 from rosettaserve.repository.manager import ModelRepository
 from rosettaserve.repository.watchdog import watch
+from rosettaserve.runtimes import create_model
 from rosettaserve.server import exit_backstop, gc_tuning
 from rosettaserve.server import security_setup as security
 from rosettaserve.server.settings import Settings
@@ -52,7 +53,9 @@ class Server:
         self.link = link  # set: one worker of several (--workers); worker 0 prints the models
         self.quiet = link is not None and (link.index > 0 or link.replacement)
         self.repository = ModelRepository(
-            settings.repository, report=None if self.quiet else lambda vs: say(model_line(vs))
+            settings.repository,
+            create_model,  # the runtimes build each version's model
+            report=None if self.quiet else lambda vs: say(model_line(vs)),
         )
         control = settings.enable_model_control
         info = ServerInfo(
