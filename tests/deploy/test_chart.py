@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from rosettaserve.cli.main import build_parser
+from rosettaserve.cli.parser import build_parser
 from tests.deploy.conftest import CHART, VALUE_SETS, by_kind, render, run_helm
 
 ENV = {"$(POD_IP)": "10.1.2.3", "$(ROSETTASERVE_API_KEY)": "key"}  # what Kubernetes substitutes

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import re
 
-from rosettaserve.cli.main import build_parser
+from rosettaserve.cli.parser import build_parser
 from tests.deploy.conftest import DEPLOY, ROOT
 
 DOCKERFILE = (DEPLOY / "Dockerfile").read_text()

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from rosettaserve.cli.main import build_parser
+from rosettaserve.cli.parser import build_parser
 from tests.deploy.conftest import DEPLOY
 
 MANIFESTS = sorted((DEPLOY / "kserve").glob("*.yaml"))

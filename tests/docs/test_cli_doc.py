@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from rosettaserve.cli.main import build_parser
+from rosettaserve.cli.parser import build_parser
 from tests.docs.blocks import ROOT
 
 SCRIPT = ROOT / "scripts" / "gen_cli_doc.py"

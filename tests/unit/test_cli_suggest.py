@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from rosettaserve.cli import main as cli
+from rosettaserve.cli.parser import build_parser
 from rosettaserve.core.suggest import closest, parse_args
 
 
 def refusal(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
     with pytest.raises(SystemExit) as info:
-        parse_args(cli.build_parser(), list(argv))
+        parse_args(build_parser(), list(argv))
     assert info.value.code == 2
     return capsys.readouterr().err
 
@@ -63,9 +63,7 @@ def test_nothing_close_is_not_guessed(capsys: pytest.CaptureFixture[str]) -> Non
 
 
 def test_valid_choices_still_parse() -> None:
-    args = parse_args(
-        cli.build_parser(), ["serve", "REPO", "--log-level", "debug", "--role", "decode"]
-    )
+    args = parse_args(build_parser(), ["serve", "REPO", "--log-level", "debug", "--role", "decode"])
     assert (args.log_level, args.role) == ("debug", "decode")
 
 

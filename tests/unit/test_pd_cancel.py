@@ -10,8 +10,7 @@ from typing import Any
 
 import pytest
 
-from rosettaserve.pd import http_client
-from rosettaserve.pd.http_client import Address
+from rosettaserve.pd.http_client import Address, PeerClient
 
 
 def test_a_cancel_landing_with_a_refused_connection_is_kept(
@@ -28,7 +27,7 @@ def test_a_cancel_landing_with_a_refused_connection_is_kept(
 
         monkeypatch.setattr(asyncio, "open_connection", connect)  # what http_client calls
         address = Address.parse("http://127.0.0.1:9")
-        task = loop.create_task(http_client.fetch(address, "GET", "/v1/status", timeout=2.0))
+        task = loop.create_task(PeerClient().fetch(address, "GET", "/v1/status", timeout=2.0))
         await waiting.wait()
         attempt.set_exception(ConnectionRefusedError(111, "Connection refused"))
         task.cancel()  # the same turn: the refusal and the cancel are both pending

@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from rosettaserve.cli.main import build_parser
+from rosettaserve.cli.parser import build_parser
 from rosettaserve.pd.discovery import is_name, resolve
+from rosettaserve.pd.http_client import PeerClient
 from rosettaserve.pd.pool import Instance, Pool
 
 
@@ -49,6 +50,7 @@ def pool_of(names: Names, prefill: list[str], decode: list[str]) -> Pool:
         "round-robin",
         on_frame=lambda d, f: None,
         on_lost=lambda d, why: None,
+        client=PeerClient(),
         resolver=names,
         discovery_s=0.01,
     )

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from rosettaserve.cli.main import build_parser
+from rosettaserve.cli.parser import build_parser
 from rosettaserve.pd.discovery import every_address
 from rosettaserve.pd.http_client import Address
 from rosettaserve.pd.peers import ANY_PORT, KnownPeers, Peer, UnknownPeer, canonical, parse_peer

@@ -14,7 +14,9 @@ import orjson
 import pytest
 
 from rosettaserve.pd import wire
-from rosettaserve.pd.scheduler import Scheduler, SchedulerOptions
+from rosettaserve.pd.http_client import PeerClient
+from rosettaserve.pd.options import SchedulerOptions
+from rosettaserve.pd.scheduler import Scheduler
 from rosettaserve.transport.h1 import HttpServer
 from rosettaserve.web.app import HttpApp
 from rosettaserve.web.routing import HttpRequest, HttpResponse, Route, json_response
@@ -132,7 +134,7 @@ async def schedule(
         policy="round-robin",
         prefill_timeout_s=timeout,
     )
-    scheduler = Scheduler(options)
+    scheduler = Scheduler(options, PeerClient())
     url, server = await serve(scheduler.routes())
     servers.append(server)
     scheduler.pool.poll_s = 0.05
@@ -327,6 +329,7 @@ def test_choice_skips_instances_that_are_down_or_excluded(policy: str) -> None:
         policy,
         on_frame=lambda d, f: None,
         on_lost=lambda d, why: None,
+        client=PeerClient(),
     )
     assert pool.pick_prefill(set()) is None  # nothing is known to be up yet
     for i in pool.prefill + pool.decode:

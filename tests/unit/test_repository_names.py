@@ -12,10 +12,11 @@ import pytest
 from rosettaserve.core.dataplane import MAX_MODEL_NAME_BYTES, DataPlane, check_model_name
 from rosettaserve.core.errors import InvalidInput, ModelNotFound, ServingError
 from rosettaserve.repository.manager import ModelRepository
+from rosettaserve.runtimes import create_model
 
 
 def plane(root: Path) -> DataPlane:
-    repository = ModelRepository(root)
+    repository = ModelRepository(root, create_model)
     return DataPlane(repository, control=repository)
 
 
@@ -58,7 +59,7 @@ def test_the_repository_answers_an_os_error_from_a_name_as_invalid_input(
     tmp_path: Path,
 ) -> None:
     """ENAMETOOLONG from the repository itself (called past the data plane's check)."""
-    error = refusal(ModelRepository(tmp_path).load_model("m" * 300))
+    error = refusal(ModelRepository(tmp_path, create_model).load_model("m" * 300))
     assert isinstance(error, InvalidInput)
     assert "failed to load 'mmm" in error.message
     assert "File name too long" in error.message

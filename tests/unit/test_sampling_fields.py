@@ -11,7 +11,9 @@ import torch
 from rosettaserve.core.errors import InvalidInput
 from rosettaserve.core.generate import Fields, SamplingParams, json_object
 from rosettaserve.core.sampling_fields import REPETITION_PENALTY_MIN, SamplingTable, read_sampling
-from rosettaserve.pd import families as pd_families
+from rosettaserve.pd.http_client import PeerClient
+from rosettaserve.pd.options import SchedulerOptions
+from rosettaserve.pd.scheduler import Scheduler
 from rosettaserve.protocols import families
 from rosettaserve.protocols.mindie import rest as mindie
 from rosettaserve.protocols.openai import schema as openai
@@ -93,19 +95,36 @@ def test_a_bad_field_is_named_in_the_error(
     assert message in caught.value.message
 
 
-def test_one_table_of_families_feeds_the_scheduler() -> None:
+def test_one_table_of_families_feeds_the_server_and_the_scheduler() -> None:
     names = [f.name for f in families.FAMILIES]
     assert names == ["openai", "tgi", "vllm", "triton", "mindie"]
     posts = [
         (e.pattern, f.name) for f in families.FAMILIES for e in f.endpoints if e.method == "POST"
     ]
-    assert [(p, f.name) for p, f in pd_families.ROUTES] == posts
+    assert [(p, f.name) for p, (f, _) in families.POSTS.items()] == posts
     assert ("/v1/chat/completions", "openai") in posts
     assert ("/infer_token", "mindie") in posts
+    options = SchedulerOptions(("http://127.0.0.1:1",), ("http://127.0.0.1:2",))
+    scheduled = [r.pattern for r in Scheduler(options, PeerClient()).routes() if r.method == "POST"]
+    assert scheduled == [p for p, _ in posts]
     vllm_body = b'{"prompt": "hi"}'
-    assert pd_families.family_of("/generate", families.TGI, vllm_body) is families.VLLM
-    assert pd_families.family_of("/generate", families.TGI, b'{"inputs": "hi"}') is families.TGI
+    assert families.family_of(families.TGI, "/generate", vllm_body) is families.VLLM
+    assert families.family_of(families.TGI, "/generate", b'{"inputs": "hi"}') is families.TGI
     assert families.VLLM.stream_content_type(b'{"text":[""]}\0') == "application/octet-stream"
+
+
+def test_a_path_finds_its_endpoint_and_the_parameters_it_carries() -> None:
+    """What the decode role serves a handed-over request with (no router of its own)."""
+    found = families.endpoint_of("/v2/models/m/versions/2/generate_stream")
+    assert found is not None
+    family, endpoint, params = found
+    assert family is families.TRITON_GENERATE
+    assert endpoint.pattern.endswith("/generate_stream")
+    assert params == {"model": "m", "version": "2"}
+    found = families.endpoint_of("/v2/models/m/generate")
+    assert found is not None
+    assert found[2] == {"model": "m"}  # no version: none passed on
+    assert families.endpoint_of("/v2/models/m/infer") is None
 
 
 def test_the_table_names_each_endpoints_prompt_field() -> None:

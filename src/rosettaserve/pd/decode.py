@@ -44,16 +44,17 @@ from rosettaserve.core.generation_plane import GenerationPlane
 from rosettaserve.core.status import ErrorKind
 from rosettaserve.pd import wire
 from rosettaserve.pd.dresult import DResultHub
-from rosettaserve.pd.http_client import Address, HttpClientError, fetch
+from rosettaserve.pd.http_client import Address, HttpClientError, PeerClient
 from rosettaserve.pd.kv_transfer import KvError, decode
+from rosettaserve.pd.options import PdOptions
 from rosettaserve.pd.parts import Part, Recomputing, engine_of, geometry_of
 from rosettaserve.pd.peers import KnownPeers
 from rosettaserve.pd.recompute import retry_body
+from rosettaserve.protocols import families
 from rosettaserve.protocols.llm_http import Endpoint
 from rosettaserve.runtimes.llm.engine import Engine
 from rosettaserve.runtimes.llm.resume import Preempted, Resume
-from rosettaserve.server.settings import PdOptions
-from rosettaserve.web.routing import HttpRequest, HttpResponse, Route, Router, json_response
+from rosettaserve.web.routing import HttpRequest, HttpResponse, Route, json_response
 
 log = logging.getLogger("rosettaserve.pd")
 SEED_RANGE_END = 2**64 - 1  # a generator's seed (a request's seed plus its choice's index)
@@ -269,13 +270,12 @@ class DecodeRole:
     def __init__(
         self,
         plane: GenerationPlane,
-        endpoints: list[Endpoint],
         options: PdOptions,
         peers: KnownPeers,
+        client: PeerClient,
     ) -> None:
         self.plane = plane
-        self.endpoints = {e.pattern: e for e in endpoints if e.method == "POST"}
-        self.router = Router([Route("POST", e, _unused) for e in self.endpoints])  # by path
+        self.client = client
         self.options = options
         self.peers = peers
         self.hub = DResultHub(options.heartbeat_s, self.cancel_all)
@@ -313,13 +313,12 @@ class DecodeRole:
             raise NoReader("no scheduler is reading /dresult on this decode instance")
         if p.req_id in self.jobs:
             raise Conflict(f"request {p.req_id} is already being decoded here")
-        try:
-            route, match = self.router.match("POST", p.path)
-        except ServingError:
-            raise InvalidInput(f"{p.path} is not a generation route of this instance") from None
+        found = families.endpoint_of(p.path)
+        if found is None:
+            raise InvalidInput(f"{p.path} is not a generation route of this instance")
+        _, endpoint, params = found
         headers = {"content-type": "application/json"}
-        request = HttpRequest("POST", p.path, b"", headers, p.body, params=match)
-        endpoint = self.endpoints[route.pattern]
+        request = HttpRequest("POST", p.path, b"", headers, p.body, params=params)
         task = asyncio.create_task(self._job(p, endpoint, request))
         self.jobs[p.req_id] = Job(task, p.job_key)
         self.stats["accepted"] += 1
@@ -358,7 +357,7 @@ class DecodeRole:
         path = f"/v1/pd/kv/{p.req_id}"
         headers, timeout = {wire.JOB_KEY: p.job_key}, self.options.peer_timeout_s
         limit = max(p.kv_bytes, ANSWER_BYTES)  # (room for an error answer)
-        status, _, payload = await fetch(
+        status, _, payload = await self.client.fetch(
             p.p_addr, "GET", path, headers=headers, timeout=timeout, limit=limit
         )
         if status in (Forbidden.kind.http, NotFound.kind.http):
@@ -419,10 +418,6 @@ class DecodeRole:
     def _send(self, p: DecodeParams, kind: str, body: bytes) -> None:
         # with no reader the frame is lost; the hub's on_lost cancels the jobs meanwhile
         self.hub.send(wire.frame(p.req_id, kind, body))
-
-
-async def _unused(req: HttpRequest) -> HttpResponse:
-    raise AssertionError("the decode role's router only matches paths")
 
 
 def refusal(exc: ServingError) -> HttpResponse:

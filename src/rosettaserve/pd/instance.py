@@ -1,15 +1,20 @@
 """A serving instance's PD role: what ``--role mixed|prefill|decode`` does to its HTTP routes.
 
+The server registers the LLM families' routes itself (protocols/families.py); ``wrap`` gives
+their POST routes to the role:
+- ``prefill``: they need the PD headers (prefill.py);
+- ``mixed`` and ``decode``: served whole; one with ``req-type`` is a 400 (not a prefill
+  instance).
+
+``routes`` are the role's own:
 - every role: ``GET /v1/status`` (MindIE's shape: role, role status, slots, KV in use; ours:
   the state of every LLM model's versions), which the scheduler polls for health and load
   (counts only: no request id is listed);
-- ``prefill``: the family routes (POST) need the PD headers (prefill.py); ``GET`` and
-  ``DELETE /v1/pd/kv/{reqId}`` serve the held caches;
-- ``decode``: ``POST /v1/pd/decode``, ``GET /dresult`` (decode.py); family requests without PD
-  headers are served whole, as on a mixed instance;
-- ``prefill`` and ``decode`` contact only their known peers (``--peer-allow``, peers.py);
-- ``mixed`` and ``decode``: a family request with ``req-type`` is a 400 (not a prefill
-  instance); ``GET /dresult`` on any role but decode is a 400.
+- ``prefill``: ``GET`` and ``DELETE /v1/pd/kv/{reqId}`` serve the held caches;
+- ``decode``: ``POST /v1/pd/decode``, ``GET /dresult`` (decode.py); ``GET /dresult`` on any
+  other role is a 400.
+
+``prefill`` and ``decode`` contact only their known peers (``--peer-allow``, peers.py).
 """
 
 from __future__ import annotations
@@ -20,11 +25,11 @@ from typing import TYPE_CHECKING, Any
 
 from rosettaserve.core.errors import InvalidInput
 from rosettaserve.core.generation_plane import TEXT_RUNTIMES, GenerationPlane
-from rosettaserve.pd.http_client import Address
+from rosettaserve.pd.http_client import Address, PeerClient
+from rosettaserve.pd.options import PdOptions
 from rosettaserve.pd.peers import KnownPeers, parse_peer
 from rosettaserve.pd.wire import REQ_TYPE
 from rosettaserve.protocols import families
-from rosettaserve.server.settings import Settings
 from rosettaserve.web.routing import HttpRequest, HttpResponse, Route, json_response
 
 if TYPE_CHECKING:
@@ -36,29 +41,24 @@ log = logging.getLogger("rosettaserve.pd")
 
 class PdInstance:
     def __init__(
-        self,
-        settings: Settings,
-        plane: GenerationPlane,
-        llm_families: tuple[families.Family, ...] = families.FAMILIES,
+        self, role: str, options: PdOptions, plane: GenerationPlane, client: PeerClient
     ) -> None:
-        self.role = settings.role
+        self.role = role
         self.plane = plane
-        self.families = llm_families
         self.dp = plane.dataplane
-        self.settings = settings
+        self.options = options
         # the roles' modules load torch: imported only by an instance that takes a PD role
         self.prefill: PrefillRole | None = None
         self.decode: DecodeRole | None = None
-        self.peers = KnownPeers(map(parse_peer, settings.pd.peer_allow))
+        self.peers = KnownPeers(map(parse_peer, options.peer_allow))
         if self.role == "prefill":
             from rosettaserve.pd.prefill import PrefillRole
 
-            self.prefill = PrefillRole(plane, settings.pd, self.peers)
+            self.prefill = PrefillRole(plane, options, self.peers, client)
         elif self.role == "decode":
             from rosettaserve.pd.decode import DecodeRole
 
-            endpoints = [e for f in llm_families for e in f.endpoints]
-            self.decode = DecodeRole(plane, endpoints, settings.pd, self.peers)
+            self.decode = DecodeRole(plane, options, self.peers, client)
         if self.role != "mixed" and not self.peers:
             log.warning(
                 "--role %s without --peer-allow: no peer is known, every hand-over will be "
@@ -68,7 +68,7 @@ class PdInstance:
 
     def bound(self, host: str, port: int) -> None:
         """The address other instances reach this one at, once its port is known."""
-        advertised = self.settings.pd.advertise_host or host
+        advertised = self.options.advertise_host or host
         if advertised in ("0.0.0.0", "::", ""):
             advertised = "127.0.0.1"
         if self.prefill is not None:
@@ -84,17 +84,19 @@ class PdInstance:
             await asyncio.sleep(0.02)
         self.decode.hub.close()
 
+    def wrap(self, llm_routes: list[Route]) -> list[Route]:
+        """The LLM families' routes (served whole) as this role serves them."""
+        return [self._wrap(r) if r.method == "POST" else r for r in llm_routes]
+
+    def _wrap(self, route: Route) -> Route:
+        if self.prefill is None:
+            return self._refuse_pd(route)
+        _, endpoint = families.POSTS[route.pattern]
+        return self.prefill.route(endpoint, route)
+
     def routes(self) -> list[Route]:
+        """This role's own routes."""
         out: list[Route] = []
-        for family in self.families:
-            for endpoint in family.endpoints:
-                route = families.bind(self.plane, endpoint, family)
-                if route.method != "POST":
-                    out.append(route)
-                elif self.prefill is not None:
-                    out.append(self.prefill.route(endpoint, route))
-                else:
-                    out.append(self._refuse_pd(route))
         if self.prefill is not None:
             out += self.prefill.routes()
         if self.decode is not None:

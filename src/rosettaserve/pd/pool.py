@@ -34,8 +34,9 @@ from typing import Any
 import orjson
 
 from rosettaserve.pd.discovery import DEFAULT_INTERVAL_S, Resolver, is_name, resolve
-from rosettaserve.pd.http_client import Address, HttpClientError, Response, fetch, request
+from rosettaserve.pd.http_client import Address, HttpClientError, PeerClient, Response
 from rosettaserve.pd.wire import CLOSE, Frame, FrameParser
+from rosettaserve.web.routing import HttpRequest
 
 log = logging.getLogger("rosettaserve.pd.scheduler")
 RECONNECT_S = 0.5
@@ -47,6 +48,21 @@ WantedOf = Callable[[], Wanted]  # the model of a request, read from it only whe
 
 def _any_model() -> Wanted:
     return ("", "")
+
+
+def model_of(req: HttpRequest) -> Wanted:
+    """The model a family request names, and its version: the route's (Triton's
+    ``/v2/models/{m}[/versions/{v}]``), else the body's ``model``; ``""`` when it names none (the
+    instance's first LLM model serves it), as the families' handlers read them. The scheduler
+    forwards bodies without reading them otherwise."""
+    if "model" in req.params:
+        return req.params["model"], req.params.get("version") or ""
+    try:
+        doc = orjson.loads(req.body)
+    except orjson.JSONDecodeError:
+        return "", ""  # the prefill instance answers the family's 400
+    model = doc.get("model") if isinstance(doc, dict) else None
+    return (model, "") if isinstance(model, str) else ("", "")
 
 
 @dataclass(eq=False)
@@ -125,6 +141,7 @@ class Pool:
         *,
         on_frame: FrameSink,
         on_lost: LostSink,
+        client: PeerClient,
         poll_s: float = 1.0,
         discovery_s: float = DEFAULT_INTERVAL_S,
         resolver: Resolver = resolve,
@@ -140,6 +157,7 @@ class Pool:
                     self._members(role).append(Instance(url, role))
         self.policy = policy
         self.on_frame, self.on_lost = on_frame, on_lost
+        self.client = client  # how the instances are reached (TLS, the peer key)
         self.poll_s, self.discovery_s, self.resolver = poll_s, discovery_s, resolver
         self._turn = {"prefill": 0, "decode": 0}
         self._tasks: list[asyncio.Task[None]] = []
@@ -310,7 +328,9 @@ class Pool:
         """Load figures, readiness and model states of one instance."""
         epoch = instance.epoch
         try:
-            status, _, body = await fetch(instance.address, "GET", "/v1/status", timeout=2.0)
+            status, _, body = await self.client.fetch(
+                instance.address, "GET", "/v1/status", timeout=2.0
+            )
             doc = orjson.loads(body) if status == 200 else {}
         except (HttpClientError, orjson.JSONDecodeError) as exc:
             instance.failures += 1
@@ -327,7 +347,7 @@ class Pool:
         while True:
             response: Response | None = None
             try:
-                response = await request(d.address, "GET", "/dresult", timeout=5.0)
+                response = await self.client.request(d.address, "GET", "/dresult", timeout=5.0)
                 if response.status != 200:
                     raise HttpClientError(f"GET /dresult answered {response.status}")
                 d.connections += 1

@@ -31,16 +31,16 @@ from rosettaserve.core.generate import DeltaStream, GenerateRequest, TextGenerat
 from rosettaserve.core.generation_plane import GenerationPlane
 from rosettaserve.core.status import ErrorKind
 from rosettaserve.pd import wire
-from rosettaserve.pd.http_client import Address, HttpClientError, fetch
+from rosettaserve.pd.http_client import Address, HttpClientError, PeerClient
 from rosettaserve.pd.kv_transfer import encode
 from rosettaserve.pd.leases import Leases, default_budget
+from rosettaserve.pd.options import PdOptions
 from rosettaserve.pd.parts import Part, engine_of, geometry_of
 from rosettaserve.pd.peers import KnownPeers, UnknownPeer
 from rosettaserve.pd.recompute import Recompute, restore
 from rosettaserve.protocols.llm_http import Endpoint
 from rosettaserve.runtimes.llm.engine import Engine
 from rosettaserve.runtimes.llm.resume import Handoff, Resume
-from rosettaserve.server.settings import PdOptions
 from rosettaserve.web.routing import HttpRequest, HttpResponse, Route, json_response
 
 log = logging.getLogger("rosettaserve.pd")
@@ -119,10 +119,13 @@ class Handover:
 
 
 class PrefillRole:
-    def __init__(self, plane: GenerationPlane, options: PdOptions, peers: KnownPeers) -> None:
+    def __init__(
+        self, plane: GenerationPlane, options: PdOptions, peers: KnownPeers, client: PeerClient
+    ) -> None:
         self.plane = plane
         self.options = options
         self.peers = peers
+        self.client = client
         self.leases = Leases(options.kv_lease_s, options.kv_lease_budget or default_budget())
         self.address = Address("127.0.0.1", 0)  # set once the port is bound
         self.handovers = 0
@@ -191,7 +194,7 @@ class PrefillRole:
         self.leases.put(h.req_id, payload, h.key)  # (empty: D confirms the hand-over with it)
         params = self._decode_params(h, path, body, call, len(payload))
         try:
-            status, _, reply = await fetch(
+            status, _, reply = await self.client.fetch(
                 h.target,
                 "POST",
                 "/v1/pd/decode",

@@ -27,7 +27,6 @@ import logging
 import secrets
 from collections import Counter
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 from urllib.parse import quote
@@ -37,33 +36,15 @@ from rosettaserve.core.errors import DeadlineExceeded, ModelError, ModelNotReady
 from rosettaserve.core.status import BY_HTTP, ErrorKind
 from rosettaserve.core.timeouts import within
 from rosettaserve.pd import forwarding, wire
-from rosettaserve.pd.families import ROUTES, Family, family_of, model_of, stream_content_type
-from rosettaserve.pd.http_client import HttpClientError, fetch
-from rosettaserve.pd.pool import Instance, Pool, Wanted
+from rosettaserve.pd.http_client import HttpClientError, PeerClient
+from rosettaserve.pd.options import SchedulerOptions
+from rosettaserve.pd.pool import Instance, Pool, Wanted, model_of
 from rosettaserve.pd.prefill import FAILED_HEADER
-from rosettaserve.server.settings import SecurityOptions
-from rosettaserve.transport.h1_head import H1Limits
+from rosettaserve.protocols.families import POSTS, Family, family_of
 from rosettaserve.web.routing import HttpRequest, HttpResponse, Route, json_response
 
 log = logging.getLogger("rosettaserve.pd.scheduler")
 ID_HEADER = "x-pd-req-id"
-
-
-@dataclass(frozen=True)
-class SchedulerOptions:
-    prefill: tuple[str, ...]
-    decode: tuple[str, ...]
-    host: str = "127.0.0.1"
-    http_port: int = 8000
-    policy: str = "load"  # or round-robin
-    max_retry: int = 5  # recomputes of one request
-    prefill_timeout_s: float = 300.0  # a prefill instance's answer (prefill and handover)
-    token_timeout_s: float = 60.0  # the longest silence of a decode instance on one request
-    poll_s: float = 1.0
-    discovery_s: float = 10.0  # instance URLs naming a host: looked up again this often
-    max_request_size: int = 64 * 1024 * 1024
-    security: SecurityOptions = field(default_factory=SecurityOptions)  # its front, its peers
-    http_limits: H1Limits = field(default_factory=H1Limits)  # its clients' (cli.add_http_limits)
 
 
 class Unavailable(ServingError):
@@ -117,14 +98,16 @@ class Pending:
 
 
 class Scheduler:
-    def __init__(self, options: SchedulerOptions) -> None:
+    def __init__(self, options: SchedulerOptions, client: PeerClient) -> None:
         self.options = options
+        self.client = client
         self.pool = Pool(
             list(options.prefill),
             list(options.decode),
             options.policy,
             on_frame=self._on_frame,
             on_lost=self._on_lost,
+            client=client,
             poll_s=options.poll_s,
             discovery_s=options.discovery_s,
         )
@@ -142,7 +125,8 @@ class Scheduler:
     # -- routes ----------------------------------------------------------------------------------
 
     def routes(self) -> list[Route]:
-        out = [Route("POST", path, self._handler(f), f.error_response) for path, f in ROUTES]
+        # every family's POST endpoint; POST /generate is TGI's unless the body says vLLM
+        out = [Route("POST", p, self._handler(f), f.error_response) for p, (f, _) in POSTS.items()]
         return [
             *out,
             Route("GET", "/v1/models", self._models),
@@ -155,7 +139,7 @@ class Scheduler:
 
     def _handler(self, family: Family) -> Any:
         async def handler(req: HttpRequest) -> HttpResponse:
-            return await self.handle(family_of(req.path, family, req.body), req)
+            return await self.handle(family_of(family, req.path, req.body), req)
 
         return handler
 
@@ -180,9 +164,10 @@ class Scheduler:
     async def _models(self, req: HttpRequest) -> HttpResponse:
         for p in [i for i in self.pool.prefill if i.healthy]:
             try:
-                status, headers, body = await fetch(p.address, "GET", "/v1/models", timeout=5.0)
+                found = await self.client.fetch(p.address, "GET", "/v1/models", timeout=5.0)
             except HttpClientError:
                 continue
+            status, headers, body = found
             body = forwarding.reply_body(p.address, headers, body)
             return HttpResponse(status, body, headers.get("content-type", "application/json"))
         raise Unavailable("no prefill instance is available")
@@ -202,7 +187,7 @@ class Scheduler:
             pending.first = reply.output
             if reply.is_stream:
                 streaming = True
-                media = stream_content_type(family, reply.output)
+                media = family.stream_content_type(reply.output)  # as the instance sends it
                 stream = self._relay(pending, reply)
                 return HttpResponse(200, content_type=media, headers=pending.headers, stream=stream)
             body = reply.output if reply.last else await self._finish(pending)
@@ -267,8 +252,8 @@ class Scheduler:
         url += f"?{req.query.decode('latin-1')}" if req.query else ""
         p.outstanding += len(body)
         try:
-            return await fetch(p.address, "POST", url, headers=headers, body=body,
-                               timeout=self.options.prefill_timeout_s)  # fmt: skip
+            return await self.client.fetch(p.address, "POST", url, headers=headers, body=body,
+                                           timeout=self.options.prefill_timeout_s)  # fmt: skip
         finally:
             p.outstanding -= len(body)
 
@@ -402,43 +387,6 @@ class Scheduler:
     async def _cancel(self, d: Instance, req_id: str, key: str) -> None:
         path, headers = f"/v1/pd/decode/{req_id}", {wire.JOB_KEY: key}
         try:
-            await fetch(d.address, "DELETE", path, headers=headers, timeout=5.0)
+            await self.client.fetch(d.address, "DELETE", path, headers=headers, timeout=5.0)
         except HttpClientError as exc:
             log.info("could not cancel request %s on %s: %s", req_id, d.address, exc)
-
-
-# -- the process -------------------------------------------------------------------------------
-
-
-async def serve(options: SchedulerOptions) -> None:
-    """Listen, print ``http: http://HOST:PORT``, watch the instances; SIGTERM drains and stops."""
-    import signal
-
-    from rosettaserve.observability.startup import say
-    from rosettaserve.server import security_setup as setup
-    from rosettaserve.transport.h1 import HttpServer
-    from rosettaserve.transport.sockets import bind
-    from rosettaserve.web.app import HttpApp
-
-    setup.configure_peers(options.security)
-    tls = setup.server_tls(options.security)
-    scheduler = Scheduler(options)
-    sock = bind(options.host, options.http_port)
-    app = HttpApp(scheduler.routes())
-    app.guard = setup.guard(options.security)
-    http = HttpServer(app, options.max_request_size, limits=options.http_limits)
-    stopping = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stopping.set)
-    setup.reload_on_hangup(options.security, tls, app.guard)
-    await http.start(sock, None if tls is None else tls.http.context)
-    scheduler.pool.start()
-    say(f"rosettaserve scheduler: prefill {', '.join(options.prefill)}")
-    say(f"rosettaserve scheduler: decode {', '.join(options.decode)} (policy {options.policy})")
-    say(f"http: {setup.http_address(options.host, sock.getsockname()[1], tls)}")
-    await stopping.wait()
-    say("rosettaserve scheduler: draining in-flight requests, then stopping")
-    await http.shutdown(timeout=30.0)
-    await scheduler.pool.stop()
-    say("rosettaserve scheduler stopped")

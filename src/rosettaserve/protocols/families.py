@@ -1,5 +1,5 @@
-"""The five LLM API families, declared once: the server's routes, the PD instance's roles and
-the PD scheduler all read this table.
+"""The five LLM API families, declared once: the server's routes (``routes``), the PD
+instance's roles and the PD scheduler all read this table.
 
 Each family: its endpoints (served through the generation plane, with an optional PD split),
 its error reply, the last chunk of a stream that failed after it began, the media type of its
@@ -85,6 +85,10 @@ MINDIE = Family(
     mindie.SAMPLING,
 )
 FAMILIES = (OPENAI, TGI, VLLM, TRITON_GENERATE, MINDIE)
+# every POST endpoint by its path pattern, with its family (POST /generate: TGI's, see family_of)
+POSTS: dict[str, tuple[Family, Endpoint]] = {
+    e.pattern: (f, e) for f in FAMILIES for e in f.endpoints if e.method == "POST"
+}
 
 
 def family_of(family: Family, path: str, body: bytes | bytearray) -> Family:
@@ -98,12 +102,14 @@ def family_of(family: Family, path: str, body: bytes | bytearray) -> Family:
     return VLLM if "inputs" not in doc and "prompt" in doc else family
 
 
-def endpoint_of(path: str) -> tuple[Family, Endpoint] | None:
-    """The family and POST endpoint whose pattern ``path`` matches."""
-    for family in FAMILIES:
-        for endpoint in family.endpoints:
-            if endpoint.method == "POST" and re.fullmatch(endpoint.pattern, path):
-                return family, endpoint
+def endpoint_of(path: str) -> tuple[Family, Endpoint, dict[str, str]] | None:
+    """The family and POST endpoint whose pattern ``path`` matches, and the path's parameters
+    (Triton's model and version)."""
+    for pattern, (family, endpoint) in POSTS.items():
+        found = re.fullmatch(pattern, path)
+        if found:
+            params = {k: v for k, v in found.groupdict().items() if v is not None}
+            return family, endpoint, params
     return None
 
 
@@ -112,9 +118,15 @@ def text_field(path: str, body: bytes | bytearray) -> str:
     found = endpoint_of(path)
     if found is None:
         return ""
-    family, endpoint = found
+    family, endpoint, _ = found
     owner = family_of(family, path, body)
     return owner.text_field if owner is not family else endpoint.text_field
+
+
+def routes(plane: GenerationPlane) -> list[Route]:
+    """Every family's endpoints as the server's routes, each request served whole (a PD role
+    wraps the POST ones: pd/instance.py)."""
+    return [bind(plane, e, f) for f in FAMILIES for e in f.endpoints]
 
 
 def bind(plane: GenerationPlane, endpoint: Endpoint, family: Family) -> Route:

@@ -1,4 +1,7 @@
-"""The model repository as the server sees it: what is served, loading, unloading, polling."""
+"""The model repository as the server sees it: what is served, loading, unloading, polling.
+
+A version's model is built by the factory the server hands over (runtimes.create_model): the
+repository reads folders and declarations, the runtimes above it turn them into models."""
 
 from __future__ import annotations
 
@@ -19,12 +22,13 @@ from rosettaserve.core.registry import IndexEntry, ModelVersion, VersionState
 from rosettaserve.core.timeouts import within
 from rosettaserve.repository.config import CONFIG_FILE, ConfigError, ModelConfig, read_config
 from rosettaserve.repository.layout import ModelDir, scan_model, scan_repository
-from rosettaserve.runtimes import create_model
 from rosettaserve.scheduling.batcher import schedule
 from rosettaserve.scheduling.isolation import ProcessModel
 
 log = logging.getLogger("rosettaserve.repository")
 Reporter = Callable[[list[ModelVersion]], None]  # called once per batch of loaded versions
+# (name, version, version folder, its config) -> the model, built but not loaded
+ModelFactory = Callable[[str, str, Path, ModelConfig], Model]
 DRAIN_TIMEOUT_S = 60.0
 UNLOAD_MIN_S = 2.0  # a model's unload gets at least this long, even past the drain deadline
 # Runtimes whose predict spends its time in native code that releases the GIL (ONNX Runtime,
@@ -49,8 +53,9 @@ class ModelEntry:
 
 
 class ModelRepository:
-    def __init__(self, root: Path, report: Reporter | None = None) -> None:
+    def __init__(self, root: Path, create: ModelFactory, report: Reporter | None = None) -> None:
         self.root = root
+        self._create = create
         self._entries: dict[str, ModelEntry] = {}
         self._report = report or (lambda versions: None)
 
@@ -113,7 +118,7 @@ class ModelRepository:
         else:
             path = entry.dir.versions[int(mv.version)]
             try:
-                await run_loading(_load_blocking, mv, path, entry.config)
+                await run_loading(_load_blocking, mv, path, entry.config, self._create)
             except Exception as exc:  # any failure keeps the server and other models serving
                 _fail(mv, load_failure(exc), None if isinstance(exc, ConfigError) else exc)
         mv.load_seconds = time.perf_counter() - start
@@ -327,8 +332,8 @@ def _wanted(entry: ModelEntry) -> list[int]:
     return entry.config.version_policy.select(numbers) if entry.config else [max(numbers)]
 
 
-def _load_blocking(mv: ModelVersion, path: Path, config: ModelConfig) -> None:
-    model = _create(mv, path, config)
+def _load_blocking(mv: ModelVersion, path: Path, config: ModelConfig, create: ModelFactory) -> None:
+    model = _create(mv, path, config, create)
     model.load()
     if not model.inputs or not model.outputs:
         raise ValueError(
@@ -346,10 +351,10 @@ def _load_blocking(mv: ModelVersion, path: Path, config: ModelConfig) -> None:
     mv.state = VersionState.READY
 
 
-def _create(mv: ModelVersion, path: Path, config: ModelConfig) -> Model:
+def _create(mv: ModelVersion, path: Path, config: ModelConfig, create: ModelFactory) -> Model:
     if config.isolation == "process":
         return ProcessModel(mv.name, mv.version, path, config.raw, _instances(config))
-    return create_model(mv.name, mv.version, path, config)
+    return create(mv.name, mv.version, path, config)
 
 
 def _instances(config: ModelConfig) -> int:

@@ -7,7 +7,7 @@ import logging
 import signal
 from collections.abc import Callable
 
-from rosettaserve.pd import http_client
+from rosettaserve.pd.http_client import PeerClient
 from rosettaserve.security.keys import Guard, KeySourceError, gather_keys
 from rosettaserve.security.tls import ServerTls, client_context
 from rosettaserve.server.settings import SecurityOptions
@@ -31,13 +31,13 @@ def guard(options: SecurityOptions) -> Guard | None:
     return Guard(options.api_keys) if options.api_keys else None
 
 
-def configure_peers(options: SecurityOptions) -> None:
-    """What this process sends its peers (the PD scheduler and instances): HTTPS, the client
-    certificate, the peer API key."""
+def peer_client(options: SecurityOptions) -> PeerClient:
+    """How this process reaches its peers (the PD scheduler its instances, an instance the
+    others): HTTPS, the client certificate, the peer API key."""
     context = None
     if options.peer_ca is not None or options.peer_cert is not None:
         context = client_context(options.peer_ca, options.peer_cert, options.peer_key)
-    http_client.configure(context, options.peers_secure, options.peer_api_key)
+    return PeerClient(context, options.peers_secure, options.peer_api_key)
 
 
 def reload_on_hangup(

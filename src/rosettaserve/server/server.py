@@ -29,6 +29,7 @@ from rosettaserve.protocols.oip import rest as oip_rest
 from rosettaserve.protocols.tfserving import rest as tfserving_rest
 from rosettaserve.repository.manager import ModelRepository
 from rosettaserve.repository.watchdog import watch
+from rosettaserve.runtimes import create_model
 from rosettaserve.server import exit_backstop, gc_tuning
 from rosettaserve.server import security_setup as security
 from rosettaserve.server.settings import Settings
@@ -44,7 +45,6 @@ if TYPE_CHECKING:
     from rosettaserve.server.worker import WorkerLink
 
 log = logging.getLogger("rosettaserve")
-LLM_FAMILIES = families.FAMILIES  # the one table of the LLM API families (vLLM: on TGI's route)
 
 
 class Server:
@@ -53,7 +53,9 @@ class Server:
         self.link = link  # set: one worker of several (--workers); worker 0 prints the models
         self.quiet = link is not None and (link.index > 0 or link.replacement)
         self.repository = ModelRepository(
-            settings.repository, report=None if self.quiet else lambda vs: say(model_line(vs))
+            settings.repository,
+            create_model,  # the runtimes build each version's model
+            report=None if self.quiet else lambda vs: say(model_line(vs)),
         )
         control = settings.enable_model_control
         info = ServerInfo(
@@ -73,9 +75,11 @@ class Server:
         self.generation.observer = self.metrics
         self.grps = GrpsApi(self.dataplane, settings.grps_default_model)
         routes = oip_rest.routes(self.dataplane) + grps_rest.routes(self.grps)
-        # the LLM families, as the --role (mixed, prefill, decode) serves them
-        self.pd = PdInstance(settings, self.generation, LLM_FAMILIES)
-        routes += self.pd.routes()
+        # the LLM API families (OpenAI, TGI, vLLM, Triton's generate, MindIE), served whole;
+        # a PD role (--role prefill|decode) wraps their POST routes and adds its own
+        peers = security.peer_client(settings.security)
+        self.pd = PdInstance(settings.role, settings.pd, self.generation, peers)
+        routes += self.pd.wrap(families.routes(self.generation)) + self.pd.routes()
         self.trend = Trend(self.snapshots)  # grps's monitor series, sampled once asked
         routes += status_page.routes(self.status) + grps_rest.monitor_routes(self.trend)
         if settings.metrics_port is None:
@@ -98,7 +102,6 @@ class Server:
             self.http_app = self.tracing.http(self.http_app)
             self.dataplane.observer = self.tracing.observer(self.metrics)
         self.tls = security.server_tls(settings.security)
-        security.configure_peers(settings.security)
         self._stopping = asyncio.Event()
         self.http_url = ""
         self.grpc_address = ""

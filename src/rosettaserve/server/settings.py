@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rosettaserve.pd.options import PdOptions
 from rosettaserve.security.tls import TlsFiles
 
 DEFAULT_MAX_REQUEST_SIZE = 256 * 1024 * 1024
@@ -15,22 +16,6 @@ DEFAULT_BODY_MIN_RATE = 500  # bytes a second a request body gains past its firs
 DEFAULT_MAX_REQUEST_LINE = 16 * 1024  # bytes of request target (URL) (HTTP/1.1)
 DEFAULT_MAX_HEADER_SIZE = 64 * 1024  # bytes of header fields together (HTTP/1.1)
 DEFAULT_SEND_TIMEOUT = 30.0  # seconds an answer may wait on a client that takes none of it
-
-
-ROLES = ("mixed", "prefill", "decode")
-
-
-@dataclass(frozen=True)
-class PdOptions:
-    """Prefill/decode disaggregation (rosettaserve.pd): the instance side."""
-
-    kv_lease_s: float = 30.0  # a prefill instance frees a cache no decode instance fetched
-    kv_lease_budget: int = 0  # bytes of caches a prefill instance holds; 0: a quarter of memory
-    max_kv_bytes: int = 1 << 30  # the largest KV cache sent or accepted
-    heartbeat_s: float = 5.0  # /dresult: ka:heartbeat after this long without a frame
-    peer_timeout_s: float = 10.0  # an instance waiting on another instance
-    advertise_host: str = ""  # the address other instances reach this one at (default: --host)
-    peer_allow: tuple[str, ...] = ()  # the only instances this one contacts (pd/peers.py)
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """What the PD scheduler reads off the network: a decode instance's ``/dresult`` bytes
 (``wire.FrameParser``), an instance's ``/v1/status`` document (``pool.read_status``), a client's
-body for the model it names (``families.model_of``), the client's header fields it forwards
+body for the model it names (``pool.model_of``), the client's header fields it forwards
 (``forwarding.to_prefill``) and a prefill instance's coded reply (``forwarding.reply_body``).
 
 Properties: the frame parser raises only ValueError, and the same bytes cut anywhere carry the
@@ -19,8 +19,7 @@ import orjson
 
 from rosettaserve.core.errors import ModelError
 from rosettaserve.pd import forwarding, wire
-from rosettaserve.pd.families import model_of
-from rosettaserve.pd.pool import Instance, read_status
+from rosettaserve.pd.pool import Instance, model_of, read_status
 from rosettaserve.web.routing import HttpRequest
 
 CODINGS = ("gzip", "deflate", "identity", "gzip, gzip", "br", "x-gzip", "")
