@@ -6,8 +6,8 @@
 
 Prints the best time of each, alternated round by round (other load on the machine only
 lengthens a round); for instruction counts run it under valgrind --tool=callgrind with
---only c or --only orjson. malloc is tuned as the server tunes it (server/malloc_tuning.py): without,
-glibc maps fresh pages for each answer, ~1 ms of page faults the server does not have.
+--only c or --only orjson. malloc is tuned as the server tunes it (server/malloc_tuning.py):
+without, glibc maps fresh pages for each answer, ~1 ms of page faults the server does not have.
 """
 
 from __future__ import annotations
