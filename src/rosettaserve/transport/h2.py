@@ -87,7 +87,7 @@ class Port(Protocol):
     app: App
     round: WriteRound
     connections: set[Connection]
-    closing: bool
+    closing: bool  # the port is shutting down: its connections take no new streams
     idle_timeout: float
     send_timeout: float
     pace: BodyPace
@@ -120,6 +120,7 @@ class Connection(asyncio.Protocol):
         self.transport = transport
         no_delay(transport)
         self.server.connections.add(self)
+        self.machine.going_away = self.server.closing  # accepted as the port was closing
         transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -210,9 +211,6 @@ class Connection(asyncio.Protocol):
 
     # -- the machine's opener: a stream the client started ---------------------------------------
 
-    def accepting(self) -> bool:
-        return not self.server.closing
-
     def open_stream(self, stream: Stream, headers: list[tuple[str, str]]) -> Receiver:
         return self.app.open(self, stream, headers)
 
@@ -263,6 +261,12 @@ class Connection(asyncio.Protocol):
 
     def goaway(self, code: int, message: str = "") -> None:
         self.sender.goaway(code, message)
+
+    def shut(self) -> None:
+        """The server is shutting down: GOAWAY, and the streams the client still starts are
+        refused (those open go on)."""
+        self.machine.going_away = True
+        self.goaway(NO_ERROR, "the server is shutting down")
 
     def fail(self, code: int, message: str) -> None:
         """A connection error: GOAWAY with the reason, then close."""

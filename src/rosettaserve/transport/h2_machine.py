@@ -75,9 +75,6 @@ Handler = Callable[[int, int, bytes], None]
 class Opener(Protocol):
     """Where the streams a client starts go (the connection, and through it the application)."""
 
-    def accepting(self) -> bool:
-        """False once the server is shutting down: new streams are refused."""
-
     def open_stream(self, stream: Stream, headers: list[tuple[str, str]]) -> Receiver:
         """What receives the stream (it may answer, or reset it, at once)."""
 
@@ -98,7 +95,7 @@ class H2Machine:
         self.header_size = 0
         self.header_end_stream = False
         self.header_fault = ""  # the HEADERS frame is a stream error, once its block is decoded
-        self.going_away = False
+        self.going_away = False  # either side is going away (GOAWAY): new streams are refused
         self.opened = 0  # streams the client started
         self.client_resets = 0  # of them, those it reset while they were open
         # frame type -> handler (RFC 9113 6), indexed by the type; types beyond it are not
@@ -258,7 +255,7 @@ class H2Machine:
         fault = self.header_fault or self.decoder.malformed or fault
         if fault or (end_stream and length > 0):
             raise StreamError(stream_id, PROTOCOL_ERROR, fault or "content-length without DATA")
-        if self.going_away or not self.opener.accepting():
+        if self.going_away:
             raise StreamError(stream_id, REFUSED_STREAM, "the server is shutting down")
         if len(sender.streams) >= CONCURRENT_STREAMS:
             raise StreamError(stream_id, REFUSED_STREAM, "too many concurrent streams")
