@@ -120,7 +120,9 @@ async def measure(
     transport = CountingTransport()
     conn.connection_made(transport)
     window = h2_wire.MAX_WINDOW - h2_wire.DEFAULT_WINDOW  # the client's windows: wide open
-    setting = (h2_wire.INITIAL_WINDOW_SIZE).to_bytes(2, "big") + h2_wire.MAX_WINDOW.to_bytes(4, "big")
+    setting = (h2_wire.INITIAL_WINDOW_SIZE).to_bytes(2, "big") + h2_wire.MAX_WINDOW.to_bytes(
+        4, "big"
+    )
     conn.data_received(
         h2_wire.PREFACE
         + h2_wire.frame(h2_wire.SETTINGS, 0, 0, 6)
