@@ -38,7 +38,7 @@ from rosettaserve.protocols.oip.grpc import RPCS, SERVICE, OipServicer
 from rosettaserve.protocols.oip.pb import grpc_service_pb2 as pb
 from rosettaserve.server.server import Server
 from rosettaserve.server.settings import Settings
-from rosettaserve.transport import h2
+from rosettaserve.transport import h2, h2_wire
 from rosettaserve.transport.grpc import GrpcServer
 from rosettaserve.transport.hpack import encode
 
@@ -86,9 +86,9 @@ def client_frames(stream_id: int, message: bytes) -> bytes:
     data = b"\x00" + len(message).to_bytes(4, "big") + message
     return b"".join(
         [
-            h2.frame(h2.HEADERS, h2.END_HEADERS, stream_id, len(block)),
+            h2_wire.frame(h2_wire.HEADERS, h2_wire.END_HEADERS, stream_id, len(block)),
             block,
-            h2.frame(h2.DATA, h2.END_STREAM, stream_id, len(data)),
+            h2_wire.frame(h2_wire.DATA, h2_wire.END_STREAM, stream_id, len(data)),
             data,
         ]
     )
@@ -119,13 +119,15 @@ async def measure(
     conn = h2.Connection(port.h2)
     transport = CountingTransport()
     conn.connection_made(transport)
-    window = h2.MAX_WINDOW - h2.DEFAULT_WINDOW  # the client's windows: wide open
-    setting = (h2.INITIAL_WINDOW_SIZE).to_bytes(2, "big") + h2.MAX_WINDOW.to_bytes(4, "big")
+    window = h2_wire.MAX_WINDOW - h2_wire.DEFAULT_WINDOW  # the client's windows: wide open
+    setting = (h2_wire.INITIAL_WINDOW_SIZE).to_bytes(2, "big") + h2_wire.MAX_WINDOW.to_bytes(
+        4, "big"
+    )
     conn.data_received(
-        h2.PREFACE
-        + h2.frame(h2.SETTINGS, 0, 0, 6)
+        h2_wire.PREFACE
+        + h2_wire.frame(h2_wire.SETTINGS, 0, 0, 6)
         + setting
-        + h2.frame(h2.WINDOW_UPDATE, 0, 0, 4)
+        + h2_wire.frame(h2_wire.WINDOW_UPDATE, 0, 0, 4)
         + window.to_bytes(4, "big")
     )
     best = float("inf")

@@ -60,6 +60,7 @@ MODULES = [
     "rosettaserve/transport/h1_head.py",
     "rosettaserve/transport/h2.py",
     "rosettaserve/transport/h2_fields.py",
+    "rosettaserve/transport/h2_machine.py",
     "rosettaserve/transport/h2_sender.py",
     "rosettaserve/transport/h2_server.py",
     "rosettaserve/transport/h2_stream.py",

@@ -11,9 +11,7 @@ import ssl
 from rosettaserve.server.settings import DEFAULT_SEND_TIMEOUT
 from rosettaserve.transport.body_pace import BodyPace
 from rosettaserve.transport.coalesce import WriteRound
-from rosettaserve.transport.h2 import IDLE_TIMEOUT_S, Connection
-from rosettaserve.transport.h2_stream import App
-from rosettaserve.transport.h2_wire import NO_ERROR
+from rosettaserve.transport.h2 import IDLE_TIMEOUT_S, App, Connection
 from rosettaserve.transport.sockets import listen
 
 
@@ -51,7 +49,7 @@ class H2Server:
         if self._sweeper is not None:
             self._sweeper.cancel()
         for conn in list(self.connections):
-            conn.goaway(NO_ERROR, "the server is shutting down")
+            conn.shut()
             if not conn.busy:
                 conn.close()
 

@@ -18,7 +18,7 @@ Go's ``http2.Server`` write timeout do, an answer that makes no progress for the
 
 There is no timer per stream: the server's idle sweep (``idle.sweep``) calls ``close_stalled``
 every quarter of the timeout. A stream with queued data seen by the sweep is stamped; a DATA
-frame sent clears the stamp (``Sender._pump``), so only an answer that moved no byte for the
+frame sent clears the stamp (``Sender.pump``), so only an answer that moved no byte for the
 whole timeout is dropped, and one the client reads slowly but steadily is not.
 
 A request is held to the pace of ``body_pace`` (``--body-timeout``, ``--body-min-rate``), as an
@@ -35,19 +35,37 @@ held shut by the application, or the connection not read (its client takes no an
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from rosettaserve.transport.body_pace import BodyPace
 from rosettaserve.transport.h2_stream import CLOCK_STOPPED, CLOCK_TO_START, Stream
 from rosettaserve.transport.h2_wire import CANCEL, NO_ERROR
 
-if TYPE_CHECKING:
-    from rosettaserve.transport.h2_sender import Sender
-
 log = logging.getLogger("rosettaserve.grpc")
 
 
-def close_stalled(conn: Sender, now: float, timeout: float) -> None:
+class Swept(Protocol):
+    """What the sweep sees of a connection (``h2.Connection``) and does to it."""
+
+    writable: bool
+    unwritable_since: float
+
+    @property
+    def streams(self) -> dict[int, Stream]: ...
+
+    @property
+    def send_window(self) -> int: ...
+
+    def reset(self, stream_id: int, code: int) -> None: ...
+
+    def goaway(self, code: int, message: str = "") -> None: ...
+
+    def close(self) -> None: ...
+
+    def abort(self) -> None: ...
+
+
+def close_stalled(conn: Swept, now: float, timeout: float) -> None:
     """Drop what of ``conn`` has waited on its client longer than ``timeout`` seconds."""
     if not conn.writable:
         if not conn.unwritable_since:
@@ -76,7 +94,7 @@ def close_stalled(conn: Sender, now: float, timeout: float) -> None:
         conn.reset(stream_id, CANCEL)
 
 
-def late_requests(conn: Sender, now: float, pace: BodyPace) -> None:
+def late_requests(conn: Swept, now: float, pace: BodyPace) -> None:
     """Answer and reset the streams whose request comes too slowly."""
     late = []
     for stream in conn.streams.values():

@@ -1,7 +1,7 @@
-"""One HTTP/2 stream's state as its connection (``h2``) keeps it: its flow-control windows,
-what is queued for the client, how far each side has closed it; what the connection remembers of
-the streams no longer open (``StreamHistory``); and the application's side of a stream (``App``
-opens a ``Receiver`` for each one a client starts).
+"""One HTTP/2 stream as its connection keeps it: its state (RFC 9113 5.1, ``StreamState``: the
+transitions are ``Stream``'s methods, and nowhere else), its flow-control windows, what is
+queued for the client; what the connection remembers of the streams no longer open
+(``StreamHistory``); and the application's side of a stream (a ``Receiver``).
 """
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ from __future__ import annotations
 import asyncio
 import math
 from collections import deque
-from typing import TYPE_CHECKING, Final, Protocol
+from enum import Enum
+from typing import Final, Protocol
 
 from rosettaserve.transport.h2_fields import NO_LENGTH
 from rosettaserve.transport.h2_wire import (
@@ -20,9 +21,6 @@ from rosettaserve.transport.h2_wire import (
     ConnectionFailure,
     StreamError,
 )
-
-if TYPE_CHECKING:
-    from rosettaserve.transport.h2 import Connection
 
 RESET_MEMORY: Final = 512  # reset streams remembered, twice this many at most (their late frames)
 SKIP_MEMORY: Final = 64  # ranges of stream ids a client skipped (never opened), remembered
@@ -49,9 +47,22 @@ class Receiver(Protocol):
         reset next."""
 
 
-class App(Protocol):
-    def open(self, conn: Connection, stream: Stream, headers: list[tuple[str, str]]) -> Receiver:
-        """A stream the client started: what receives it (it may answer at once)."""
+class StreamState(Enum):
+    """A stream's state (RFC 9113 5.1) as a server without push sees it: no "reserved" state."""
+
+    IDLE = "idle"
+    OPEN = "open"
+    HALF_CLOSED_REMOTE = "half-closed (remote)"  # the client sent END_STREAM
+    HALF_CLOSED_LOCAL = "half-closed (local)"  # the server sent END_STREAM
+    CLOSED = "closed"
+
+
+# the states as C statics, compiled: compared by identity, no lookup on the enum class
+IDLE: Final = StreamState.IDLE
+OPEN: Final = StreamState.OPEN
+HALF_CLOSED_REMOTE: Final = StreamState.HALF_CLOSED_REMOTE
+HALF_CLOSED_LOCAL: Final = StreamState.HALF_CLOSED_LOCAL
+CLOSED: Final = StreamState.CLOSED
 
 
 class Stream:
@@ -63,27 +74,25 @@ class Stream:
         "held",
         "id",
         "length",
-        "local_closed",
         "pending",
         "pending_bytes",
         "received",
         "receiver",
         "recv_unacked",
         "recv_window",
-        "remote_closed",
         "send_window",
         "stalled_since",
+        "state",
         "trailers",
     )
 
     def __init__(self, stream_id: int, send_window: int) -> None:
         self.id = stream_id
+        self.state: StreamState = IDLE
         self.send_window = send_window
         self.recv_window = STREAM_WINDOW
         self.recv_unacked = 0
         self.held = False  # the application asked that the window stay as it is
-        self.remote_closed = False
-        self.local_closed = False
         self.receiver: Receiver | None = None
         self.pending: deque[memoryview] = deque()  # data waiting for a window
         self.pending_bytes = 0
@@ -97,6 +106,36 @@ class Stream:
         self.body_due = CLOCK_TO_START
         self.body_seen = 0
         self.body_quiet_since = 0.0
+
+    # -- the transitions of RFC 9113 5.1 (a server's: the client opens, either side ends) -------
+
+    def open(self, end_stream: bool) -> None:
+        """The client's HEADERS: idle -> open, or half-closed (remote) with END_STREAM."""
+        self.state = HALF_CLOSED_REMOTE if end_stream else OPEN
+
+    def end_remote(self) -> None:
+        """The client's END_STREAM: open -> half-closed (remote), half-closed (local) -> closed."""
+        self.state = CLOSED if self.state is HALF_CLOSED_LOCAL else HALF_CLOSED_REMOTE
+
+    def end_local(self) -> None:
+        """The server's END_STREAM: open -> half-closed (local), half-closed (remote) -> closed."""
+        self.state = CLOSED if self.state is HALF_CLOSED_REMOTE else HALF_CLOSED_LOCAL
+
+    def close(self) -> None:
+        """RST_STREAM, sent or received, or the connection gone: closed from any state."""
+        self.state = CLOSED
+
+    @property
+    def remote_closed(self) -> bool:
+        """The client sends nothing more on it."""
+        state = self.state
+        return state is HALF_CLOSED_REMOTE or state is CLOSED
+
+    @property
+    def local_closed(self) -> bool:
+        """The server sends nothing more on it."""
+        state = self.state
+        return state is HALF_CLOSED_LOCAL or state is CLOSED
 
 
 def count_length(stream: Stream, size: int, end_stream: bool) -> None:
