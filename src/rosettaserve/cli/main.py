@@ -16,18 +16,20 @@ from rosettaserve.observability.tracing import EXPORTERS
 from rosettaserve.security.keys import ENV_VAR, KeySourceError, gather_keys
 from rosettaserve.security.tls import TlsError, TlsFiles
 from rosettaserve.server.settings import (
-    DEFAULT_BODY_MIN_RATE,
-    DEFAULT_BODY_TIMEOUT,
     DEFAULT_GRPC_MAX_MESSAGE_SIZE,
-    DEFAULT_HEADER_TIMEOUT,
-    DEFAULT_MAX_HEADER_SIZE,
-    DEFAULT_MAX_REQUEST_LINE,
     DEFAULT_MAX_REQUEST_SIZE,
-    DEFAULT_SEND_TIMEOUT,
     ROLES,
     PdOptions,
     SecurityOptions,
     Settings,
+)
+from rosettaserve.transport.defaults import (
+    DEFAULT_BODY_MIN_RATE,
+    DEFAULT_BODY_TIMEOUT,
+    DEFAULT_HEADER_TIMEOUT,
+    DEFAULT_MAX_HEADER_SIZE,
+    DEFAULT_MAX_REQUEST_LINE,
+    DEFAULT_SEND_TIMEOUT,
 )
 
 LOG_LEVELS = ("debug", "info", "warning", "error")

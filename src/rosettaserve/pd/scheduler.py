@@ -425,13 +425,14 @@ async def serve(options: SchedulerOptions) -> None:
     scheduler = Scheduler(options)
     sock = bind(options.host, options.http_port)
     app = HttpApp(scheduler.routes())
-    app.guard = setup.guard(options.security)
+    guard = setup.guard(options.security)
+    app.guard = guard
     http = HttpServer(app, options.max_request_size, limits=options.http_limits)
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stopping.set)
-    setup.reload_on_hangup(options.security, tls, app.guard)
+    setup.reload_on_hangup(options.security, tls, guard)
     await http.start(sock, None if tls is None else tls.http.context)
     scheduler.pool.start()
     say(f"rosettaserve scheduler: prefill {', '.join(options.prefill)}")
