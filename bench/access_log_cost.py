@@ -34,6 +34,7 @@ from rosettaserve.server.settings import Settings
 from rosettaserve.transport import h2, h2_wire
 from rosettaserve.transport.grpc import GrpcServer
 from rosettaserve.transport.h1 import Connection, HttpServer
+from rosettaserve.transport.observers import CallLines
 
 Step = Callable[[], Awaitable[None]]
 
@@ -72,9 +73,9 @@ async def grpc_steps(server: Server) -> dict[str, Step]:
     message = infer_request("identity", False)
     ids = iter(range(1, 1 << 30, 2))
 
-    def step_with(access: object) -> Step:
+    def step_with(lines: CallLines | None) -> Step:
         async def step() -> None:
-            port.access = access  # type: ignore[assignment]
+            port.call_lines = lines
             conn.data_received(client_frames(next(ids), message))
             while conn.streams:
                 await asyncio.sleep(0)
@@ -82,7 +83,8 @@ async def grpc_steps(server: Server) -> dict[str, Step]:
 
         return step
 
-    return {"off": step_with(None), "on": step_with(server.access)}
+    lines = None if server.access is None else server.access.call_lines()
+    return {"off": step_with(None), "on": step_with(lines)}
 
 
 async def measure(repo: Path, which: str, rounds: int, requests: int) -> dict[str, list[float]]:

@@ -115,7 +115,7 @@ async def measure(
     port = GrpcServer(services, 1 << 30, server.calls)
     if access_log != "off":  # its lines formatted and written, to /dev/null
         logging_setup.configure("info", access_log, stream=open(os.devnull, "w"))  # noqa: SIM115
-        port.access = server.access
+        port.call_lines = None if server.access is None else server.access.call_lines()
     conn = h2.Connection(port.h2)
     transport = CountingTransport()
     conn.connection_made(transport)

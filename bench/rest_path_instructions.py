@@ -69,11 +69,16 @@ def child(args: argparse.Namespace) -> None:
         server.dataplane.started = True
         limits: Any = None
         try:
-            from rosettaserve.transport.h1_head import http_limits
+            from rosettaserve.server.settings import http_limits
 
             limits = http_limits(server.settings)
-        except ImportError:  # a tree before the HTTP/1.1 limits
-            pass
+        except ImportError:  # a tree before the limits were the settings' to make
+            try:
+                from rosettaserve.transport.h1_head import http_limits as older
+
+                limits = older(server.settings)
+            except ImportError:  # a tree before the HTTP/1.1 limits
+                pass
         app = getattr(server, "http_app", server.app)
         http = HttpServer(app, 1 << 26, limits=limits) if limits else HttpServer(app, 1 << 26)
         transport = CountingTransport()

@@ -68,6 +68,7 @@ MODULES = [
     "rosettaserve/transport/hpack.py",
     "rosettaserve/transport/idle.py",
     "rosettaserve/web/app.py",
+    "rosettaserve/web/grpc_services.py",
     "rosettaserve/web/routing.py",
 ]
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from rosettaserve.core.suggest import one_of
 from rosettaserve.pd.options import ROLES
 from rosettaserve.security.keys import ENV_VAR
-from rosettaserve.server.settings import (
+from rosettaserve.transport.defaults import (
     DEFAULT_BODY_MIN_RATE,
     DEFAULT_BODY_TIMEOUT,
     DEFAULT_HEADER_TIMEOUT,

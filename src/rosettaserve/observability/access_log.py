@@ -20,23 +20,23 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from functools import partial
 from time import perf_counter, time
 from typing import Any
 
 from rosettaserve.observability import logging_setup
 from rosettaserve.observability.logging_setup import ACCESS_LOGGER as LOGGER_NAME
 from rosettaserve.observability.request_ids import HEADER, accepted, new_id
-from rosettaserve.server.settings import Settings
 
 LOGGER = logging.getLogger(LOGGER_NAME)
 TEXT = "%s %s %s %s %d %.3fms %s"
 REFUSED_URL = 256  # bytes of a refused request's target in its line
 
 
-def access_logged(settings: Settings) -> bool:
+def access_logged(access_log: bool, log_level: str) -> bool:
     """The access log is on with --access-log (the default) at --log-level info or debug (at
     warning, its lines would be dropped: the requests do not pay for them)."""
-    return settings.access_log and settings.log_level in ("debug", "info")
+    return access_log and log_level in ("debug", "info")
 
 
 class AccessRecord(logging.LogRecord):
@@ -89,6 +89,11 @@ class AccessLog:
             return
         args = (protocol, method, path, status, nbytes, ms, request_id)
         logger.handle(AccessRecord(args, request_id))
+
+    def call_lines(self) -> Callable[[str, list[tuple[str, str]]], CallRecord]:
+        """What makes a gRPC call's line from its path and metadata (the gRPC server's
+        ``call_lines``): the record's class with this log bound, called as it is per call."""
+        return partial(CallRecord, self)
 
     def refused(self, method: str, url: bytes, status: int, nbytes: int) -> None:
         """A request the HTTP/1.1 server answered itself (400, 408, 413, 414, 431, 501, 505),

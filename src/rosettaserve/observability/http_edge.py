@@ -17,7 +17,7 @@ from time import perf_counter
 
 from rosettaserve.observability.access_log import AccessLog
 from rosettaserve.observability.request_ids import HEADER, REQUEST_ID, accepted, new_id
-from rosettaserve.transport.h1 import App
+from rosettaserve.web.app import App
 from rosettaserve.web.cors import Cors
 from rosettaserve.web.routing import HttpResponse
 

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from rosettaserve.core.call import Call
 from rosettaserve.core.registry import ModelVersion
 from rosettaserve.core.streaming import close_stream
-from rosettaserve.transport.h1 import App
+from rosettaserve.web.app import App
 from rosettaserve.web.routing import HttpResponse
 
 if TYPE_CHECKING:

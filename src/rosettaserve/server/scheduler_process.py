@@ -24,13 +24,14 @@ async def serve(options: SchedulerOptions, security: SecurityOptions, limits: H1
     scheduler = Scheduler(options, setup.peer_client(security))
     sock = bind(options.host, options.http_port)
     app = HttpApp(scheduler.routes())
-    app.guard = setup.guard(security)
+    guard = setup.guard(security)
+    app.guard = guard
     http = HttpServer(app, options.max_request_size, limits=limits)
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stopping.set)
-    setup.reload_on_hangup(security, tls, app.guard)
+    setup.reload_on_hangup(security, tls, guard)
     await http.start(sock, None if tls is None else tls.http.context)
     scheduler.pool.start()
     say(f"rosettaserve scheduler: prefill {', '.join(options.prefill)}")

@@ -32,14 +32,13 @@ from rosettaserve.repository.watchdog import watch
 from rosettaserve.runtimes import create_model
 from rosettaserve.server import exit_backstop, gc_tuning
 from rosettaserve.server import security_setup as security
-from rosettaserve.server.settings import Settings
-from rosettaserve.transport.body_pace import body_pace
-from rosettaserve.transport.grpc import CallTracker, GrpcServer, ServiceTable
-from rosettaserve.transport.h1 import App, HttpServer
-from rosettaserve.transport.h1_head import http_limits
+from rosettaserve.server.settings import Settings, body_pace, http_limits
+from rosettaserve.transport.grpc import GrpcServer
+from rosettaserve.transport.h1 import HttpServer
 from rosettaserve.transport.sockets import bind
-from rosettaserve.web.app import HttpApp
+from rosettaserve.web.app import App, HttpApp
 from rosettaserve.web.cors import Cors
+from rosettaserve.web.grpc_services import CallTracker, ServiceTable
 
 if TYPE_CHECKING:
     from rosettaserve.server.worker import WorkerLink
@@ -85,11 +84,13 @@ class Server:
         if settings.metrics_port is None:
             routes.append(metrics_route(self.metrics_text))
         self.app = HttpApp(routes + tfserving_rest.routes(self.dataplane))
-        self.app.guard = security.guard(settings.security)
+        self.guard = security.guard(settings.security)
+        self.app.guard = self.guard
         self.app.max_inflated = settings.max_request_size
         # what the HTTP port answers with: the app, or the app with request ids, access lines
         # and CORS around it (none of it when the access log and CORS are off)
-        self.access = AccessLog() if access_logged(settings) else None
+        logged = access_logged(settings.access_log, settings.log_level)
+        self.access = AccessLog() if logged else None
         cors = Cors(settings.cors_origins) if settings.cors_origins else None
         self.http_app: App = self.app
         if self.access is not None or cors is not None:
@@ -120,8 +121,8 @@ class Server:
         server = GrpcServer(
             services, s.grpc_max_message_size, self.calls, s.send_timeout, body_pace(s)
         )
-        server.guard = self.app.guard
-        server.access = self.access
+        server.guard = self.guard
+        server.call_lines = None if self.access is None else self.access.call_lines()
         server.tracing = self.tracing
         return server
 
@@ -138,7 +139,7 @@ class Server:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._stopping.set)
         exit_backstop.arm((signal.SIGTERM, signal.SIGINT), s.drain_grace_s)  # a blocked loop
-        security.reload_on_hangup(s.security, tls, self.app.guard)
+        security.reload_on_hangup(s.security, tls, self.guard)
         await http.start(sock, None if tls is None else tls.http.context)
         grpc_server = self._grpc_server()
         grpc_sock = bind(s.host, s.grpc_port, s.reuse_port, "--grpc-port")

@@ -7,15 +7,19 @@ from pathlib import Path
 
 from rosettaserve.pd.options import PdOptions
 from rosettaserve.security.tls import TlsFiles
+from rosettaserve.transport.body_pace import BodyPace
+from rosettaserve.transport.defaults import (
+    DEFAULT_BODY_MIN_RATE,
+    DEFAULT_BODY_TIMEOUT,
+    DEFAULT_HEADER_TIMEOUT,
+    DEFAULT_MAX_HEADER_SIZE,
+    DEFAULT_MAX_REQUEST_LINE,
+    DEFAULT_SEND_TIMEOUT,
+)
+from rosettaserve.transport.h1_head import H1Limits
 
 DEFAULT_MAX_REQUEST_SIZE = 256 * 1024 * 1024
 DEFAULT_GRPC_MAX_MESSAGE_SIZE = 512 * 1024 * 1024  # a 256 MiB tensor and then some
-DEFAULT_HEADER_TIMEOUT = 10.0  # seconds for a request head to arrive whole (HTTP/1.1)
-DEFAULT_BODY_TIMEOUT = 30.0  # seconds a request body may go without a byte, and its first ones
-DEFAULT_BODY_MIN_RATE = 500  # bytes a second a request body gains past its first seconds
-DEFAULT_MAX_REQUEST_LINE = 16 * 1024  # bytes of request target (URL) (HTTP/1.1)
-DEFAULT_MAX_HEADER_SIZE = 64 * 1024  # bytes of header fields together (HTTP/1.1)
-DEFAULT_SEND_TIMEOUT = 30.0  # seconds an answer may wait on a client that takes none of it
 
 
 @dataclass(frozen=True)
@@ -70,3 +74,20 @@ class Settings:
     role: str = "mixed"  # mixed | prefill | decode (prefill/decode disaggregation)
     pd: PdOptions = field(default_factory=PdOptions)
     security: SecurityOptions = field(default_factory=SecurityOptions)
+
+
+def http_limits(settings: Settings) -> H1Limits:
+    """What the HTTP/1.1 server holds of a request head, and how long it waits."""
+    return H1Limits(
+        header_timeout=settings.header_timeout,
+        body_timeout=settings.body_timeout,
+        body_min_rate=settings.body_min_rate,
+        max_request_line=settings.max_request_line,
+        max_header_size=settings.max_header_size,
+        send_timeout=settings.send_timeout,
+    )
+
+
+def body_pace(settings: Settings) -> BodyPace:
+    """How long a request body may take to arrive (HTTP/2 and gRPC; HTTP/1.1: ``http_limits``)."""
+    return BodyPace(settings.body_timeout, settings.body_min_rate)

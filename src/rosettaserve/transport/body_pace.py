@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rosettaserve.server.settings import DEFAULT_BODY_MIN_RATE, DEFAULT_BODY_TIMEOUT, Settings
+from rosettaserve.transport.defaults import DEFAULT_BODY_MIN_RATE, DEFAULT_BODY_TIMEOUT
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,3 @@ class BodyPace:
             f"{what} arrived slower than {self.min_rate} bytes/s (--body-min-rate) past its "
             f"first {self.timeout:g} s (--body-timeout)"
         )
-
-
-def body_pace(settings: Settings) -> BodyPace:
-    return BodyPace(settings.body_timeout, settings.body_min_rate)

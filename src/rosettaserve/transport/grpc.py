@@ -18,18 +18,14 @@ when the server is started with a certificate (rosettaserve.security). Not serve
 
 from __future__ import annotations
 
-import asyncio
 import ssl
 import time
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
-from rosettaserve.observability.access_log import AccessLog, CallRecord
-from rosettaserve.observability.tracing import Tracing
-from rosettaserve.security.keys import Guard
-from rosettaserve.server.settings import DEFAULT_SEND_TIMEOUT
 from rosettaserve.transport.body_pace import BodyPace
+from rosettaserve.transport.defaults import DEFAULT_SEND_TIMEOUT
 from rosettaserve.transport.grpc_call import (
     ACCEPT_ENCODING,
     INTERNAL,
@@ -46,39 +42,12 @@ from rosettaserve.transport.h2_server import H2Server
 from rosettaserve.transport.h2_stream import CLOCK_STOPPED, Receiver, Stream
 from rosettaserve.transport.h2_wire import NO_ERROR
 from rosettaserve.transport.hpack import encode
-
-# service name -> (servicer, {rpc name: (request type, response type, streaming)});
-# streaming: False unary, True a stream each way, "server" one request and a stream of replies,
-# "subscription" the same for a stream that waits for events (grpc.health.v1's Watch): not
-# counted as work, so a stop does not wait for it (the close ends it);
-# a type given as ``bytes``: the servicer takes or returns the serialized message itself
-ServiceTable = tuple[str, Any, Mapping[str, tuple[Any, Any, bool | str]]]
+from rosettaserve.transport.observers import CallLines, CallTracing
+from rosettaserve.web.grpc_services import CallTracker, ServiceTable
+from rosettaserve.web.keys import KeyCheck
 
 _WBITS = {"gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
 _TIMEOUT_UNITS = {"H": 3600.0, "M": 60.0, "S": 1.0, "m": 1e-3, "u": 1e-6, "n": 1e-9}
-
-
-class CallTracker:
-    """Counts calls doing work, so shutdown waits for them but not for idle open streams."""
-
-    def __init__(self) -> None:
-        self.active = 0
-
-    def busy(self) -> CallTracker:
-        """``with tracker.busy():`` counts a call doing work (the tracker is its own context
-        manager: cheaper per call than a generator-based one)."""
-        return self
-
-    def __enter__(self) -> None:
-        self.active += 1
-
-    def __exit__(self, *exc: object) -> None:
-        self.active -= 1
-
-    async def wait_idle(self, timeout: float) -> None:
-        deadline = asyncio.get_running_loop().time() + timeout
-        while self.active and asyncio.get_running_loop().time() < deadline:
-            await asyncio.sleep(0.01)
 
 
 class Method:
@@ -147,9 +116,9 @@ class GrpcServer:
         self.max_message_size = max_message_size
         self.tracker = tracker
         self.h2 = H2Server(self, send_timeout=send_timeout, pace=pace)
-        self.guard: Guard | None = None  # set: calls need an API key (rosettaserve.security)
-        self.access: AccessLog | None = None  # set: an access line per call, request ids
-        self.tracing: Tracing | None = None  # set: a span per call (--otel-exporter)
+        self.guard: KeyCheck | None = None  # set: calls need an API key (security.keys)
+        self.call_lines: CallLines | None = None  # set: an access line per call, request ids
+        self.tracing: CallTracing | None = None  # set: a span per call (--otel-exporter)
 
     def open(self, conn: Connection, stream: Stream, headers: list[tuple[str, str]]) -> Receiver:
         path = method = content_type = ""
@@ -196,8 +165,8 @@ class GrpcServer:
             deadline = time.monotonic() + seconds
         context = Context(deadline, tuple(metadata))
         call = Call(self, conn, stream, found, context=context, wbits=wbits)
-        if self.access is not None:
-            call.record = CallRecord(self.access, path, metadata)
+        if self.call_lines is not None:
+            call.record = self.call_lines(path, metadata)
         if self.tracing is not None:
             call.span = self.tracing.call_span(path, metadata)
         if found.kind is True:
@@ -216,8 +185,8 @@ class GrpcServer:
     ) -> Receiver:
         """A call answered with ``code`` before it started; its access line (``call``: its
         path and metadata)."""
-        if self.access is not None:
-            CallRecord(self.access, *call).finished(code)
+        if self.call_lines is not None:
+            self.call_lines(*call).finished(code)
         return _refuse(conn, stream, trailers_only(code, message))
 
     async def start(self, sock: Any, tls: ssl.SSLContext | None = None) -> None:

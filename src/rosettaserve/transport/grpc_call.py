@@ -23,15 +23,14 @@ from rosettaserve.core.errors import ServingError, bounded
 from rosettaserve.core.executor import LargeWork, run_request_work
 from rosettaserve.core.status import ErrorKind
 from rosettaserve.core.streaming import close_stream
-from rosettaserve.observability.access_log import CallRecord
-from rosettaserve.observability.request_ids import HEADER, REQUEST_ID
-from rosettaserve.observability.tracing import CallSpan
 from rosettaserve.transport.eager import Adopted
 from rosettaserve.transport.h2 import Connection
 from rosettaserve.transport.h2_stream import CLOCK_STOPPED, CLOCK_TO_START, Stream
 from rosettaserve.transport.h2_wire import NO_ERROR
 from rosettaserve.transport.hpack import encode
+from rosettaserve.transport.observers import CallLine, CallSpan
 from rosettaserve.web.content_coding import INLINE_INFLATED
+from rosettaserve.web.request_id import HEADER, REQUEST_ID
 
 if TYPE_CHECKING:
     from rosettaserve.transport.grpc import GrpcServer, Method
@@ -194,7 +193,7 @@ class Call:
         self.timer: asyncio.TimerHandle | None = None
         self.headers_sent = False
         self.done = False
-        self.record: CallRecord | None = None  # set: the access log is on
+        self.record: CallLine | None = None  # set: the access log is on
         self.span: CallSpan | None = None  # set: --otel-exporter (observability/tracing.py)
 
     # -- receiving -----------------------------------------------------------------------------
@@ -501,7 +500,7 @@ _FINISHED: Final = object()  # what next() gives for a call's coroutine that end
 _ID_NAME: Final = encode([(HEADER, "")])[:-1]
 
 
-def _id_field(record: CallRecord) -> bytes:
+def _id_field(record: CallLine) -> bytes:
     value = record.request_id.encode("latin-1")
     if len(value) < 0x7F:  # the length fits the string's 7-bit prefix
         return _ID_NAME + bytes((len(value),)) + value

@@ -22,18 +22,19 @@ import contextlib
 import socket
 import ssl
 import time
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 import httptools
 
-from rosettaserve.observability.access_log import AccessLog
 from rosettaserve.transport import h1_head as rules
 from rosettaserve.transport.body_pace import BodyPace
 from rosettaserve.transport.coalesce import WriteRound
 from rosettaserve.transport.h1_answers import HELD_WRITES, Answering, Pending
 from rosettaserve.transport.h1_framing import CONTINUE, too_large
 from rosettaserve.transport.h1_head import H1Limits
+from rosettaserve.transport.observers import RefusalLog
 from rosettaserve.transport.sockets import listen, no_delay
+from rosettaserve.web.app import App
 from rosettaserve.web.routing import HttpResponse, error_body
 
 try:  # a large body's buffer, not zeroed first: the socket writes each of its bytes
@@ -41,7 +42,7 @@ try:  # a large body's buffer, not zeroed first: the socket writes each of its b
 except ImportError:  # not built (scripts/compile_native.py): zeroed
     unfilled = bytearray
 
-__all__ = ["BULK_MIN_BYTES", "App", "Connection", "HttpServer"]
+__all__ = ["BULK_MIN_BYTES", "Connection", "HttpServer"]
 
 IDLE_TIMEOUT_S = 30.0
 WRITE_HIGH_WATER = 64 * 1024  # unsent answer bytes past which the client is no longer read
@@ -52,14 +53,6 @@ BULK_MIN_BYTES: Final = 256 * 1024  # a declared body this large is read into it
 IDLE: Final = 0  # where the parser is in a request: between two,
 HEAD: Final = 1  # in its head,
 BODY: Final = 2  # in its body
-
-
-class App(Protocol):
-    """What the server answers with: ``transport.http.HttpApp``, or any object like it."""
-
-    async def respond(
-        self, method: str, raw_url: bytes, headers: dict[str, str], body: bytes | bytearray
-    ) -> HttpResponse: ...
 
 
 class Refused(Exception):
@@ -432,7 +425,7 @@ class HttpServer:
         self.round = WriteRound()
         self._server: asyncio.Server | None = None
         self._sweeper: asyncio.Task[None] | None = None
-        self.access: AccessLog | None = None  # set: the requests it refuses are logged too
+        self.access: RefusalLog | None = None  # set: the requests it refuses are logged too
 
     def parser_for(self, conn: Connection) -> httptools.HttpRequestParser:
         parser = httptools.HttpRequestParser(conn)

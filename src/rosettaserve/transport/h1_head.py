@@ -10,14 +10,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from rosettaserve.server.settings import (
+from rosettaserve.transport.defaults import (
     DEFAULT_BODY_MIN_RATE,
     DEFAULT_BODY_TIMEOUT,
     DEFAULT_HEADER_TIMEOUT,
     DEFAULT_MAX_HEADER_SIZE,
     DEFAULT_MAX_REQUEST_LINE,
     DEFAULT_SEND_TIMEOUT,
-    Settings,
 )
 from rosettaserve.web.routing import HttpResponse, json_response
 
@@ -32,17 +31,6 @@ class H1Limits:
     max_request_line: int = DEFAULT_MAX_REQUEST_LINE  # the request target (URL), in bytes
     max_header_size: int = DEFAULT_MAX_HEADER_SIZE  # the header fields together, in bytes
     send_timeout: float = DEFAULT_SEND_TIMEOUT  # answers waiting on a client that reads nothing
-
-
-def http_limits(settings: Settings) -> H1Limits:
-    return H1Limits(
-        header_timeout=settings.header_timeout,
-        body_timeout=settings.body_timeout,
-        body_min_rate=settings.body_min_rate,
-        max_request_line=settings.max_request_line,
-        max_header_size=settings.max_header_size,
-        send_timeout=settings.send_timeout,
-    )
 
 
 def refusal(status: int, message: str) -> HttpResponse:

@@ -8,9 +8,9 @@ import asyncio
 import socket
 import ssl
 
-from rosettaserve.server.settings import DEFAULT_SEND_TIMEOUT
 from rosettaserve.transport.body_pace import BodyPace
 from rosettaserve.transport.coalesce import WriteRound
+from rosettaserve.transport.defaults import DEFAULT_SEND_TIMEOUT
 from rosettaserve.transport.h2 import IDLE_TIMEOUT_S, App, Connection
 from rosettaserve.transport.sockets import listen
 

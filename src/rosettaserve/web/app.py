@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import unquote
 
 import httptools
 
 from rosettaserve.core.errors import InvalidInput, ServingError
-from rosettaserve.security.keys import Guard
 from rosettaserve.web.content_coding import compressed, inflate
+from rosettaserve.web.keys import KeyCheck
 from rosettaserve.web.routing import (
     HttpRequest,
     HttpResponse,
@@ -31,11 +31,20 @@ DEFAULT_MAX_INFLATED = 256 * 1024 * 1024  # the server sets its --max-request-si
 Routed = tuple[str, bytes, Route, dict[str, str]]  # path, query, route, path parameters
 
 
+class App(Protocol):
+    """What an HTTP server answers with: ``HttpApp``, or an app around it (request ids, the
+    access log, CORS, spans: rosettaserve.observability)."""
+
+    async def respond(
+        self, method: str, raw_url: bytes, headers: dict[str, str], body: bytes | bytearray
+    ) -> HttpResponse: ...
+
+
 class HttpApp:
     def __init__(self, routes: list[Route]) -> None:
         self.router = Router(routes)
         self._routed: dict[tuple[str, bytes], Routed] = {}
-        self.guard: Guard | None = None  # set: requests need an API key (rosettaserve.security)
+        self.guard: KeyCheck | None = None  # set: requests need an API key (security.keys)
         self.max_inflated = DEFAULT_MAX_INFLATED  # a compressed body inflates to this at most
 
     async def respond(
@@ -55,7 +64,7 @@ class HttpApp:
         ):
             return route.on_error(self.guard.refusal())  # API keys: rosettaserve.security
         try:
-            if "content-encoding" in headers:  # gzip or deflate (transport.content_coding)
+            if "content-encoding" in headers:  # gzip or deflate (web.content_coding)
                 body = await inflate(headers["content-encoding"], body, self.max_inflated)
             # HEAD runs the GET route as GET (the transport sends the head alone)
             request = HttpRequest(route.method, path, query, headers, body, params=dict(params))

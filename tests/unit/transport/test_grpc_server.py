@@ -16,9 +16,10 @@ import h2.settings
 
 from rosettaserve.core.errors import Overloaded
 from rosettaserve.transport import h2 as server_h2
-from rosettaserve.transport.grpc import CallTracker, GrpcServer
+from rosettaserve.transport.grpc import GrpcServer
 from rosettaserve.transport.h2_stalls import close_stalled
 from rosettaserve.web.content_coding import INLINE_INFLATED
+from rosettaserve.web.grpc_services import CallTracker
 
 SERVICE = "test.Echo"
 

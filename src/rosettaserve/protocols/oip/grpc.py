@@ -17,7 +17,7 @@ from rosettaserve.protocols.oip.grpc_convert import encode_infer, parameters_fro
 from rosettaserve.protocols.oip.grpc_infer import model_infer
 from rosettaserve.protocols.oip.grpc_wire import model_named
 from rosettaserve.protocols.oip.pb import grpc_service_pb2 as pb
-from rosettaserve.transport.grpc import CallTracker
+from rosettaserve.web.grpc_services import CallTracker
 
 SERVICE = "inference.GRPCInferenceService"
 EMPTY_FINAL = "triton_enable_empty_final_response"
