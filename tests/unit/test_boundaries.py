@@ -45,7 +45,7 @@ TRANSPORT_CORE = {
     "rosettaserve.core.status",
     "rosettaserve.core.executor",  # the request-work threads (a large message inflated there)
     "rosettaserve.core.streaming",  # close_stream: an answer's stream closed (async generator)
-    "rosettaserve.core.resumable",  # the run-at-once contract (h1_answers; issue 35 point 4)
+    "rosettaserve.core.run_at_once",  # the run-at-once contract the transport drives handlers by
 }
 
 CORE_FORBIDDEN = (

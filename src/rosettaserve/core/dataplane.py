@@ -30,6 +30,7 @@ from rosettaserve.core.registry import (
     Registry,
     VersionState,
 )
+from rosettaserve.core.run_at_once import bounded
 from rosettaserve.core.types import (
     InferenceRequest,
     InferenceResponse,
@@ -220,12 +221,9 @@ class DataPlane:
         """Run the model within the request's timeout (then the work is dropped: a queued
         request leaves its queue, a running one's result is discarded)."""
         arrays = input_arrays(request)
-        call.deadline = asyncio.get_running_loop().time() + timeout_us / 1e6
-        if asyncio.current_task() is None:  # driven eagerly, outside a task (the HTTP server's
-            await asyncio.sleep(0)  # first step): a timeout needs the task that takes it over
-        try:
-            async with asyncio.timeout_at(call.deadline):
-                return await invoker.predict(arrays, request.parameters, call)
+        call.deadline = deadline = asyncio.get_running_loop().time() + timeout_us / 1e6
+        try:  # (bounded: it needs no task, and a server may run this step without one)
+            return await bounded(invoker.predict(arrays, request.parameters, call), deadline)
         except TimeoutError:
             where = "while it ran (its result is discarded)" if call.ran else "while queued"
             raise DeadlineExceeded(

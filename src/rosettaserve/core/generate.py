@@ -58,7 +58,6 @@ class GenerateRequest:
     n: int = 1
     stream: bool = False
     request_id: str = ""
-    kv_transfer: dict[str, Any] | None = None  # opaque: prefill/decode disaggregation
     add_special_tokens: bool = True  # False for text a chat template made (it has them)
 
 

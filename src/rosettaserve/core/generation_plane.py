@@ -43,6 +43,7 @@ from rosettaserve.core.generate import (
     TextGenerator,
 )
 from rosettaserve.core.registry import ModelVersion
+from rosettaserve.core.run_at_once import bounded
 
 TEXT_RUNTIMES = ("llm", "vllm")  # the runtimes whose models generate text
 # A longer text prompt is tokenized on the request-work threads: ~512 characters cost the
@@ -330,14 +331,11 @@ class Generation:
     async def _next(self) -> GenerateDelta:
         if not self.timeout_s:
             return await self.stream.__anext__()
-        loop = asyncio.get_running_loop()
         if self.deadline is None:
-            self.deadline = loop.time() + self.timeout_s - (perf_counter_ns() - self.start) / 1e9
-            if asyncio.current_task() is None:  # driven eagerly, outside a task: a timeout
-                await asyncio.sleep(0)  # needs the task that takes it over
-        try:
-            async with asyncio.timeout_at(self.deadline):
-                return await self.stream.__anext__()
+            now = asyncio.get_running_loop().time()
+            self.deadline = now + self.timeout_s - (perf_counter_ns() - self.start) / 1e9
+        try:  # (bounded: it needs no task, and a server may run this step without one)
+            return await bounded(self.stream.__anext__(), self.deadline)
         except TimeoutError:
             raise DeadlineExceeded(
                 f"model '{self.mv.name}' version {self.mv.version} did not finish within the "

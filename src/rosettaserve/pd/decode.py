@@ -41,19 +41,18 @@ from rosettaserve.core.generate import (
     json_object,
 )
 from rosettaserve.core.generation_plane import GenerationPlane
+from rosettaserve.core.pd_engine import PdEngine, Preempted, Resume
 from rosettaserve.core.status import ErrorKind
 from rosettaserve.pd import wire
 from rosettaserve.pd.dresult import DResultHub
 from rosettaserve.pd.http_client import Address, HttpClientError, PeerClient
 from rosettaserve.pd.kv_transfer import KvError, decode
 from rosettaserve.pd.options import PdOptions
-from rosettaserve.pd.parts import Part, Recomputing, engine_of, geometry_of
+from rosettaserve.pd.parts import Part, engine_of
 from rosettaserve.pd.peers import KnownPeers
 from rosettaserve.pd.recompute import retry_body
 from rosettaserve.protocols import families
 from rosettaserve.protocols.llm_http import Endpoint
-from rosettaserve.runtimes.llm.engine import Engine
-from rosettaserve.runtimes.llm.resume import Preempted, Resume
 from rosettaserve.web.routing import HttpRequest, HttpResponse, Route, json_response
 
 log = logging.getLogger("rosettaserve.pd")
@@ -222,30 +221,29 @@ class DecodeSplit:
             raise InvalidInput("the KV cache length does not match the prompt and output")
         if not self.payload:  # no cache came: recompute the prompt's and the prior tokens'
             return self._recompute(engine, request)
-        if not isinstance(engine, Engine):
+        port = engine.kv
+        if port is None:
             raise InvalidInput("this instance's engine takes no KV cache from elsewhere")
         try:
-            kv = decode(self.payload, geometry_of(engine), p.kv_tokens, self.limit)
+            kv = decode(self.payload, port.kv_geometry(), p.kv_tokens, self.limit)
         except KvError as exc:
             raise InvalidInput(f"the KV cache from {p.p_addr} was refused: {exc}") from None
-        device = engine.runner.device
-        kv = [(k.to(device), v.to(device)) for k, v in kv]
-        resume = Resume(p.prior, kv, p.seed, p.sampler_state, preemptible=True)
+        resume = Resume(p.prior, port.kv_to_device(kv), p.seed, p.sampler_state, preemptible=True)
         try:
-            stream = engine.submit(request, p.prompt_ids, resume)
+            stream = port.submit(request, p.prompt_ids, resume)
         except Overloaded as exc:
             self.refused = exc
             raise
         self.part = Part(stream, p.deltas)
         return self.part
 
-    def _recompute(self, engine: Engine | Recomputing, request: GenerateRequest) -> DeltaStream:
+    def _recompute(self, engine: PdEngine, request: GenerateRequest) -> DeltaStream:
         p = self.params
         stream: DeltaStream
         try:
-            if isinstance(engine, Engine):
+            if engine.kv is not None:  # its own sampler state goes on from the prefill's
                 resume = Resume(p.prior, None, p.seed, p.sampler_state, preemptible=True)
-                stream = engine.submit(request, p.prompt_ids, resume)
+                stream = engine.kv.submit(request, p.prompt_ids, resume)
             else:
                 stream = engine.resume(request, p.prompt_ids, p.prior, emit_prior=False)
         except Overloaded as exc:

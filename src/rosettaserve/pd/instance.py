@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from rosettaserve.core.errors import InvalidInput
 from rosettaserve.core.generation_plane import TEXT_RUNTIMES, GenerationPlane
+from rosettaserve.core.pd_engine import pd_engine
 from rosettaserve.pd.http_client import Address, PeerClient
 from rosettaserve.pd.options import PdOptions
 from rosettaserve.pd.peers import KnownPeers, parse_peer
@@ -136,7 +137,7 @@ class PdInstance:
         return found
 
     def status(self) -> dict[str, Any]:
-        engines = [e for _, g in self.plane.generators() if (e := getattr(g, "engine", None))]
+        engines = [e for _, g in self.plane.generators() if (e := pd_engine(g))]
         running = sum(e.stats.running for e in engines)
         slots = sum(e.config.max_num_seqs for e in engines)
         kv = sum(e.stats.kv_tokens for e in engines)

@@ -10,17 +10,17 @@ through ``torch.frombuffer``.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import struct
 import sys
-from dataclasses import dataclass
 from typing import Any
 
 import orjson
 import torch
 
-from rosettaserve.runtimes.llm.batch import KV
+from rosettaserve.core.pd_engine import KV, Geometry
+from rosettaserve.runtimes.llm.kv_port import fingerprint, geometry
+
+__all__ = ["Geometry", "KvError", "decode", "encode", "fingerprint", "geometry", "read_header"]
 
 MAGIC = b"RSKV\x01"
 _HEAD = struct.Struct("<I")
@@ -36,45 +36,6 @@ _NAMES = {v: k for k, v in DTYPES.items()}
 
 class KvError(ValueError):
     """A KV payload that does not fit this model, or is malformed."""
-
-
-@dataclass(frozen=True)
-class Geometry:
-    """What a KV cache of this model looks like, per token: the reader's expectations."""
-
-    layers: int
-    kv_heads: int
-    head_dim: int
-    dtype: str
-    fingerprint: str
-
-    def nbytes(self, tokens: int) -> int:
-        itemsize = torch.empty(0, dtype=DTYPES[self.dtype]).element_size()
-        return 2 * self.layers * self.kv_heads * self.head_dim * tokens * itemsize
-
-
-def geometry(model: Any) -> Geometry:
-    """From a transformers model: its layer count, KV heads, head size, dtype, and a fingerprint
-    of its config (two instances must serve the same model to share caches)."""
-    config = model.config
-    heads = int(config.num_attention_heads)
-    kv_heads = int(getattr(config, "num_key_value_heads", None) or heads)
-    head_dim = int(getattr(config, "head_dim", None) or config.hidden_size // heads)
-    dtype = _NAMES[next(model.parameters()).dtype]
-    return Geometry(int(config.num_hidden_layers), kv_heads, head_dim, dtype, fingerprint(model))
-
-
-def fingerprint(model: Any) -> str:
-    """The config (without where it was loaded from) and a sample of the first and last
-    weights: equal for the same model in any folder, unequal for other weights."""
-    doc = {k: v for k, v in model.config.to_dict().items() if not k.startswith("_")}
-    digest = hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode())
-    params = list(model.parameters())
-    for param in (params[0], params[-1]):
-        flat = param.detach().reshape(-1)
-        sample = flat[:: max(1, flat.numel() // 4096)].to("cpu", torch.float32).contiguous()
-        digest.update(sample.numpy().tobytes())
-    return digest.hexdigest()[:32]
 
 
 def encode(kv: KV, req_id: str, geo: Geometry) -> bytes:

@@ -13,14 +13,11 @@ how it travels (an error reply, a ``retry:`` or ``error:`` frame).
 
 from __future__ import annotations
 
-import weakref
 from collections import deque
-from typing import Protocol, cast
 
 from rosettaserve.core.errors import ServingError, Unsupported
-from rosettaserve.core.generate import DeltaStream, GenerateDelta, GenerateRequest, TextGenerator
-from rosettaserve.pd.kv_transfer import Geometry, geometry
-from rosettaserve.runtimes.llm.engine import Engine
+from rosettaserve.core.generate import DeltaStream, GenerateDelta, TextGenerator
+from rosettaserve.core.pd_engine import PdEngine, pd_engine
 
 
 class Part:
@@ -61,32 +58,8 @@ class Part:
         self.inner.cancel()
 
 
-class Recomputing(Protocol):
-    """An engine that takes no KV cache from elsewhere (runtime: vllm): a decode instance
-    recomputes the cache of the prompt and the prefill instance's tokens (the recompute path,
-    as ``is-recompute: true`` does), then decodes on."""
-
-    def prompt_ids(self, request: GenerateRequest) -> list[int]: ...
-
-    def resume(
-        self, request: GenerateRequest, prompt_ids: list[int], prior: list[int], emit_prior: bool
-    ) -> DeltaStream: ...
-
-
-def engine_of(generator: TextGenerator) -> Engine | Recomputing:
-    engine = getattr(generator, "engine", None)
-    if isinstance(engine, Engine):
-        return engine
-    if callable(getattr(engine, "resume", None)):
-        return cast("Recomputing", engine)
-    raise Unsupported("prefill/decode disaggregation needs a model of runtime: llm or vllm")
-
-
-_GEOMETRY: weakref.WeakKeyDictionary[Engine, Geometry] = weakref.WeakKeyDictionary()
-
-
-def geometry_of(engine: Engine) -> Geometry:
-    geo = _GEOMETRY.get(engine)
-    if geo is None:
-        geo = _GEOMETRY[engine] = geometry(engine.runner.model)
-    return geo
+def engine_of(generator: TextGenerator) -> PdEngine:
+    engine = pd_engine(generator)
+    if engine is None:
+        raise Unsupported("prefill/decode disaggregation needs a model of runtime: llm or vllm")
+    return engine

@@ -29,18 +29,17 @@ import orjson
 from rosettaserve.core.errors import InvalidInput, ModelNotReady, NotFound, ServingError
 from rosettaserve.core.generate import DeltaStream, GenerateRequest, TextGenerator
 from rosettaserve.core.generation_plane import GenerationPlane
+from rosettaserve.core.pd_engine import Handoff, KvHandover, Resume
 from rosettaserve.core.status import ErrorKind
 from rosettaserve.pd import wire
 from rosettaserve.pd.http_client import Address, HttpClientError, PeerClient
 from rosettaserve.pd.kv_transfer import encode
 from rosettaserve.pd.leases import Leases, default_budget
 from rosettaserve.pd.options import PdOptions
-from rosettaserve.pd.parts import Part, engine_of, geometry_of
+from rosettaserve.pd.parts import Part, engine_of
 from rosettaserve.pd.peers import KnownPeers, UnknownPeer
 from rosettaserve.pd.recompute import Recompute, restore
 from rosettaserve.protocols.llm_http import Endpoint
-from rosettaserve.runtimes.llm.engine import Engine
-from rosettaserve.runtimes.llm.resume import Handoff, Resume
 from rosettaserve.web.routing import HttpRequest, HttpResponse, Route, json_response
 
 log = logging.getLogger("rosettaserve.pd")
@@ -63,7 +62,7 @@ class PrefillSplit:
     handoff: Handoff = field(default_factory=Handoff)
     part: Part | None = None
     whole: bool = False  # n > 1: served here from start to end (as MindIE: no n with PD)
-    engine: Engine | None = None
+    kv: KvHandover | None = None  # the engine's hand-over (None: nothing to hand over)
     prompt_ids: list[int] = field(default_factory=list)
     sent: int = 0  # a recompute's output tokens the client already has
     prompt_tokens: int | None = None
@@ -76,12 +75,13 @@ class PrefillSplit:
         r = self.recompute or Recompute(engine.prompt_ids(request), [])
         self.prompt_ids = r.prompt_ids
         self.prompt_tokens = 0 if self.recompute else len(r.prompt_ids)  # (once per request)
-        if not isinstance(engine, Engine):  # no cache to hand over: the decode instance
-            stream = engine.resume(request, r.prompt_ids, r.prior, emit_prior=True)  # recomputes
+        kv = engine.kv
+        if kv is None:  # no cache to hand over: the decode instance recomputes it
+            stream = engine.resume(request, r.prompt_ids, r.prior, emit_prior=True)
             self.sent = 1 if r.prior else 0  # the prior tokens come as one delta
             self.part = Part(stream, stop_after=self.sent + 1)
             return self.part
-        _check_ids(engine, r.prompt_ids + r.prior)
+        kv.check_ids(r.prompt_ids + r.prior)
         resume = Resume(
             prior=r.prior,
             seed=r.seed,
@@ -89,8 +89,8 @@ class PrefillSplit:
             emit_prior=True,
             handoff=self.handoff,
         )
-        stream = engine.submit(request, r.prompt_ids, resume)
-        self.engine = engine
+        stream = kv.submit(request, r.prompt_ids, resume)
+        self.kv = kv
         self.sent = len(r.prior)
         self.part = Part(stream, stop_after=len(r.prior) + 1)
         return self.part
@@ -99,14 +99,6 @@ class PrefillSplit:
     def last(self) -> bool:
         """The request ended here (served whole, or its last token came at once)."""
         return self.whole or (self.part is not None and self.part.done)
-
-
-def _check_ids(engine: Engine, ids: list[int]) -> None:
-    bad = [i for i in ids if i >= engine.vocab]
-    if bad:
-        raise InvalidInput(f"token id {bad[0]} is out of range [0, {engine.vocab})")
-    if len(ids) >= engine.config.max_model_len:
-        raise InvalidInput(f"{len(ids)} tokens do not fit the context window")
 
 
 @dataclass(frozen=True)
@@ -184,11 +176,11 @@ class PrefillRole:
     ) -> None:
         assert call.part is not None
         payload = b""  # an engine that hands no cache over: the decode instance recomputes it
-        if call.engine is not None:
+        if call.kv is not None:
             kv = call.handoff.kv
             if kv is None:
                 raise InvalidInput("the request ended before its cache could be handed over")
-            payload = encode(kv, h.req_id, geometry_of(call.engine))
+            payload = encode(kv, h.req_id, call.kv.kv_geometry())
             if len(payload) > self.options.max_kv_bytes:
                 raise InvalidInput(f"the KV cache ({len(payload)} bytes) is over --max-kv-bytes")
         self.leases.put(h.req_id, payload, h.key)  # (empty: D confirms the hand-over with it)

@@ -35,7 +35,7 @@ from rosettaserve.core.errors import Cancelled, InvalidInput, ModelError, Servin
 from rosettaserve.core.invoker import Invocable, Invoker
 from rosettaserve.core.model import Arrays
 from rosettaserve.core.registry import DynamicBatching, ModelVersion
-from rosettaserve.core.resumable import Resumable
+from rosettaserve.core.run_at_once import Resumable
 from rosettaserve.core.stats import ModelStats
 
 log = logging.getLogger("rosettaserve.batching")
@@ -104,7 +104,7 @@ class DynamicBatcher:
         if not inputs:
             return await self.inner.predict(inputs, parameters, call)
         loop = asyncio.get_running_loop()
-        # (a future the HTTP/1.1 server may resume the request's handler from: core/resumable.py)
+        # (a future the HTTP/1.1 server may resume the request's handler from: core/run_at_once.py)
         future = Resumable()  # (of the running loop; loop=loop, a keyword, cost ~790 more)
         item = Pending(inputs, parameters, call, future=future, enqueued=loop.time())
         self._queue.append(item)

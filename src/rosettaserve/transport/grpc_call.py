@@ -23,7 +23,7 @@ from rosettaserve.core.errors import ServingError, bounded
 from rosettaserve.core.executor import LargeWork, run_request_work
 from rosettaserve.core.status import ErrorKind
 from rosettaserve.core.streaming import close_stream
-from rosettaserve.transport.eager import Adopted
+from rosettaserve.transport.eager import EAGER, FINISHED
 from rosettaserve.transport.h2 import Connection
 from rosettaserve.transport.h2_stream import CLOCK_STOPPED, CLOCK_TO_START, Stream
 from rosettaserve.transport.h2_wire import NO_ERROR
@@ -357,14 +357,11 @@ class Call:
             context.run(REQUEST_ID.set, self.record.request_id)
         if self.span is not None:  # the model's span is a child of the call's
             context.run(self.span.enter)
-        # next() with a default: a coroutine that ends in its first step (a fast model's unary
-        # call) does not raise its StopIteration into this compiled function, whose catching of
-        # it (traceback entry, exception state saved and restored) cost ~3,600 instructions
-        waits_for = context.run(next, coroutine.__await__(), _FINISHED)
-        if waits_for is _FINISHED:
+        waits_for = EAGER.first_step(coroutine, context)
+        if waits_for is FINISHED:
             return
-        adopted: Adopted[None] = Adopted(coroutine, waits_for)
-        self.task = adopted.task(context)  # cancelled before it ran, it still ends the work
+        # (a task cancelled before it ran still ends the work: transport/eager.py)
+        self.task = EAGER.adopt(coroutine, waits_for, context)
         deadline = self.context.deadline
         if deadline is not None and not self.done:
             # a little after the deadline: work bounded by it (the data plane's request
@@ -493,8 +490,6 @@ class Call:
             self.requests.end()
         self._stop_work()
 
-
-_FINISHED: Final = object()  # what next() gives for a call's coroutine that ended in its first step
 
 # the request id's header field, a literal without indexing: its name part made once
 _ID_NAME: Final = encode([(HEADER, "")])[:-1]

@@ -19,7 +19,7 @@ from collections import deque
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any, Final
 
-from rosettaserve.core.resumable import Resumable
+from rosettaserve.core.run_at_once import Resumable
 from rosettaserve.core.streaming import close_stream
 from rosettaserve.transport.eager import Adopted
 from rosettaserve.transport.h1_framing import CHUNKED, LENGTH, UNTIL_CLOSE, head
@@ -167,11 +167,15 @@ class Answering(asyncio.BufferedProtocol):
         assert resumed is not None
         handler, steps, pending, context = resumed
         try:
-            if future.cancelled():  # connection_lost: the handler unwinds as a task's would
-                waits_for = steps.throw(asyncio.CancelledError())
+            if future.cancelled():  # connection_lost, or the request's deadline (a bounded
+                waits_for = steps.throw(asyncio.CancelledError())  # wait): it unwinds as in a task
             else:
                 waits_for = next(steps, _ANSWERED)
-        except (StopIteration, asyncio.CancelledError):
+        except StopIteration:  # it answered the cancel (a deadline's 504): written if it can be
+            if self.transport is None:
+                return
+            waits_for = _ANSWERED
+        except asyncio.CancelledError:
             return
         except Exception:
             log.exception("answering a request failed; closing the connection")

@@ -37,15 +37,11 @@ import torch
 
 from rosettaserve.core.errors import InvalidInput, ModelError, Overloaded, ServingError
 from rosettaserve.core.generate import (
-    FinishReason,
-    GenerateDelta,
     GenerateRequest,
     GeneratorInfo,
     SamplingParams,
-    TokenLogprob,
-    TopLogprob,
-    Usage,
 )
+from rosettaserve.runtimes.llm.accept import Deltas
 from rosettaserve.runtimes.llm.batch import KV, DecodeBatch, Runner
 from rosettaserve.runtimes.llm.detok import (
     IncrementalDetokenizer,
@@ -54,6 +50,7 @@ from rosettaserve.runtimes.llm.detok import (
     encoder,
     eos_ids,
 )
+from rosettaserve.runtimes.llm.kv_port import KvPort
 from rosettaserve.runtimes.llm.prefill import PrefillJob, plan, run
 from rosettaserve.runtimes.llm.prefix_cache import PrefixCache
 from rosettaserve.runtimes.llm.prompt_bound import max_prompt_chars
@@ -66,7 +63,7 @@ from rosettaserve.runtimes.llm.resume import (
     set_generator_state,
     victims,
 )
-from rosettaserve.runtimes.llm.sampling import Logprobs, TokenState, choose, logprobs
+from rosettaserve.runtimes.llm.sampling import TokenState, choose, logprobs
 from rosettaserve.runtimes.llm.state import EngineConfig, EngineStats, Group, Sequence
 from rosettaserve.runtimes.llm.stream import GenerationStream, Item, caught_up, hand_over
 from rosettaserve.runtimes.llm.switch import SWITCH_INTERVAL_S, SwitchInterval
@@ -101,6 +98,7 @@ class Engine:
         self.special_ids = set(getattr(tokenizer, "all_special_ids", []) or [])
         self._decode_skip = decoder(tokenizer, skip_special_tokens=True)
         self._decode_all = decoder(tokenizer, skip_special_tokens=False)
+        self.deltas = Deltas(self.eos_ids, self.special_ids, self._decode_all)
         self._encode = encoder(tokenizer)
         self.info = GeneratorInfo(
             model_id=config.model_id,
@@ -127,6 +125,7 @@ class Engine:
             defaultdict(list)
         )
         self.stats = EngineStats()
+        self.kv = KvPort(self)  # the KV cache hand-over (prefill/decode disaggregation)
         self._thread = threading.Thread(target=self._run, name="rosetta-llm", daemon=True)
         self._holds_interval = False  # whether this engine counts in ``_switch_interval``
 
@@ -184,6 +183,12 @@ class Engine:
             self._waiting.append(Group(stream, prompt_ids, seqs, resume))
             self._cond.notify()
         return stream
+
+    def resume(
+        self, request: GenerateRequest, prompt_ids: list[int], prior: list[int], emit_prior: bool
+    ) -> GenerationStream:
+        """``request`` going on after ``prior``, its cache computed here again (see resume.py)."""
+        return self.submit(request, prompt_ids, Resume(prior=prior, emit_prior=emit_prior))
 
     def prompt_ids(self, request: GenerateRequest) -> list[int]:
         return prompt_ids(request, self.vocab, self.info, self.tokenize)
@@ -390,7 +395,7 @@ class Engine:
         for i, token in enumerate(prior):
             want: list[int | None] = [seq.params.top_logprobs]
             lp = logprobs(logits[i : i + 1], [token], want)[0] if logits is not None else None
-            delta = self._accept(seq, token, lp)
+            delta = self.deltas.accept(seq, token, lp)
             if emit:
                 self._send(seq, delta)
 
@@ -449,7 +454,7 @@ class Engine:
         gone = self._fail_rows(seqs, failed) if failed else frozenset()
         for seq, token, lp in zip(seqs, tokens, lps, strict=True):
             if seq.stream not in gone:
-                self._send(seq, self._accept(seq, token, lp))
+                self._send(seq, self.deltas.accept(seq, token, lp))
 
     def _fail_rows(
         self, seqs: list[Sequence], failed: dict[int, Exception]
@@ -467,53 +472,6 @@ class Engine:
             if seq.stream in errors:
                 seq.finished = True
         return frozenset(errors)
-
-    def _accept(self, seq: Sequence, token: int, lp: Logprobs | None) -> GenerateDelta:
-        seq.output_ids.append(token)
-        seq.last_token = token
-        seq.tokens.record(token)
-        finish, text = self._finish_by_token(seq, token), ""
-        stop_reason: str | int | None = None
-        if finish is not None:
-            stop_reason = token if finish is FinishReason.STOP else None
-        else:  # an ordinary token: its text, which may complete a stop string
-            text, stop = seq.text.push(seq.detok.push(token))
-            if stop is not None:
-                finish, stop_reason = FinishReason.STOP, stop
-            elif len(seq.output_ids) >= seq.max_new_tokens:
-                finish = FinishReason.LENGTH
-        if finish is not None and not isinstance(stop_reason, str):
-            tail, stop = seq.text.push(seq.detok.flush())  # an unfinished character, held text
-            text += tail + seq.text.flush()
-            if stop is not None:
-                finish, stop_reason = FinishReason.STOP, stop
-        delta = GenerateDelta(
-            index=seq.index,
-            text=text,
-            token_ids=[token],
-            special=[token in self.special_ids],
-            logprobs=[self._token_logprob(token, lp)] if lp is not None else None,
-        )
-        if finish is not None:
-            seq.finished = True
-            delta.finish_reason, delta.stop_reason, delta.seed = finish, stop_reason, seq.seed
-            delta.usage = Usage(len(seq.prompt_ids), len(seq.output_ids))
-        return delta
-
-    def _finish_by_token(self, seq: Sequence, token: int) -> FinishReason | None:
-        """A stop token id or the end-of-sequence token ends a sequence; its text is not output."""
-        if token in seq.params.stop_token_ids:
-            return FinishReason.STOP
-        if token in self.eos_ids and not seq.params.ignore_eos:
-            return FinishReason.EOS
-        return None
-
-    def _token_logprob(self, token: int, lp: Logprobs) -> TokenLogprob:
-        top = tuple(TopLogprob(t, self._piece(t), v) for t, v in lp.top)
-        return TokenLogprob(token, self._piece(token), lp.chosen, top)
-
-    def _piece(self, token: int) -> str:
-        return self._decode_all([token])
 
     # -- handing results to the event loops -----------------------------------------------------
 

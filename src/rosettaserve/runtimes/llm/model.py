@@ -26,6 +26,7 @@ from rosettaserve.core.generate import (
 )
 from rosettaserve.core.generation_plane import tokenize_long_prompt
 from rosettaserve.core.model import Arrays, Model
+from rosettaserve.core.pd_engine import PdEngine
 from rosettaserve.core.sampling_fields import PENALTIES, Field, SamplingTable, read_sampling
 from rosettaserve.core.types import TensorSpec
 from rosettaserve.repository.config import ConfigError
@@ -79,6 +80,10 @@ class LlmModel(Model):
 
     def generate(self, request: GenerateRequest) -> DeltaStream:
         return self.engine.generate(request)
+
+    def pd_engine(self) -> PdEngine | None:
+        """The engine as prefill/decode disaggregation reaches it (core/pd_engine.py)."""
+        return self.engine
 
     def chat_prompt(self, messages: list[dict[str, Any]], chat: ChatTemplate | None = None) -> str:
         """The conversation as the model's chat template (or the request's, which transformers

@@ -1,6 +1,7 @@
 """Starting a sequence somewhere else than at its prompt, and giving one up.
 
-What prefill/decode disaggregation needs from the engine, in engine terms (no wire format):
+What prefill/decode disaggregation needs from the engine, in engine terms (no wire format; the
+names are core/pd_engine.py's, where the roles meet the engines):
   - ``Resume.handoff``: prefill only: choose the next token, then hand the KV cache over here
     instead of decoding on (a prefill instance);
   - ``Resume.kv``: start from a cache computed elsewhere (a decode instance): no prefill;
@@ -13,52 +14,19 @@ What prefill/decode disaggregation needs from the engine, in engine terms (no wi
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import torch
 
-from rosettaserve.core.errors import ServingError
-from rosettaserve.core.status import ErrorKind
-from rosettaserve.runtimes.llm.batch import KV
+from rosettaserve.core.pd_engine import Handoff, Preempted, Resume
 
-
-@dataclass
-class Handoff:
-    """Filled by the engine thread before the chosen token's delta is delivered."""
-
-    kv: KV | None = None  # the cache of prompt + prior tokens (every token before the new one)
-    seed: int = 0
-    sampler_state: bytes | None = None  # the sequence's torch.Generator state after the draw
-
-
-@dataclass
-class Resume:
-    prior: list[int] = field(default_factory=list)
-    kv: KV | None = None  # covers prompt + prior[:-1]; prior[-1] is fed at the next step
-    seed: int | None = None
-    sampler_state: bytes | None = None
-    emit_prior: bool = False  # send the prior tokens' deltas again (with logprobs if asked)
-    handoff: Handoff | None = None
-    preemptible: bool = False
-
-
-class Preempted(ServingError):
-    """The KV budget ran out: this sequence was dropped to let the others go on."""
-
-    kind = ErrorKind.UNAVAILABLE
-
-    def __init__(
-        self,
-        prompt_ids: list[int],
-        output_ids: list[int],
-        seed: int = 0,
-        sampler_state: bytes | None = None,
-    ) -> None:
-        super().__init__("the sequence was preempted: the decode instance's KV budget ran out")
-        self.prompt_ids = list(prompt_ids)
-        self.output_ids = list(output_ids)
-        self.seed = seed
-        self.sampler_state = sampler_state  # None: greedy
+__all__ = [
+    "Handoff",
+    "Preempted",
+    "Resume",
+    "generator_state",
+    "kv_usage",
+    "set_generator_state",
+    "victims",
+]
 
 
 def generator_state(generator: torch.Generator | None) -> bytes | None:

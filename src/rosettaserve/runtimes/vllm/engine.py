@@ -72,6 +72,7 @@ class VllmEngine:
         self.config = config
         self.vocab = vocab
         self.stats = VllmStats(llm, config.max_num_seqs)
+        self.kv = None  # no KV cache hand-over: a decode instance recomputes it (``resume``)
 
     def stop(self) -> None:
         self.llm.shutdown()
