@@ -108,6 +108,17 @@ def wait_for(check: Callable[[], object], timeout: float = 30.0) -> None:
         time.sleep(0.05)
 
 
+def inflight(server: ServerProcess, model: str) -> int:
+    """How many requests version 1 of ``model`` has in hand (its /metrics gauge): a request a
+    client has sent may still be on its way to the model."""
+    url = server.http_url + "/metrics"
+    with urllib.request.urlopen(url, timeout=30) as reply:
+        text = reply.read().decode()
+    prefix = f'rosettaserve_inflight_requests{{model="{model}",version="1"}} '
+    line = next((ln for ln in text.splitlines() if ln.startswith(prefix)), prefix + "0")
+    return int(float(line.rsplit(" ", 1)[1]))
+
+
 def wait_until_ready(server: ServerProcess, context: ssl.SSLContext | None = None) -> None:
     deadline = time.monotonic() + START_TIMEOUT_S
     url = server.http_url + "/v2/health/ready"
