@@ -108,13 +108,13 @@ def wait_for(check: Callable[[], object], timeout: float = 30.0) -> None:
         time.sleep(0.05)
 
 
-def inflight(server: ServerProcess, model: str) -> int:
-    """How many requests version 1 of ``model`` has in hand (its /metrics gauge): a request a
+def inflight(server: ServerProcess, model: str, version: str = "1") -> int:
+    """How many requests a version of ``model`` has in hand (its /metrics gauge): a request a
     client has sent may still be on its way to the model."""
     url = server.http_url + "/metrics"
     with urllib.request.urlopen(url, timeout=30) as reply:
         text = reply.read().decode()
-    prefix = f'rosettaserve_inflight_requests{{model="{model}",version="1"}} '
+    prefix = f'rosettaserve_inflight_requests{{model="{model}",version="{version}"}} '
     line = next((ln for ln in text.splitlines() if ln.startswith(prefix)), prefix + "0")
     return int(float(line.rsplit(" ", 1)[1]))
 

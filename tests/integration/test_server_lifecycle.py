@@ -147,7 +147,7 @@ def test_polling_adds_and_removes_versions_and_models(tmp_path: Path) -> None:
         body = {**SLOW_BODY, "parameters": {"sleep": 1.0}}
         worker = threading.Thread(target=lambda: result.append(infer(url, "slow", body)))
         worker.start()
-        wait_for(lambda: inflight(server, "slow") == 1)
+        wait_for(lambda: inflight(server, "slow", "2") == 1)
         shutil.rmtree(repo / "slow")
         wait_for(lambda: httpx.get(f"{url}/v2/models/slow").status_code == 404)
         worker.join()
