@@ -15,7 +15,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-START_TIMEOUT_S = 60.0
+# A hang guard, not a measure: a start takes seconds alone, but on a loaded machine (CI beside
+# other jobs, the suite's own servers) loading a repository with an LLM took over 60 s.
+START_TIMEOUT_S = 300.0
 
 
 @dataclass
@@ -104,6 +106,17 @@ def wait_for(check: Callable[[], object], timeout: float = 30.0) -> None:
     while not check():
         assert time.monotonic() < deadline, f"condition not reached in {timeout} s"
         time.sleep(0.05)
+
+
+def inflight(server: ServerProcess, model: str, version: str = "1") -> int:
+    """How many requests a version of ``model`` has in hand (its /metrics gauge): a request a
+    client has sent may still be on its way to the model."""
+    url = server.http_url + "/metrics"
+    with urllib.request.urlopen(url, timeout=30) as reply:
+        text = reply.read().decode()
+    prefix = f'rosettaserve_inflight_requests{{model="{model}",version="{version}"}} '
+    line = next((ln for ln in text.splitlines() if ln.startswith(prefix)), prefix + "0")
+    return int(float(line.rsplit(" ", 1)[1]))
 
 
 def wait_until_ready(server: ServerProcess, context: ssl.SSLContext | None = None) -> None:

@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -22,7 +23,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 
 from tests.conftest import EXAMPLES, ROOT
-from tests.serverproc import ServerProcess, served, start_server
+from tests.serverproc import ServerProcess, served, start_server, wait_for
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
@@ -32,6 +33,9 @@ DOCS_SCREENSHOT = ROOT / "docs" / "images" / "status_page.png"
 POLL_MS = 400  # the page's poll interval in these tests (?interval=)
 WAIT_S = 60.0  # upper bound on any wait for the page
 BROKEN_REASON = "the weights file is corrupt (checksum mismatch)"
+
+# /metrics' samples: (name, labels) -> value
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 ADDER_PY = """
 import numpy as np
@@ -138,43 +142,76 @@ def traffic(server: ServerProcess, requests: int) -> tuple[int, int, int]:
     return codes.count(200), codes.count(400), tokens
 
 
-def polls(browser: WebDriver) -> int:
-    return int(browser.find_element(By.TAG_NAME, "body").get_attribute("data-polls") or 0)
+def body_number(browser: WebDriver, name: str) -> float:
+    """A number the page keeps on its body after each poll it drew (``data-polls``: how many;
+    ``data-updated``: the server's clock when it made the last document)."""
+    return float(browser.execute_script(f"return document.body.dataset.{name} || 0"))
 
 
 def wait_polls(browser: WebDriver, more: int) -> None:
     """Until the page has polled ``more`` more times (a poll that began before now, too)."""
-    target = polls(browser) + more
-    deadline = time.monotonic() + WAIT_S
-    while polls(browser) < target:
-        assert time.monotonic() < deadline, "the page stopped polling"
-        time.sleep(0.05)
+    target = body_number(browser, "polls") + more
+    wait_for(lambda: body_number(browser, "polls") >= target, WAIT_S)
+
+
+def wait_drawn_after(browser: WebDriver, moment: float) -> float:
+    """Until the page has drawn a document the server made after ``moment`` (time.time(): the
+    server runs on this host, on the same clock); returns when that document was made."""
+    wait_for(lambda: body_number(browser, "updated") > moment, WAIT_S)
+    return body_number(browser, "updated")
+
+
+def text(browser: WebDriver, selector: str) -> str:
+    """An element's text, found and read in one script: the page replaces its rows and facts at
+    each poll, so an element found by one WebDriver command can be gone (stale) by the next."""
+    script = "return document.querySelector(arguments[0]).innerText.trim()"
+    return str(browser.execute_script(script, selector))
 
 
 def shown(browser: WebDriver, row: str, field: str) -> str:
-    return browser.find_element(By.CSS_SELECTOR, f'{row} [data-field="{field}"]').text
+    return text(browser, f'{row} [data-field="{field}"]')
 
 
 def number(text: str) -> float:
     return float(text.replace(",", "").split("/")[0])
 
 
-def scrape(url: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
-    text = httpx.get(url + "/metrics").text
+def scrape(url: str) -> Samples:
+    exposition = httpx.get(url + "/metrics").text
     return {
         (s.name, frozenset(s.labels.items())): s.value
-        for family in text_string_to_metric_families(text)
+        for family in text_string_to_metric_families(exposition)
         for s in family.samples
     }
 
 
-def metric_sum(samples: dict[tuple[str, frozenset[tuple[str, str]]], float], name: str,
-               **labels: str) -> float:  # fmt: skip
+def counted(server: ServerProcess, sent: int) -> tuple[dict[str, Any], Samples]:
+    """The adder's stats and /metrics once the server has counted all ``sent`` requests and
+    nothing is left running: the LLM engine sets its running gauge at the end of the step that
+    finished the last sequence, which can come after the client already has its answer."""
+    read: list[tuple[dict[str, Any], Samples]] = []
+
+    def still() -> bool:
+        stats = httpx.get(server.http_url + "/v2/models/adder/stats").json()["model_stats"][0]
+        samples = scrape(server.http_url)
+        read.append((stats, samples))
+        moving = ("rosettaserve_inflight_requests", "rosettaserve_queued_requests")
+        return (
+            metric_sum(samples, "rosettaserve_requests_total", model="adder") == sent
+            and not any(metric_sum(samples, name, model="adder") for name in moving)
+            and not metric_sum(samples, "vllm:num_requests_running")
+        )
+
+    wait_for(still, WAIT_S)
+    return read[-1]
+
+
+def metric_sum(samples: Samples, name: str, **labels: str) -> float:
     want = set(labels.items())
     return sum(v for (n, ls), v in samples.items() if n == name and want <= ls)
 
 
-def p99_from_metrics(samples: dict[tuple[str, frozenset[tuple[str, str]]], float]) -> float:
+def p99_from_metrics(samples: Samples) -> float:
     """The adder's p99 latency in ms from /metrics' cumulative buckets (histogram_quantile)."""
     name = "rosettaserve_request_duration_seconds_bucket"
     bounds: dict[float, float] = {}
@@ -199,12 +236,13 @@ def test_page_shows_the_servers_numbers_and_states(
     server: ServerProcess, browser: WebDriver
 ) -> None:
     browser.get(f"{server.http_url}/?interval={POLL_MS}")
-    wait_polls(browser, 2)
+    wait_drawn_after(browser, 0.0)
     successes, refused, tokens = traffic(server, 300)
-    # the traffic has stopped: nothing moves now; read the server, then the page's next polls
-    stats = httpx.get(server.http_url + "/v2/models/adder/stats").json()["model_stats"][0]
-    samples = scrape(server.http_url)
-    wait_polls(browser, 2)
+    # the traffic has stopped: once the server has counted it, nothing moves; read the server,
+    # then wait for two documents made after that (the rates between them are 0)
+    stats, samples = counted(server, successes + refused)
+    first = wait_drawn_after(browser, time.time())
+    wait_drawn_after(browser, first)
 
     adder = '#models tr[data-model="adder"]'
     assert shown(browser, adder, "state") == "READY"
@@ -230,19 +268,19 @@ def test_page_shows_the_servers_numbers_and_states(
     assert shown(browser, llm, "running") == "0 / 32"
     assert shown(browser, '#models tr[data-model="tiny_llama"]', "state") == "READY"
 
-    assert browser.find_element(By.ID, "fact-http").text == server.http_url
-    assert browser.find_element(By.ID, "fact-grpc").text == server.grpc_address
+    assert text(browser, "#fact-http") == server.http_url
+    assert text(browser, "#fact-grpc") == server.grpc_address
 
 
 def test_a_model_that_failed_to_load_shows_its_reason(
     server: ServerProcess, browser: WebDriver
 ) -> None:
     browser.get(f"{server.http_url}/?interval={POLL_MS}")
-    wait_polls(browser, 1)
+    wait_drawn_after(browser, 0.0)
     ready = httpx.get(server.http_url + "/v2/models/broken/ready")
     assert ready.status_code != 200
     assert shown(browser, '#models tr[data-model="broken"]', "state") == "UNAVAILABLE"
-    reason = browser.find_element(By.CSS_SELECTOR, 'tr[data-reason-for="broken/1"]').text
+    reason = text(browser, 'tr[data-reason-for="broken/1"]')
     assert BROKEN_REASON in reason
 
 
@@ -254,7 +292,7 @@ def test_screenshot_under_traffic(
     """The picture the docs show, taken while requests and generations run: a few seconds of
     traffic in the charts."""
     browser.get(f"{server.http_url}/?interval={POLL_MS}")
-    wait_polls(browser, 2)
+    wait_drawn_after(browser, 0.0)
     stop = threading.Event()
     with ThreadPoolExecutor(3) as pool:
         running = [pool.submit(steady_traffic, server, stop, llm) for llm in (False, False, True)]

@@ -62,7 +62,7 @@ def logs_repo(dest: Path) -> Path:
 
 
 def wait_for_lines(
-    server: ServerProcess, match: Callable[[str], bool], count: int = 1, timeout: float = 10.0
+    server: ServerProcess, match: Callable[[str], bool], count: int = 1, timeout: float = 30.0
 ) -> list[str]:
     """The server's lines that ``match``, once there are ``count`` of them (within ``timeout``)."""
     deadline = time.monotonic() + timeout

@@ -19,7 +19,8 @@ from rosettaserve.protocols.oip.pb import grpc_service_pb2 as pb
 from rosettaserve.server import exit_backstop
 from tests.conftest import TEST_MODELS
 from tests.integration.gated import in_threads, wait_for
-from tests.serverproc import ServerProcess, start_server
+from tests.integration.logs_support import wait_for_lines
+from tests.serverproc import ServerProcess, inflight, start_server
 
 DRAIN_GRACE_S = 2.0
 EXIT_MARGIN_S = 15.0  # on top of the drain grace: a hang guard, not a measure of speed
@@ -52,13 +53,6 @@ def pid_of(reply: httpx.Response) -> int:
     assert reply.status_code == 200, reply.text
     (pid,) = set(next(o for o in reply.json()["outputs"] if o["name"] == "PID")["data"])
     return int(pid)
-
-
-def inflight(server: ServerProcess, model: str) -> int:
-    text = httpx.get(server.http_url + "/metrics").text
-    prefix = f'rosettaserve_inflight_requests{{model="{model}",version="1"}} '
-    line = next((ln for ln in text.splitlines() if ln.startswith(prefix)), prefix + "0")
-    return int(float(line.rsplit(" ", 1)[1]))
 
 
 def gone(pid: int) -> bool:
@@ -98,15 +92,16 @@ def test_a_stuck_model_holds_only_its_own_instances_and_sigterm_still_exits(
         assert refused.status_code == 503
         assert "stuck" in refused.json()["error"]
         assert infer(server, "fast").status_code == 200
-        warnings = [ln for ln in server.lines if "WARNING" in ln and "model stuck version 1" in ln]
-        assert warnings, server.lines
+        warnings = wait_for_lines(
+            server, lambda ln: "WARNING" in ln and "model stuck version 1" in ln
+        )
         assert "is not ready" in warnings[0]
         assert "has run" in warnings[0]
 
         # the stuck call returns: ready again
         wait_for(lambda: httpx.get(ready_url).status_code == 200, "stuck is ready again")
         assert httpx.get(server.http_url + "/v2/health/ready").status_code == 200
-        assert any("model stuck version 1 is ready again" in ln for ln in server.lines)
+        wait_for_lines(server, lambda ln: "model stuck version 1 is ready again" in ln)
 
         # a call without a timeout hangs (60 s) in the model: SIGTERM exits after the grace
         hung, _ = in_threads(
@@ -115,7 +110,7 @@ def test_a_stuck_model_holds_only_its_own_instances_and_sigterm_still_exits(
         wait_for(lambda: inflight(server, "stuck") == 1, "the hung call is in the model")
         server.proc.send_signal(signal.SIGTERM)
         assert server.proc.wait(timeout=DRAIN_GRACE_S + EXIT_MARGIN_S) == 0, server.lines
-        assert "rosettaserve stopped" in server.lines
+        wait_for_lines(server, lambda ln: ln == "rosettaserve stopped")
         hung[0].join(CLIENT_TIMEOUT_S)
     finally:
         if server.proc.poll() is None:
@@ -157,7 +152,7 @@ def test_process_isolation_kills_the_worker_of_a_timed_out_call(tmp_path: Path) 
         assert errors[0].endswith("while it ran (its result is discarded)")
         assert errors[1].endswith("while queued")
         wait_for(lambda: gone(first), f"worker process {first} is gone")
-        assert any(f"killed worker process {first}" in ln for ln in server.lines)
+        wait_for_lines(server, lambda ln: f"killed worker process {first}" in ln)
 
         second = pid_of(_first_success(lambda: infer(server, "isolated")))
         assert second not in (first, server.proc.pid)
@@ -175,7 +170,7 @@ def test_process_isolation_kills_the_worker_of_a_timed_out_call(tmp_path: Path) 
         assert infer(server, "batched", block=30).status_code == 504
         wait_for(lambda: gone(batched), f"batched worker process {batched} is gone")
         stopped = f"killed worker process {batched} (its call outlived its request timeout)"
-        assert any(stopped in ln for ln in server.lines), server.lines
+        wait_for_lines(server, lambda ln: stopped in ln)
         assert pid_of(_first_success(lambda: infer(server, "batched"))) != batched
 
         # instances: 2 -- two calls inside the model at once (each waits to see the other)
@@ -221,7 +216,7 @@ def test_sigterm_exits_even_when_a_call_blocks_the_event_loop(
         server.proc.send_signal(signal.SIGTERM)
         limit = DRAIN_GRACE_S + exit_backstop.MARGIN_S + EXIT_MARGIN_S
         assert server.proc.wait(timeout=limit) == 0, server.lines
-        assert any("did not stop within the drain grace" in ln for ln in server.lines)
+        wait_for_lines(server, lambda ln: "did not stop within the drain grace" in ln)
         hung[0].join(CLIENT_TIMEOUT_S)
     finally:
         if server.proc.poll() is None:

@@ -15,6 +15,7 @@ import tritonclient.http as triton_http
 from tritonclient.utils import InferenceServerException
 
 from tests.conftest import EXAMPLES
+from tests.integration.logs_support import wait_for_lines
 from tests.serverproc import ServerProcess, start_server, stop_cleanly, wait_for
 
 BROKEN_LOAD = (
@@ -72,7 +73,7 @@ def test_an_invalid_model_yaml_edit_keeps_the_old_definition_serving(
     assert set(index_reasons(server)) == {"1", "2"}
     meta = client.get_model_metadata("scaled", "2")
     assert "max_batch_sise: did you mean max_batch_size?" in meta["properties"]["reason"]
-    errors = [line for line in server.lines if " ERROR " in line and "keep serving" in line]
+    errors = wait_for_lines(server, lambda line: " ERROR " in line and "keep serving" in line)
     assert len(errors) == 1, server.lines  # once, not again at every poll
     assert "model scaled" in errors[0]
     assert "max_batch_sise" in errors[0]
@@ -96,7 +97,7 @@ def test_a_new_version_that_fails_to_load_leaves_the_served_ones(
     assert client.get_model_metadata("scaled")["versions"] == ["1", "2"]
     assert scaled(client, 3) == 6.0
     assert client.is_server_ready()
-    assert any(" ERROR " in line and "weights corrupted" in line for line in server.lines)
+    wait_for_lines(server, lambda line: " ERROR " in line and "weights corrupted" in line)
 
     replace(broken / "model.py", (repo / "scaled" / "2" / "model.py").read_text())
     wait_for(lambda: client.get_model_metadata("scaled")["versions"] == ["1", "2", "3"], 20)

@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import EXAMPLES
-
-START_TIMEOUT_S = 60
+from tests.serverproc import START_TIMEOUT_S
 
 
 @pytest.fixture

@@ -6,14 +6,14 @@ import shutil
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 
 from tests.conftest import EXAMPLES, TEST_MODELS
-from tests.serverproc import start_server, wait_for
+from tests.integration.logs_support import wait_for_lines
+from tests.serverproc import inflight, start_server, wait_for
 
 SLOW_BODY = {"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [2], "data": [1, 2]}]}
 
@@ -117,12 +117,12 @@ def test_sigterm_drains_in_flight_requests_then_exits_zero(tmp_path: Path) -> No
         target=lambda: result.append(infer(server.http_url, "slow_python", body))
     )
     worker.start()
-    time.sleep(0.3)  # the request is inside the model now
+    wait_for(lambda: inflight(server, "slow_python") == 1)  # sent is not yet in the model
     assert server.stop() == 0
     worker.join()
     assert result[0].status_code == 200
     assert result[0].json()["outputs"][0]["data"] == [1.0, 2.0]
-    assert "rosettaserve stopped" in server.lines
+    wait_for_lines(server, lambda line: line == "rosettaserve stopped")  # the last of its output
 
 
 def test_polling_adds_and_removes_versions_and_models(tmp_path: Path) -> None:
@@ -147,7 +147,7 @@ def test_polling_adds_and_removes_versions_and_models(tmp_path: Path) -> None:
         body = {**SLOW_BODY, "parameters": {"sleep": 1.0}}
         worker = threading.Thread(target=lambda: result.append(infer(url, "slow", body)))
         worker.start()
-        time.sleep(0.3)
+        wait_for(lambda: inflight(server, "slow", "2") == 1)
         shutil.rmtree(repo / "slow")
         wait_for(lambda: httpx.get(f"{url}/v2/models/slow").status_code == 404)
         worker.join()

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,7 @@ import pytest
 
 from tests.conftest import EXAMPLES
 from tests.integration.oip_grpc_support import infer_half_plus_two
-from tests.serverproc import ServerProcess, served, start_server, stop_cleanly
+from tests.serverproc import ServerProcess, served, start_server, stop_cleanly, wait_for
 
 TIMEOUT_S = 30.0
 HTTP_TRACE, HTTP_PARENT = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
@@ -38,24 +38,41 @@ def traced(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     yield from served(start_server(repo, "--otel-exporter", "console"))
 
 
-def spans(server: ServerProcess, wanted: int) -> list[dict[str, Any]]:
-    """The spans the server printed, once there are ``wanted`` (bounded wait)."""
-    deadline = time.monotonic() + TIMEOUT_S
-    while True:
-        found = []
-        for line in list(server.lines):
-            if line.startswith("{") and '"context"' in line:
-                found.append(json.loads(line))
-        if len(found) >= wanted or time.monotonic() > deadline:
-            return found
-        time.sleep(0.05)
+def printed(server: ServerProcess) -> list[dict[str, Any]]:
+    """The spans the server has printed so far (its readiness probes' too)."""
+    lines = list(server.lines)
+    return [json.loads(line) for line in lines if line.startswith("{") and '"context"' in line]
+
+
+def spans_from(
+    server: ServerProcess, first: int, arrived: Callable[[list[dict[str, Any]]], bool]
+) -> list[dict[str, Any]]:
+    """The spans printed from the ``first`` on, once what a test needs has ``arrived``: a span
+    reaches ``server.lines`` through a pipe and the reading thread, some time after the client
+    has its answer (a gRPC call's span ends only after its trailers are sent); a count of spans
+    would also take in others' (the readiness probe's span comes first)."""
+    found: list[dict[str, Any]] = []
+
+    def check() -> bool:
+        found[:] = printed(server)[first:]
+        return arrived(found)
+
+    wait_for(check, TIMEOUT_S)
+    return found
 
 
 def by_name(found: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
     return [s for s in found if s["name"] == name]
 
 
+def executed(found: list[dict[str, Any]]) -> set[str]:
+    """The traces in which both the request's span and its model execution's have arrived."""
+    requests = {s["context"]["trace_id"] for s in found if s["kind"] == "SpanKind.SERVER"}
+    return requests & {s["context"]["trace_id"] for s in by_name(found, "execute half_plus_two")}
+
+
 def test_traceparent_is_honoured_over_http_and_grpc(traced: ServerProcess) -> None:
+    before = len(printed(traced))
     body = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1], "data": [1.0]}]}
     headers = {"traceparent": traceparent(HTTP_TRACE, HTTP_PARENT)}
     url = f"{traced.http_url}/v2/models/half_plus_two/infer"
@@ -63,7 +80,8 @@ def test_traceparent_is_honoured_over_http_and_grpc(traced: ServerProcess) -> No
     metadata = (("traceparent", traceparent(GRPC_TRACE, GRPC_PARENT)),)
     infer_half_plus_two(traced.grpc_address, metadata, TIMEOUT_S)
     assert httpx.post(url, json=body, timeout=TIMEOUT_S).is_success  # no traceparent: a root
-    found = spans(traced, 6)
+    sent = {"0x" + HTTP_TRACE, "0x" + GRPC_TRACE}
+    found = spans_from(traced, before, lambda found: sent < executed(found))  # and the root's
 
     (http,) = [s for s in by_name(found, "POST /v2/models/half_plus_two/infer") if s["parent_id"]]
     assert http["context"]["trace_id"] == "0x" + HTTP_TRACE
@@ -88,11 +106,12 @@ def test_traceparent_is_honoured_over_http_and_grpc(traced: ServerProcess) -> No
 
 
 def test_a_failed_request_has_an_error_span(traced: ServerProcess) -> None:
-    before = len(spans(traced, 0))
+    before = len(printed(traced))
     url = f"{traced.http_url}/v2/models/half_plus_two/infer"
     assert httpx.post(url, content=b"{", timeout=TIMEOUT_S).status_code == 400
-    found = spans(traced, before + 1)[before:]
-    (span,) = by_name(found, "POST /v2/models/half_plus_two/infer")
+    name = "POST /v2/models/half_plus_two/infer"
+    found = spans_from(traced, before, lambda found: bool(by_name(found, name)))
+    (span,) = by_name(found, name)
     assert span["attributes"]["http.response.status_code"] == 400
     assert not by_name(found, "execute half_plus_two")  # it never reached the model
 
