@@ -31,7 +31,7 @@ MAX_ELEMENTS = 1 << 56
 # The most elements of one BYTES tensor: each is a Python object (~40 bytes and more), so 4M of
 # them hold some 160 MB however few bytes they carry.
 MAX_BYTES_ELEMENTS = 1 << 22
-# The most elements decoded one by one on the event loop (~0.3-0.7 us each: a few ms).
+# The most elements decoded one by one on the event loop (a few ms) [cost: bytes-elements].
 INLINE_ELEMENTS = 1 << 14
 _LEN = struct.Struct("<I")
 Buffer = bytes | bytearray | memoryview
@@ -242,7 +242,7 @@ def _has_bool(data: list[Any]) -> bool:
     """Does a list that numpy read as numbers hide JSON booleans? (numbers never hold t or f)"""
     text = orjson.dumps(data)
     # find, not ``in``: compiled, ``in`` on bytes first tries its operand as an int and clears the
-    # TypeError (~1,850 instructions each, callgrind; this runs on every JSON number tensor)
+    # TypeError; this runs on every JSON number tensor [cost: bytes-find]
     return text.find(b"t") >= 0 or text.find(b"f") >= 0
 
 
@@ -333,7 +333,7 @@ def _json_kind(item: Any) -> str:
 
 
 # the kinds of numbers read from JSON that a datatype of each kind takes (a constant: built in
-# _coerce, this dict cost ~1,100 instructions a request)
+# _coerce, this dict was built per request) [cost: read-as]
 _READ_AS = {"b": "b", "i": "iu", "u": "iu", "f": "iuf"}
 
 
@@ -426,9 +426,8 @@ def _overflow_raises() -> tuple[Any, Any] | None:
     """numpy's floating-point error state (a context variable) and the value of it that raises on
     overflow, as ``np.errstate(over="raise")`` sets them; None where numpy keeps them elsewhere.
 
-    Building and entering an errstate per request cost 1.4 us of ``narrow``'s 1.5 us on 128
-    values (numpy 2.4, best of 7); setting the variable directly, 0.5 us: ~9,000 instructions
-    of a batched request's ~236,000 (bench/batching_instructions.py)."""
+    Building and entering an errstate per request cost most of ``narrow``'s time; setting the
+    variable directly costs a third of it [cost: errstate]."""
     try:
         config = importlib.import_module("numpy._core._ufunc_config")
         umath = importlib.import_module("numpy._core._multiarray_umath")

@@ -27,7 +27,7 @@ def _dt(name: str, np_type: object, itemsize: int, json_ok: bool = True) -> DTyp
     return DType(name, np.dtype(np_type), itemsize, json_ok)  # type: ignore[call-overload]
 
 
-# Final: compiled, C statics, not a lookup in the module's dict each (callgrind)
+# Final: compiled, C statics, not a lookup in the module's dict each [cost: final-static]
 DTYPES: Final[dict[str, DType]] = {
     d.name: d
     for d in (

@@ -46,8 +46,8 @@ from rosettaserve.core.registry import ModelVersion
 from rosettaserve.core.run_at_once import bounded
 
 TEXT_RUNTIMES = ("llm", "vllm")  # the runtimes whose models generate text
-# A longer text prompt is tokenized on the request-work threads: ~512 characters cost the
-# tokenizer ~0.4 ms, eight times a thread's round trip (~50 us); a shorter one is tokenized in
+# A longer text prompt is tokenized on the request-work threads, where its tokenizing costs
+# several times a thread's round trip [cost: inline-prompt]; a shorter one is tokenized in
 # place, by the engine.
 INLINE_PROMPT_CHARS = 512
 # A chat whose request body is larger is rendered by its template on the request-work threads

@@ -33,9 +33,8 @@ try:
 except ImportError:  # not built (scripts/compile_native.py): simdjson reads everything
     json_numbers = None  # type: ignore[assignment]
 
-# Bytes of array text worth a bulk read. Below ~1.3 KB (64 float32 values as clients widen
-# them) both reads cost the same; at 2.6 KB the bulk read takes 28% fewer instructions, at 5 KB
-# 49% (callgrind, parse_infer on FP32 and INT32 bodies of 64 to 256 values).
+# Bytes of array text worth a bulk read: below ~1.3 KB (64 float32 values as clients widen
+# them) both reads cost the same [cost: bulk-read].
 MIN_ARRAY = 1024
 MIN_BODY = MIN_ARRAY  # a shorter body cannot hold such an array: no search
 _BLANKS = (b" ", b"\t", b"\r", b"\n")
@@ -51,8 +50,7 @@ def find_arrays(body: bytes | bytearray, key: bytes) -> list[tuple[int, int]]:
     holds, the reader checks: a list inside, "[1, [2]]", is not a number, so the reader declines
     the span and the body takes the ordinary path; looking for one here took a second pass over
     the array, 0.6-1.7% of the 1 MiB JSON request's server cycles; strings, as in BYTES data,
-    are not worth a try). json_numbers.find is the same search in C: ~13.5k -> ~3.0k
-    instructions on the batching case's body (callgrind, bench/batching_instructions.py); the
+    are not worth a try). json_numbers.find is the same search in C [cost: bulk-find]; the
     Python below is its reference where it is not built."""
     if json_numbers is not None:
         return json_numbers.find(body, key, MIN_ARRAY)

@@ -57,8 +57,8 @@ def array(arr: np.ndarray) -> np.ndarray | orjson.Fragment:
 
 
 def _finite(arr: np.ndarray) -> bool:
-    """Every value finite? ~0.3 us for a few values (in Python: numpy's overhead per call is
-    the whole cost of a short array), ~0.7 us for hundreds, 1.3 us for 4096."""
+    """Every value finite? (numpy's overhead per call is the whole cost of a short array)
+    [cost: finite]."""
     flat = arr if arr.ndim == 1 else arr.reshape(-1)
     if flat.size <= _SMALL:
         return all(map(math.isfinite, flat.tolist()))

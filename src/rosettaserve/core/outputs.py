@@ -85,7 +85,7 @@ def declared_tensor(mv: ModelVersion, sig: Signature, name: str, value: Any, row
         if dt.is_bytes:
             arr = text_array(arr)
         elif arr.dtype is not dt.numpy and arr.dtype != dt.numpy:  # (numpy's own dtypes are
-            arr = dtypes.exact_cast(arr, dt)  # one object each: ~400 instructions fewer than !=)
+            arr = dtypes.exact_cast(arr, dt)  # one object each) [cost: dtype-is]
     except (TypeError, ValueError) as exc:
         raise ModelError(
             f"model '{mv.name}' version {mv.version} returned output '{name}', declared "

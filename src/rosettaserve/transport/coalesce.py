@@ -3,8 +3,8 @@
 What the connections answered while the event loop handled one round of reads is written once
 that round is over, each connection's in one write. Written at once, each answer would wake the
 client's side of the socket on its own; on a virtual machine a wake-up of a task on another CPU
-costs an interrupt between CPUs, and that took ~20% of the server's time under 16 connections of
-small requests (``perf``: ``sock_def_readable`` under ``writev``).
+costs an interrupt between CPUs, a large share of the server's time under 16 connections of small
+requests [cost: write-round].
 """
 
 from __future__ import annotations

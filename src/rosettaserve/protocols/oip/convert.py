@@ -15,8 +15,8 @@ from rosettaserve.core.executor import LET_OTHERS_RUN, LargeWork, let_others_run
 from rosettaserve.core.registry import ModelVersion
 from rosettaserve.core.types import InferenceRequest, InferenceResponse, RequestedOutput, Tensor
 
-# Final: compiled, constants or C statics, not a lookup in the module's dict (~140 instructions;
-# a batched request looked up ~12 of them)
+# Final: compiled, constants or C statics, not a lookup in the module's dict (a batched request
+# looked up ~12 of them) [cost: final-static]
 HEADER_LENGTH: Final = "inference-header-content-length"
 BINARY_OUTPUT_KEY: Final = "binary_data_output"
 BINARY_SIZE_KEY: Final = "binary_data_size"
@@ -27,8 +27,8 @@ _FLOAT32: Final = np.dtype(np.float32)  # native byte order: what json_floats re
 # A float output of at most this many values is written as orjson writes it (NaN and the
 # infinities as null) and the answer searched for "null" once, and only an answer holding one
 # is written again with the tokens (json_nonfinite.array): testing the values first cost a
-# small OIP REST request ~5,400 instructions (callgrind, bench/rest_path_instructions.py), the
-# search ~100. A larger output is tested first, which costs less than searching its text.
+# small OIP REST request fifty times what the search costs [cost: null-search]. A larger output
+# is tested first, which costs less than searching its text.
 SEARCHED_VALUES: Final = 64
 # Where a float32 output's text goes: json_floats (C) writes it straight into the answer, between
 # the text orjson writes before and after this mark, which orjson never writes itself (it
@@ -61,7 +61,7 @@ def parse_json(data: bytes | bytearray | memoryview, what: str = "request body")
     """A JSON document; tensor data may hold NaN, Infinity and -Infinity (core/json_nonfinite.py:
     what tritonclient sends for such values, and what answers carry)."""
     try:  # orjson here first: through json_nonfinite.loads (interpreted), which tries it too,
-        return orjson.loads(data)  # a small request cost ~1,250 instructions more (callgrind)
+        return orjson.loads(data)  # [cost: orjson-first]
     except orjson.JSONDecodeError:
         pass
     try:
@@ -76,7 +76,7 @@ def parse_infer(
     """Core's request from an infer body (``inline``: on the event loop, LargeWork for a BYTES
     tensor too large to decode there, core/codec.py)."""
     split = json_length(header, len(body))
-    binary = split < len(body)  # (else no memoryview of the body: ~800 instructions, callgrind)
+    binary = split < len(body)  # (else no memoryview of the body) [cost: body-view]
     try:
         doc = None if binary else json_bulk.loads(body, b"data", _place_data)
         if doc is None:
@@ -225,7 +225,7 @@ def _parse_outputs(value: Any) -> list[RequestedOutput] | None:
 
 def _parameters(value: Any, owner: str, name: str | None = None) -> dict[str, Any]:
     """``owner`` (and its ``name``): whose they are, for the error (its text is built only then:
-    an input's name formatted for every request cost ~420 instructions, callgrind)."""
+    an input's name formatted for every request [cost: lazy-error-text])."""
     if value is None:
         return {}
     if not isinstance(value, dict):
@@ -270,8 +270,7 @@ def encode_infer(
         doc["parameters"] = response.parameters
     doc["outputs"] = outputs
     header = orjson.dumps(doc, option=_NUMPY)
-    # (find, not ``in``: bytes.__contains__ tries the operand as an int first, and its TypeError
-    # cost ~1,850 instructions, callgrind)
+    # (find, not ``in``: bytes.__contains__ tries the operand as an int first) [cost: bytes-find]
     if unsearched and header.find(b"null") >= 0:  # maybe a NaN or infinity orjson wrote as null
         for out in unsearched:
             out["data"] = json_nonfinite.array(out["data"])

@@ -74,7 +74,7 @@ def set_parameter(target: Any, value: Any) -> None:
 
 
 # Repeated fields are read by slicing, which builds the list at once: iterating one ends in an
-# IndexError that protobuf formats a message for (~2,000 instructions per container).
+# IndexError that protobuf formats a message for [cost: pb-repeated].
 
 
 def parse_infer(msg: Any, inline: bool = False) -> InferenceRequest:

@@ -1,7 +1,7 @@
 """ModelInfer, the rpc of every small gRPC inference, compiled (scripts/compile_native.py):
 bytes in, bytes out (``grpc_wire``), the data plane in between. ``grpc.OipServicer`` serves it;
 the servicer's module is not compiled (its streaming rpc is an async generator), and run from
-there, each call cost an interpreted coroutine and a Python frame more (callgrind)."""
+there, each call cost an interpreted coroutine and a Python frame more [cost: grpc-infer]."""
 
 from __future__ import annotations
 

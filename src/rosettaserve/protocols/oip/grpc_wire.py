@@ -33,8 +33,8 @@ from rosettaserve.protocols.oip.grpc_convert import (
 )
 from rosettaserve.protocols.oip.pb import grpc_service_pb2 as pb
 
-# Final: compiled, these are constants or C statics, not a lookup in the module's dict (~140
-# instructions each; a small ModelInfer call looked up some 40 of them, callgrind)
+# Final: compiled, these are constants or C statics, not a lookup in the module's dict (a small
+# ModelInfer call looked up some 40 of them) [cost: final-static]
 VARINT: Final = 0  # wire types
 FIXED64: Final = 1
 LENGTH: Final = 2
