@@ -127,9 +127,10 @@ class Answers:
             transport.write(CONTINUE)
 
     def answer_eagerly(self, pending: Pending) -> None:
-        """Run the handler at once, up to its first wait. Most requests (a fast model) need none:
-        the response is written here, without a task. Otherwise a task takes the handler over
-        where it stopped, and answers the requests pipelined behind it after it."""
+        """Run the handler at once, up to its first wait (core/run_at_once.py's first step,
+        inline: not a call through ``EagerDriver`` a request). Most requests (a fast model) need
+        none: the response is written here, without a task. Otherwise a task takes the handler
+        over where it stopped, and answers the requests pipelined behind it after it."""
         handler = self._respond(pending)
         context = contextvars.copy_context()  # the task that may take over runs in it too
         steps = handler.__await__()
