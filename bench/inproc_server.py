@@ -38,6 +38,8 @@ def find_class(name: str, modules: tuple[str, ...], package: str) -> Any:
             return found
     root = importlib.import_module(package)
     for info in pkgutil.walk_packages(getattr(root, "__path__", []), f"{package}."):
+        if info.name.endswith(".__main__"):  # imported, it runs the command line (sys.argv)
+            continue
         try:
             found = getattr(importlib.import_module(info.name), name, None)
         except ImportError:
@@ -51,7 +53,9 @@ def server_classes() -> tuple[Any, Any]:
     server = find_class(
         "Server", ("rosettaserve.server", "rosettaserve.server.server"), "rosettaserve.server"
     )
-    settings = find_class("Settings", ("rosettaserve.settings",), "rosettaserve")
+    settings = find_class(
+        "Settings", ("rosettaserve.settings", "rosettaserve.server.settings"), "rosettaserve"
+    )
     return server, settings
 
 

@@ -92,8 +92,8 @@ def child(args: argparse.Namespace) -> None:
                 buffer[: len(request)] = request
                 conn.buffer_updated(len(request))
             for conn in conns:
-                if conn.task is not None:
-                    await conn.task
+                if conn.answers.task is not None:
+                    await conn.answers.task
             await asyncio.sleep(0)  # the round's flush
 
         for _ in range(WARM_UP):

@@ -54,6 +54,7 @@ MODULES = [
     "rosettaserve/transport/eager.py",
     "rosettaserve/transport/grpc.py",
     "rosettaserve/transport/grpc_call.py",
+    "rosettaserve/transport/grpc_context.py",
     "rosettaserve/transport/h1.py",
     "rosettaserve/transport/h1_answers.py",
     "rosettaserve/transport/h1_framing.py",

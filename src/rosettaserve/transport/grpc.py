@@ -32,11 +32,11 @@ from rosettaserve.transport.grpc_call import (
     UNAUTHENTICATED,
     UNIMPLEMENTED,
     Call,
-    Context,
     RequestStream,
     trailers,
     trailers_only,
 )
+from rosettaserve.transport.grpc_context import Context
 from rosettaserve.transport.h2 import Connection
 from rosettaserve.transport.h2_server import H2Server
 from rosettaserve.transport.h2_stream import CLOCK_STOPPED, Receiver, Stream

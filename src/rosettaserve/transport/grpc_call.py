@@ -3,7 +3,7 @@ read off the stream's DATA (their 5-byte prefixes, size limits, gzip/deflate: a 
 message that inflates to more than ``INLINE_INFLATED`` is inflated on the request-work threads
 when the call takes it, ``Compressed``), the servicer's
 coroutine run (unary, server-streaming, a stream each way; ``grpc-timeout``), and its replies,
-status and trailers written back. Also what a servicer sees of its call (``Context``).
+status and trailers written back. What a servicer sees of its call is ``grpc_context``.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import time
 import zlib
 from collections import deque
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any, Final, NoReturn
+from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import quote
 
 from rosettaserve.core.errors import ServingError, bounded
@@ -24,6 +24,7 @@ from rosettaserve.core.executor import LargeWork, run_request_work
 from rosettaserve.core.status import ErrorKind
 from rosettaserve.core.streaming import close_stream
 from rosettaserve.transport.eager import EAGER, FINISHED
+from rosettaserve.transport.grpc_context import Aborted, Context
 from rosettaserve.transport.h2 import Connection
 from rosettaserve.transport.h2_stream import CLOCK_STOPPED, CLOCK_TO_START, Stream
 from rosettaserve.transport.h2_wire import NO_ERROR
@@ -62,34 +63,6 @@ DEADLINE_GRACE_S: Final = 0.02
 SUBSCRIPTION: Final = "subscription"  # a server stream waiting for events: not counted busy
 QUEUE_HIGH: Final = 32  # a streaming call's unread requests: hold,
 QUEUE_LOW: Final = 8  # then reopen
-
-
-class Aborted(Exception):
-    """``context.abort``: the call ends with this status."""
-
-    def __init__(self, code: int, details: str, trailing: tuple[tuple[str, str], ...]) -> None:
-        super().__init__(details)
-        self.code, self.details, self.trailing = code, details, trailing
-
-
-class Context:
-    """What a servicer may ask of its call (the part of grpc's ServicerContext used here)."""
-
-    __slots__ = ("deadline", "metadata")
-
-    def __init__(self, deadline: float | None, metadata: tuple[tuple[str, str], ...]) -> None:
-        self.deadline = deadline  # time.monotonic()
-        self.metadata = metadata
-
-    def time_remaining(self) -> float | None:
-        return None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
-
-    def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
-        return self.metadata
-
-    async def abort(self, code: Any, details: str = "", trailing_metadata: Any = ()) -> NoReturn:
-        value = code.value[0] if hasattr(code, "value") else int(code)
-        raise Aborted(value, details, tuple(trailing_metadata))
 
 
 def trailers(code: int, message: str, extra: tuple[tuple[str, str], ...] = ()) -> bytes:

@@ -2,8 +2,8 @@
 
 Reads land in one receive buffer per server (the parser copies what it keeps), except a large
 body with a Content-Length: the socket reads it straight into a buffer of its own size, which
-the handler receives as it is (a ``bytearray``) -- no chunk copies, no join. Answers are given
-in order, one per request, by ``h1_answers``.
+the handler receives as it is (a ``bytearray``) -- no chunk copies, no join. The connection's
+``h1_answers.Answers`` gives the answers; this half owns its clock and whether it is read.
 
 A client holds what the settings say and no more (``h1_head.H1Limits``): the request target and
 the header fields are counted while they arrive (414, 431); a head or body that is late gets
@@ -28,9 +28,8 @@ import httptools
 
 from rosettaserve.transport import h1_head as rules
 from rosettaserve.transport.body_pace import BodyPace
-from rosettaserve.transport.coalesce import WriteRound
-from rosettaserve.transport.h1_answers import HELD_WRITES, Answering, Pending
-from rosettaserve.transport.h1_framing import CONTINUE, too_large
+from rosettaserve.transport.h1_answers import HELD_WRITES, Answers, Pending, Serving
+from rosettaserve.transport.h1_framing import too_large
 from rosettaserve.transport.h1_head import H1Limits
 from rosettaserve.transport.observers import RefusalLog
 from rosettaserve.transport.sockets import listen, no_delay
@@ -59,9 +58,13 @@ class Refused(Exception):
     """Raised in a parser callback to stop the parser: the request was refused."""
 
 
-class Connection(Answering):
+class Connection(asyncio.BufferedProtocol):
     def __init__(self, server: HttpServer) -> None:
-        super().__init__(server)
+        self.server = server
+        self.answers = Answers(server.serving, self)
+        self.last_active = time.monotonic()  # the last read (or drain of the answers)
+        self.head_since = 0.0  # when the head being read began
+        self.held = 0  # HELD_*: why reading is paused
         self.parser = httptools.HttpRequestParser(self)
         self.phase = IDLE
         self.lenient = False  # the client sent HTTP/1.x past 1.1: served as 1.1
@@ -87,11 +90,48 @@ class Connection(Answering):
     # -- asyncio.Protocol ----------------------------------------------------------------------
 
     def connection_made(self, transport: Any) -> None:
-        self.transport = transport
+        self.answers.transport = transport
         no_delay(transport)
         with contextlib.suppress(NotImplementedError):  # a transport without flow control
             transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
         self.server.connections.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.server.connections.discard(self)
+        self.answers.lost()
+
+    def pause_writing(self) -> None:
+        self.answers.writable.clear()
+        self.hold(HELD_WRITES)
+
+    def resume_writing(self) -> None:
+        self.answers.writable.set()
+        self.last_active = time.monotonic()
+        self.release(HELD_WRITES)
+
+    # -- h1_answers.Reading --------------------------------------------------------------------
+
+    def hold(self, reason: int) -> None:
+        transport = self.answers.transport
+        if not self.held and transport is not None and not transport.is_closing():
+            transport.pause_reading()
+        self.held |= reason
+
+    def release(self, reason: int) -> None:
+        if not self.held & reason:
+            return
+        self.held &= ~reason
+        transport = self.answers.transport
+        if not self.held and transport is not None and not transport.is_closing():
+            transport.resume_reading()
+            self.head_since = self.last_active = time.monotonic()  # not late while not read
+
+    def answered(self) -> None:
+        self.last_active = time.monotonic()
+
+    @property
+    def busy(self) -> bool:
+        return self.answers.task is not None
 
     def get_buffer(self, sizehint: int) -> memoryview:
         if self.bulk is not None:
@@ -112,21 +152,21 @@ class Connection(Answering):
 
     def data_received(self, data: bytes | memoryview) -> None:
         self.last_active = time.monotonic()
-        if self.stopped:
-            self._discard(len(data))
+        if self.answers.stopped:
+            self.answers.discard(len(data))
             return
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade as upgrade:
             self._after_upgrade(data[upgrade.args[0] :])
         except httptools.HttpParserError as exc:
-            if not self.stopped:
+            if not self.answers.stopped:
                 self._parser_error(exc, data)
         else:
             phase = self.phase
             if phase == HEAD:
                 self._head_arriving(len(data))
-            elif phase == IDLE and self.task is None and not self.out:
+            elif phase == IDLE and self.answers.task is None and not self.answers.out:
                 self._blank_lines(len(data))  # a read with no request in it
 
     # -- httptools callbacks -------------------------------------------------------------------
@@ -245,14 +285,9 @@ class Connection(Answering):
         return True
 
     def _expects(self, expect: str) -> None:
-        """``100 Continue`` to an HTTP/1.1 client that asks for it, unless answers to earlier
-        requests are still to come (it would be read as theirs)."""
-        transport = self.transport
-        if expect.lower() != "100-continue" or self.legacy or transport is None:
-            return
-        if self.task is None and not self.queue:
-            self.flush()
-            transport.write(CONTINUE)
+        """``100 Continue`` to an HTTP/1.1 client that asks for it (``Answers.go_on``)."""
+        if expect.lower() == "100-continue" and not self.legacy:
+            self.answers.go_on()
 
     def _head_arriving(self, nbytes: int) -> None:
         """A read ended inside a head: the parser holds the header field it is reading without
@@ -278,7 +313,7 @@ class Connection(Answering):
     def _after_upgrade(self, rest: bytes | memoryview) -> None:
         """The parser stopped after a request with Upgrade (or CONNECT): the next bytes are the
         request's body, then the next request, read by a fresh parser."""
-        if self.stopped:
+        if self.answers.stopped:
             return
         self.parser = self.server.parser_for(self)
         if self.method == "CONNECT":  # answered (not implemented); what follows is a tunnel's
@@ -336,16 +371,17 @@ class Connection(Answering):
         pending = Pending(self.method, self.url, self.headers, body)
         pending.keep_alive = self.keep_alive
         pending.legacy = self.legacy
-        if self.task is None and not self.queue:
-            self._answer_eagerly(pending)
+        answers = self.answers
+        if answers.task is None and not answers.queue:
+            answers.answer_eagerly(pending)
         else:
-            self._take(pending)
+            answers.take(pending)
 
     def _refuse(self, response: HttpResponse | None, method: str = "") -> bool:
         """Answer the request being read with ``response`` (None: it has its answer), after the
         answers before it; then close: nothing more the client sends is parsed. Returns False
         (the request is done with). ``method``: one the parser does not know (501)."""
-        if self.stopped:
+        if self.answers.stopped:
             return False
         # the method as far as the parser read it (HEAD: an answer without its body)
         phase = self.phase
@@ -353,15 +389,14 @@ class Connection(Answering):
             method = self.method
         elif phase == HEAD and not method:
             method = self.parser.get_method().decode()
-        self.stopped = True
         self.phase = IDLE
         self.bulk = None
         if response is None:  # the close follows the answers already given or on their way
-            self._last(None)
+            self.answers.refused(None)
         else:
             pending = Pending(method, self.url, {}, b"")
             pending.keep_alive, pending.legacy, pending.error = False, self.legacy, response
-            self._last(pending)
+            self.answers.refused(pending)
             access = self.server.access
             if access is not None:  # answered before any application: its line from here
                 access.refused(method, self.url, response.status, len(response.body))
@@ -374,19 +409,20 @@ class Connection(Answering):
         it has been idle too long, or when the client does not read its answers; answer 408 to
         a request whose head or body is late. ``since`` is not used: the timeouts are the
         server's own."""
-        if self.stopped or self.transport is None:
+        answers = self.answers
+        if answers.stopped or answers.transport is None:
             return
         server = self.server
         now = time.monotonic()
         quiet = now - self.last_active
         if self.held:  # reading is paused: late is the client that does not read
             if self.held & HELD_WRITES and quiet > server.limits.send_timeout:
-                self.abort()
+                answers.abort()
             elif self.phase == BODY:  # the body is not late while not read: its clock restarts
                 self.body_due = max(self.body_due, server.pace.due(now, self.size))
         elif self.phase == IDLE and not self.blank_bytes:
-            if self.task is None and quiet > server.idle_timeout:
-                self.close()
+            if answers.task is None and quiet > server.idle_timeout:
+                answers.close()
         elif self.phase != BODY:  # a head, or empty lines before one
             limit = server.limits.header_timeout
             if now - self.head_since > limit:
@@ -412,7 +448,6 @@ class HttpServer:
         idle_timeout: float = IDLE_TIMEOUT_S,
         limits: H1Limits | None = None,
     ) -> None:
-        self.app = app
         self.max_request_size = max_request_size
         self.idle_timeout = idle_timeout
         self.limits = limits = limits or H1Limits()
@@ -421,8 +456,7 @@ class HttpServer:
         self.body_timeout = limits.body_timeout
         self.connections: set[Connection] = set()
         self.recv_buffer = memoryview(bytearray(RECV_BYTES))  # read into, parsed at once
-        self.closing = False
-        self.round = WriteRound()
+        self.serving = Serving(app)  # what the connections' answers share
         self._server: asyncio.Server | None = None
         self._sweeper: asyncio.Task[None] | None = None
         self.access: RefusalLog | None = None  # set: the requests it refuses are logged too
@@ -443,7 +477,7 @@ class HttpServer:
 
     async def shutdown(self, timeout: float | None = None) -> None:
         """Stop accepting, let requests in flight finish (then close), close idle connections."""
-        self.closing = True
+        self.serving.closing = True
         if self._server is not None:
             self._server.close()
         if self._sweeper is not None:
@@ -453,12 +487,11 @@ class HttpServer:
         while True:
             for conn in list(self.connections):
                 if not conn.busy:
-                    conn.close()
+                    conn.answers.close()
             if not any(c.busy for c in self.connections):
                 break
             if deadline is not None and loop.time() > deadline:
                 break
             await asyncio.sleep(0.01)
         for conn in list(self.connections):
-            if conn.transport is not None:
-                conn.transport.abort()
+            conn.answers.abort()

@@ -14,19 +14,17 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
-import time
 from collections import deque
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol
 
 from rosettaserve.core.run_at_once import Resumable
 from rosettaserve.core.streaming import close_stream
-from rosettaserve.transport.eager import Adopted
-from rosettaserve.transport.h1_framing import CHUNKED, LENGTH, UNTIL_CLOSE, head
+from rosettaserve.transport.coalesce import WriteRound
+from rosettaserve.transport.eager import FINISHED, Adopted
+from rosettaserve.transport.h1_framing import CHUNKED, CONTINUE, LENGTH, UNTIL_CLOSE, head
+from rosettaserve.web.app import App
 from rosettaserve.web.routing import HttpResponse
-
-if TYPE_CHECKING:
-    from rosettaserve.transport.h1 import HttpServer
 
 log = logging.getLogger("rosettaserve.http")
 
@@ -40,6 +38,7 @@ LINGER_S = 5.0  # how long a refused client has to read its answer before the cl
 MAX_OUT_PARTS: Final = 256
 HELD_PIPELINE: Final = 1  # why reading is paused: requests queued,
 HELD_WRITES: Final = 2  # answers unread
+HELD_ALL: Final = HELD_PIPELINE | HELD_WRITES
 
 
 class Pending:
@@ -55,22 +54,43 @@ class Pending:
         self.answer: HttpResponse | None = None  # the application's, once ``_respond`` has it
 
 
-class Answering(asyncio.BufferedProtocol):
-    """What a connection owes its client: answers, in order (``h1.Connection`` reads)."""
+class Serving:
+    """What the answers of every connection share with the server."""
 
-    def __init__(self, server: HttpServer) -> None:
-        self.server = server
+    def __init__(self, app: App) -> None:
+        self.app = app
+        self.round = WriteRound()  # the answers of this round of reads (``coalesce``)
+        self.closing = False  # the server shuts down: each answer says "close"
+
+
+class Reading(Protocol):
+    """The reading half of the connection, as its answers see it (``h1.Connection``)."""
+
+    def hold(self, reason: int) -> None:
+        """Stop reading (``HELD_*``: why), until released for every reason."""
+
+    def release(self, reason: int) -> None:
+        """Read again, unless held for another reason."""
+
+    def answered(self) -> None:
+        """The answers owed are given: the connection is idle from now."""
+
+
+class Answers:
+    """What a connection owes its client: answers, in order (``h1.Connection`` reads, and
+    holds one of these)."""
+
+    def __init__(self, serving: Serving, reading: Reading) -> None:
+        self.serving, self.reading = serving, reading
         self.transport: asyncio.Transport | None = None
         self.queue: deque[Pending] = deque()
+        self.queue_full = False  # reading is held until the queue is down to half
         # the task answering (or a Resumable future a handler waits for: ``_resume``)
         self.task: asyncio.Future[Any] | None = None
         self.first: Adopted[HttpResponse] | None = None  # the task's first handler, until it runs
         # a handler waiting for a Resumable: (handler, its steps, its request, its context)
         self.resumed: tuple[Any, Any, Pending, Any] | None = None
-        self.last_active = time.monotonic()  # the last read (or drain of the answers)
-        self.head_since = 0.0  # when the head being read began
-        self.held = 0  # HELD_*: why reading is paused
-        self.writable = asyncio.Event()
+        self.writable = asyncio.Event()  # cleared while the client does not read
         self.writable.set()
         self.out: list[Any] = []  # responses waiting for the end of the loop's round of reads
         self.close_after = False  # the last of them closes the connection
@@ -78,8 +98,8 @@ class Answering(asyncio.BufferedProtocol):
         self.eof_sent = False
         self.discarded = 0
 
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.server.connections.discard(self)
+    def lost(self) -> None:
+        """The connection is gone: the work for its answers stops."""
         self.transport = None
         if self.task is not None:
             self.task.cancel()  # the client went away: stop its work
@@ -87,56 +107,42 @@ class Answering(asyncio.BufferedProtocol):
         if first is not None:  # the task never ran: the handler it was to resume unwinds here
             first.abandon()
 
-    def pause_writing(self) -> None:
-        self.writable.clear()
-        self._hold(HELD_WRITES)
-
-    def resume_writing(self) -> None:
-        self.writable.set()
-        self.last_active = time.monotonic()
-        self._release(HELD_WRITES)
-
-    def _hold(self, reason: int) -> None:
-        transport = self.transport
-        if not self.held and transport is not None and not transport.is_closing():
-            transport.pause_reading()
-        self.held |= reason
-
-    def _release(self, reason: int) -> None:
-        if not self.held & reason:
-            return
-        self.held &= ~reason
-        transport = self.transport
-        if not self.held and transport is not None and not transport.is_closing():
-            transport.resume_reading()
-            self.head_since = self.last_active = time.monotonic()  # not late while not read
-
     # -- answering -----------------------------------------------------------------------------
 
-    def _take(self, pending: Pending) -> None:
+    def take(self, pending: Pending) -> None:
         """A whole request is in, and answers before it are on their way: it waits its turn."""
         self.queue.append(pending)
-        if len(self.queue) > MAX_PIPELINE:
-            self._hold(HELD_PIPELINE)
+        if len(self.queue) > MAX_PIPELINE and not self.queue_full:
+            self.queue_full = True
+            self.reading.hold(HELD_PIPELINE)
         if self.task is None:
             self.task = asyncio.get_running_loop().create_task(self._serve_queue())
 
-    def _answer_eagerly(self, pending: Pending) -> None:
-        """Run the handler at once, up to its first wait. Most requests (a fast model) need none:
-        the response is written here, without a task. Otherwise a task takes the handler over
-        where it stopped, and answers the requests pipelined behind it after it."""
+    def go_on(self) -> None:
+        """``100 Continue``, unless answers to earlier requests are still to come (it would be
+        read as theirs)."""
+        transport = self.transport
+        if transport is not None and self.task is None and not self.queue:
+            self.flush()
+            transport.write(CONTINUE)
+
+    def answer_eagerly(self, pending: Pending) -> None:
+        """Run the handler at once, up to its first wait (core/run_at_once.py's first step,
+        inline: not a call through ``EagerDriver`` a request). Most requests (a fast model) need
+        none: the response is written here, without a task. Otherwise a task takes the handler
+        over where it stopped, and answers the requests pipelined behind it after it."""
         handler = self._respond(pending)
         context = contextvars.copy_context()  # the task that may take over runs in it too
         steps = handler.__await__()
         # next() with a default: a handler that ends in its first step does not raise its
         # StopIteration into this compiled function, whose catching of it (traceback entry,
         # exception state saved and restored) cost ~4,000 instructions a request (callgrind)
-        self._went_on(handler, steps, context.run(next, steps, _ANSWERED), pending, context)
+        self._went_on(handler, steps, context.run(next, steps, FINISHED), pending, context)
 
     def _went_on(
         self, handler: Any, steps: Any, waits_for: Any, pending: Pending, context: Any
     ) -> None:
-        """A handler driven outside a task answered (``waits_for`` is _ANSWERED), waits for a
+        """A handler driven outside a task answered (``waits_for`` is FINISHED), waits for a
         batch's result (a Resumable future: ``_resume`` drives it on when it is done), or waits
         for something else: a task takes it over."""
         if type(waits_for) is Resumable:
@@ -144,7 +150,7 @@ class Answering(asyncio.BufferedProtocol):
             self.task, self.resumed = waits_for, (handler, steps, pending, context)
             waits_for.add_done_callback(self._resume, context=context)
             return
-        if waits_for is _ANSWERED:
+        if waits_for is FINISHED:
             response = pending.answer
             assert response is not None
             if response.stream is None:
@@ -170,11 +176,11 @@ class Answering(asyncio.BufferedProtocol):
             if future.cancelled():  # connection_lost, or the request's deadline (a bounded
                 waits_for = steps.throw(asyncio.CancelledError())  # wait): it unwinds as in a task
             else:
-                waits_for = next(steps, _ANSWERED)
+                waits_for = next(steps, FINISHED)
         except StopIteration:  # it answered the cancel (a deadline's 504): written if it can be
             if self.transport is None:
                 return
-            waits_for = _ANSWERED
+            waits_for = FINISHED
         except asyncio.CancelledError:
             return
         except Exception:
@@ -188,11 +194,11 @@ class Answering(asyncio.BufferedProtocol):
             elif self.stopped:
                 self.close_after = True
                 self.flush()
-            self.last_active = time.monotonic()
+            self.reading.answered()
 
     async def _respond(self, pending: Pending) -> HttpResponse:
-        """The application's answer, kept in ``pending`` too (``_answer_eagerly`` reads it)."""
-        app = self.server.app
+        """The application's answer, kept in ``pending`` too (``answer_eagerly`` reads it)."""
+        app = self.serving.app
         pending.answer = answer = await app.respond(
             pending.method, pending.url, pending.headers, pending.body
         )
@@ -206,11 +212,12 @@ class Answering(asyncio.BufferedProtocol):
         try:
             if first is not None and not await self._answer(await first[0], first[1]):
                 return
-            app = self.server.app
+            app = self.serving.app
             while self.queue:
                 pending = self.queue.popleft()
-                if self.held & HELD_PIPELINE and len(self.queue) < MAX_PIPELINE // 2:
-                    self._release(HELD_PIPELINE)
+                if self.queue_full and len(self.queue) < MAX_PIPELINE // 2:
+                    self.queue_full = False
+                    self.reading.release(HELD_PIPELINE)
                 if pending.error is not None:
                     response = pending.error
                 else:
@@ -222,7 +229,7 @@ class Answering(asyncio.BufferedProtocol):
             if self.stopped:  # the last answer is given
                 self.close_after = True
                 self.flush()
-            self.last_active = time.monotonic()
+            self.reading.answered()
         finally:
             self.task = None
 
@@ -232,7 +239,7 @@ class Answering(asyncio.BufferedProtocol):
             return False
         if response.stream is None:
             return self._write(response, pending)
-        keep_alive = pending.keep_alive and not self.server.closing
+        keep_alive = pending.keep_alive and not self.serving.closing
         keep_alive = await self._write_stream(response, pending, keep_alive)
         if not keep_alive:
             self.close_after = True
@@ -244,9 +251,9 @@ class Answering(asyncio.BufferedProtocol):
         connection is closed after it. The answer to HEAD is the head alone."""
         if self.transport is None or self.close_after:
             return False
-        keep_alive = pending.keep_alive and not self.server.closing
+        keep_alive = pending.keep_alive and not self.serving.closing
         if not self.out:
-            self.server.round.add(self)
+            self.serving.round.add(self)
         if pending.method == "HEAD":
             self.out.append(head(response, keep_alive, LENGTH, pending.legacy))
         else:
@@ -309,9 +316,10 @@ class Answering(asyncio.BufferedProtocol):
             self.transport.write(b"0\r\n\r\n")
         return keep_alive
 
-    def _last(self, pending: Pending | None) -> None:
+    def refused(self, pending: Pending | None) -> None:
         """The last answer, a refusal (None: the answers given or on their way are the last):
-        the connection closes after it."""
+        the connection closes after it, and nothing more the client sends is parsed."""
+        self.stopped = True
         if pending is None:
             if self.task is None and not self.queue:
                 self.close_after = True
@@ -332,11 +340,11 @@ class Answering(asyncio.BufferedProtocol):
             transport.close()
             return
         transport.write_eof()
-        self.held = 0
-        transport.resume_reading()  # what the client still sends is read, and discarded
+        self.reading.release(HELD_ALL)  # what the client still sends is read, and discarded
         asyncio.get_running_loop().call_later(LINGER_S, self.close)
 
-    def _discard(self, nbytes: int) -> None:
+    def discard(self, nbytes: int) -> None:
+        """Bytes the client sent after a refusal: read, not parsed."""
         self.discarded += nbytes
         if self.discarded > MAX_DISCARD_BYTES:
             self.close()
@@ -359,6 +367,3 @@ class Answering(asyncio.BufferedProtocol):
 
 async def _ready(response: HttpResponse) -> HttpResponse:
     return response
-
-
-_ANSWERED: Final = object()  # what next() gives for a handler that answered in its first step
