@@ -14,8 +14,12 @@ def model_infer(
     metadata: tuple[tuple[str, str], ...] = (),
     timeout: float = 30.0,
 ) -> pb.ModelInferResponse:
-    """``request`` over a new plaintext channel to ``address``; the reply (an error raises)."""
-    with grpc.insecure_channel(address) as channel:
+    """``request`` over a new plaintext channel to ``address``, on a connection of its own; the
+    reply (an error raises)."""
+    # grpcio otherwise hands a new channel the connection a closed one left in its process-wide
+    # pool: 40 channels made one connection, so --workers' calls all went to one worker
+    options = [("grpc.use_local_subchannel_pool", 1)]
+    with grpc.insecure_channel(address, options) as channel:
         infer = channel.unary_unary(
             "/inference.GRPCInferenceService/ModelInfer",
             request_serializer=pb.ModelInferRequest.SerializeToString,

@@ -16,6 +16,7 @@ import pytest
 
 from rosettaserve.protocols.oip.pb import grpc_service_pb2 as pb
 from tests.integration.gated import wait_for
+from tests.integration.logs_support import wait_for_lines
 from tests.integration.oip_grpc_support import model_infer
 from tests.serverproc import ServerProcess, start_server
 
@@ -121,7 +122,7 @@ def test_sigterm_drains_every_worker_then_exits_zero(workers: ServerProcess, rep
         t.join(30)
     assert len(results) == 6  # every one answered 200 (pid_over_rest checks)
     assert set(results) <= set(loads(repo))
-    assert "rosettaserve stopped" in workers.lines
+    wait_for_lines(workers, lambda line: line == "rosettaserve stopped")  # its output's last
 
 
 def test_a_worker_that_dies_is_replaced(workers: ServerProcess, repo: Path) -> None:
