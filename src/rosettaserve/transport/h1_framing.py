@@ -48,7 +48,7 @@ def head(
 
 
 # The status line and content-type line of each (status, content type) answered: handlers use
-# a few. A dict read here costs less than functools.lru_cache's call (callgrind).
+# a few. A dict read here costs less than functools.lru_cache's call [cost: head-cache].
 _STARTS: Final[dict[tuple[int, str], bytes]] = {}
 MAX_STARTS: Final = 256
 
