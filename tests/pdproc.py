@@ -11,15 +11,13 @@ from __future__ import annotations
 import shutil
 import ssl
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 from tests.conftest import EXAMPLES
-from tests.serverproc import ServerProcess, launch, start_server, wait_until_ready
+from tests.serverproc import ServerProcess, launch, start_server, wait_for, wait_until_ready
 
 
 def llm_repo(dest: Path, **parameters: Any) -> Path:
@@ -64,10 +62,4 @@ def status(instance: ServerProcess) -> dict[str, Any]:
     return dict(httpx.get(instance.http_url + "/v1/status", timeout=10).json())
 
 
-def eventually(condition: Callable[[], bool], timeout: float = 30.0) -> None:
-    """Wait for a condition the system reaches by itself (a guard against hanging, not a
-    measurement: the tests never assert how long anything took)."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "the condition was never reached"
-        time.sleep(0.05)
+eventually = wait_for  # the one poll of the tests: a condition the system reaches by itself
