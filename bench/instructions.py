@@ -1,6 +1,6 @@
 """Instructions the server spends per request (callgrind), for the four kinds of traffic whose
 cost a change of layout must not raise. Unlike CPU time, the figures do not move with the
-machine's load: two runs agree within 0.02% (tensor cases) and 0.4% (``llm_token``).
+machine's load: two runs agree within 0.02% (tensor cases) and 0.2% (``llm_token``).
 
     PYTHONPATH=TREE/src .venv/bin/python bench/instructions.py CASE [--rounds N]
         [--connections N] [--tokens N] [--streams N] [--repeat N] [--keep DIR] [--dry]
@@ -15,7 +15,9 @@ CASE:
   writes them, 32 connections a round, a model batching up to 32 with no queue delay, 100
   rounds;
 - ``llm_token``: one streamed token of an OpenAI chat completion (``stream: true``, greedy,
-  ``ignore_eos``) on examples/models/tiny_llama, ``--streams`` requests at once (default 1).
+  ``ignore_eos``) on examples/models/tiny_llama, ``--streams`` requests decoding together
+  (default 4; with 1, runs move by up to 1%: each step's wake-up, and the type lookups that
+  miss CPython's cache the engine's thread shares, fall on one token).
 
 How: the server runs in the measured process, started as the command line starts it
 (``Server(Settings(...)).run()``, ``--log-level warning`` as bench/compare serves: no access
@@ -258,7 +260,7 @@ def main() -> None:
         "--connections", type=int, default=1, help="rest_small, grpc_small: a request on each"
     )
     parser.add_argument("--tokens", type=int, default=100, help="llm_token: tokens per stream")
-    parser.add_argument("--streams", type=int, default=1, help="llm_token: requests at once")
+    parser.add_argument("--streams", type=int, default=4, help="llm_token: requests at once")
     parser.add_argument("--repeat", type=int, default=1, help="runs, each in its own folder")
     parser.add_argument("--keep", help="keep callgrind's files in this folder")
     parser.add_argument(
