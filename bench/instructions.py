@@ -1,6 +1,7 @@
 """Instructions the server spends per request (callgrind), for the four kinds of traffic whose
 cost a change of layout must not raise. Unlike CPU time, the figures do not move with the
-machine's load: two runs agree within 0.02% (tensor cases) and 0.2% (``llm_token``).
+machine's load: two runs agree within 0.02% (tensor cases) and 0.5% (``llm_token``: take the
+median of a few, ``--repeat 3``).
 
     PYTHONPATH=TREE/src .venv/bin/python bench/instructions.py CASE [--rounds N]
         [--connections N] [--tokens N] [--streams N] [--repeat N] [--keep DIR] [--dry]
