@@ -164,10 +164,10 @@ class RecordingLoop(uvloop.Loop):  # type: ignore[misc]
     factories: dict[int, Factory]
 
     async def create_server(self, protocol_factory: Factory, *args: Any, **kwargs: Any) -> Any:
-        sock = kwargs.get("sock")
-        if sock is not None:
+        server = await super().create_server(protocol_factory, *args, **kwargs)
+        for sock in server.sockets:  # a socket given, or bound here from a host and port
             self.factories[sock.getsockname()[1]] = protocol_factory
-        return await super().create_server(protocol_factory, *args, **kwargs)
+        return server
 
 
 def new_loop() -> RecordingLoop:

@@ -1,9 +1,10 @@
 """Instructions the server spends per request (callgrind), for the four kinds of traffic whose
 cost a change of layout must not raise. Unlike CPU time, the figures do not move with the
-machine's load: two runs agree within 0.02% (tensor cases) and 0.4% (``llm_token``).
+machine's load: two runs agree within 0.02% (tensor cases) and 0.5% (``llm_token``: take the
+median of a few, ``--repeat 3``).
 
     PYTHONPATH=TREE/src .venv/bin/python bench/instructions.py CASE [--rounds N]
-        [--connections N] [--tokens N] [--streams N] [--keep DIR] [--dry]
+        [--connections N] [--tokens N] [--streams N] [--repeat N] [--keep DIR] [--dry]
 
 CASE:
 - ``rest_small``: an OIP REST infer, FP32 [1,4] JSON, to a python identity model
@@ -15,7 +16,9 @@ CASE:
   writes them, 32 connections a round, a model batching up to 32 with no queue delay, 100
   rounds;
 - ``llm_token``: one streamed token of an OpenAI chat completion (``stream: true``, greedy,
-  ``ignore_eos``) on examples/models/tiny_llama, ``--streams`` requests at once (default 1).
+  ``ignore_eos``) on examples/models/tiny_llama, ``--streams`` requests decoding together
+  (default 4; with 1, runs move by up to 1%: each step's wake-up, and the type lookups that
+  miss CPython's cache the engine's thread shares, fall on one token).
 
 How: the server runs in the measured process, started as the command line starts it
 (``Server(Settings(...)).run()``, ``--log-level warning`` as bench/compare serves: no access
@@ -44,20 +47,26 @@ as a warm-up round made); every answer is then checked (status, whole, the model
 
 Needs valgrind (``apt-get install -y valgrind``: callgrind, callgrind_control) and, for the
 compiled build, the tree's modules compiled (``scripts/compile_native.py`` in that tree). A run
-takes under a minute (``llm_token``: two, loading torch under valgrind); run one at a time, and
-compare trees with the same options (the figure moves a little with ``--rounds``). ``--keep DIR``
-keeps callgrind's files (``callgrind_annotate DIR/callgrind.out-01``: the loop's thread);
-``--dry`` runs the case without valgrind and checks the answers (seconds: try a tree with it).
+takes under a minute (``llm_token``: two, loading torch under valgrind). Runs wait for each
+other (a lock in the temporary folder) and each works in the same folder (TMPDIR/rosettaserve-
+instructions-N): the measured process's memory is then laid out the same from run to run (in
+a random folder, the same tree's figure moved by up to 0.7%). ``--repeat N``: N runs and their
+median. Compare trees with the same options (the figure moves a little with ``--rounds``).
+``--keep DIR`` keeps callgrind's files (``callgrind_annotate DIR/callgrind.out-01``: the loop's
+thread); ``--dry`` runs the case without valgrind and checks the answers (seconds: try a tree
+with it first).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import fcntl
 import os
 import re
 import select
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -121,26 +130,58 @@ def repository(case: str, root: Path) -> Path:
 
 
 def parent(args: argparse.Namespace) -> None:
-    with tempfile.TemporaryDirectory() as tmp:
-        out = f"{tmp}/callgrind.out"
-        valgrind = [
-            "valgrind", "--tool=callgrind", "--instr-atstart=no", "--separate-threads=yes",
-            f"--callgrind-out-file={out}",
-        ]  # fmt: skip
-        argv = [*([] if args.dry else valgrind), sys.executable, __file__, args.case]
-        argv += ["--repository", str(repository(args.case, Path(tmp))), *child_options(args)]
-        units, what, problem = run_measured(args, argv, Path(tmp))
-        if problem.strip():
-            sys.exit(f"{args.case}: the answers were wrong: {problem}")
-        if args.dry:
-            print(f"{args.case}: {units} {what}s answered and checked (no valgrind)")
-            return
-        threads = totals(out)
-        if args.keep:
-            Path(args.keep).mkdir(parents=True, exist_ok=True)
-            for path in Path(tmp).glob("callgrind.out*"):
-                shutil.copy(path, args.keep)
-    report(args, int(units), what, threads)
+    """``--repeat`` runs, one at a time (a lock, for every user of the machine), each in its own
+    folder; the median of the figures."""
+    root = Path(tempfile.gettempdir())
+    with (root / "rosettaserve-instructions.lock").open("w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print("waiting for another run of bench/instructions.py", file=sys.stderr)
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        figures = []
+        for run in range(args.repeat):
+            folder = root / f"rosettaserve-instructions-{run}"
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            try:
+                figures.append(measure_once(args, folder, run))
+            finally:
+                shutil.rmtree(folder, ignore_errors=True)
+    if len(figures) > 1 and not args.dry:
+        low, high = min(figures), max(figures)
+        print(
+            f"{args.case}: median {statistics.median(figures):,.0f} instructions per "
+            f"{'token' if args.case == 'llm_token' else 'request'} over {len(figures)} runs "
+            f"({low:,.0f} to {high:,.0f}, {(high - low) / low:.2%} apart)"
+        )
+
+
+def measure_once(args: argparse.Namespace, folder: Path, run: int) -> float:
+    """One measured process, in ``folder``: its figure (0 with ``--dry``). The folder is the
+    same from run to run: in a random one (``mkdtemp``), the figure moved by up to 0.7% between
+    runs (the process's memory laid out differently); in the same one, it moves by a few
+    instructions."""
+    out = f"{folder}/callgrind.out"
+    valgrind = [
+        "valgrind", "--tool=callgrind", "--instr-atstart=no", "--separate-threads=yes",
+        f"--callgrind-out-file={out}",
+    ]  # fmt: skip
+    argv = [*([] if args.dry else valgrind), sys.executable, __file__, args.case]
+    argv += ["--repository", str(repository(args.case, folder)), *child_options(args)]
+    units, what, problem = run_measured(args, argv, folder)
+    if problem.strip():
+        sys.exit(f"{args.case}: the answers were wrong: {problem}")
+    if args.dry:
+        print(f"{args.case}: {units} {what}s answered and checked (no valgrind)")
+        return 0.0
+    threads = totals(out)
+    if args.keep:
+        kept = Path(args.keep) / (f"run{run}" if args.repeat > 1 else "")
+        kept.mkdir(parents=True, exist_ok=True)
+        for path in folder.glob("callgrind.out*"):
+            shutil.copy(path, kept)
+    return report(args, int(units), what, threads)
 
 
 def run_measured(args: argparse.Namespace, argv: list[str], tmp: Path) -> tuple[str, str, str]:
@@ -199,7 +240,7 @@ def totals(out: str) -> dict[int, int]:
     return found
 
 
-def report(args: argparse.Namespace, units: int, what: str, threads: dict[int, int]) -> None:
+def report(args: argparse.Namespace, units: int, what: str, threads: dict[int, int]) -> float:
     loop_thread = threads.get(1, 0)
     every = sum(threads.values())
     others = every - loop_thread
@@ -209,6 +250,7 @@ def report(args: argparse.Namespace, units: int, what: str, threads: dict[int, i
         f"  loop thread {loop_thread / units:,.0f}, other threads {others / units:,.0f} "
         f"({len(threads)} threads), over {units} units"
     )
+    return figure / units
 
 
 def main() -> None:
@@ -219,7 +261,8 @@ def main() -> None:
         "--connections", type=int, default=1, help="rest_small, grpc_small: a request on each"
     )
     parser.add_argument("--tokens", type=int, default=100, help="llm_token: tokens per stream")
-    parser.add_argument("--streams", type=int, default=1, help="llm_token: requests at once")
+    parser.add_argument("--streams", type=int, default=4, help="llm_token: requests at once")
+    parser.add_argument("--repeat", type=int, default=1, help="runs, each in its own folder")
     parser.add_argument("--keep", help="keep callgrind's files in this folder")
     parser.add_argument(
         "--dry", action="store_true", help="without valgrind: only check that the case runs"
