@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -13,8 +14,10 @@ import h2.config
 import h2.connection
 import h2.events
 import h2.settings
+import pytest
 
 from rosettaserve.core.errors import Overloaded
+from rosettaserve.transport import grpc_call
 from rosettaserve.transport import h2 as server_h2
 from rosettaserve.transport.grpc import GrpcServer
 from rosettaserve.transport.h2_stalls import close_stalled
@@ -591,7 +594,22 @@ async def ended(peer: Peer, *stream_ids: int) -> list[int]:
 LARGE = b"\0" * (INLINE_INFLATED * 2)  # inflates past what is inflated on the event loop
 
 
-def test_a_large_compressed_message_is_inflated_off_the_loop_and_others_go_on() -> None:
+def test_a_large_compressed_message_is_inflated_off_the_loop_and_others_go_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The large message's inflating is held until the small call has ended: on the threads it
+    waits for the loop to answer the small one; on the loop (the fault) it would hold the loop,
+    time out, and the large call would end first."""
+    small_ended = threading.Event()
+    decoded = grpc_call.Call.decoded
+
+    def held(call: grpc_call.Call, message: bytes, budget: int | None) -> Any:
+        if budget is None:  # the inflating of a large message
+            small_ended.wait(5)
+        return decoded(call, message, budget)
+
+    monkeypatch.setattr(grpc_call.Call, "decoded", held)
+
     async def main() -> None:
         peer = Peer(Echo(), window=1 << 24, max_message=1 << 23)
         large = peer.start("Length", encoding="gzip")
@@ -599,7 +617,10 @@ def test_a_large_compressed_message_is_inflated_off_the_loop_and_others_go_on() 
         small = peer.start("Now")
         peer.message(small, b"s")
         peer.push()  # both in one read: the large one first
-        assert await ended(peer, large, small) == [small, large]
+        await ended(peer, small)
+        assert peer.status(large) is None  # still inflating
+        small_ended.set()
+        await ended(peer, large)
         assert peer.replies(small) == framed(b"now:s")
         assert peer.replies(large) == framed(b"%d" % len(LARGE))
 
