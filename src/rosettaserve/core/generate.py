@@ -17,6 +17,7 @@ from typing import Any, Protocol, runtime_checkable
 import orjson
 
 from rosettaserve.core.errors import InvalidInput
+from rosettaserve.core.structured_output import OutputConstraint
 
 
 class FinishReason(Enum):
@@ -44,6 +45,7 @@ class SamplingParams:
     top_logprobs: int = 0
     skip_special_tokens: bool = True
     prompt_logprobs: int | None = None  # each prompt token's logprob and top k (vLLM's); None: off
+    constraint: OutputConstraint | None = None  # what the output must match (None: anything)
 
     @property
     def greedy(self) -> bool:
