@@ -158,3 +158,48 @@ async def embed(
     if EMBEDDING in out:
         return Embedded(out[EMBEDDING], None, out[TOKENS])
     return Embedded(out[SCORE], out[LOGIT], out[TOKENS])
+
+
+def texts_field(value: Any, key: str, info: EmbeddingInfo) -> list[str]:
+    """A string or a list of strings, within the model's texts per request."""
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list) or not all(isinstance(s, str) for s in items):
+        raise InvalidInput(f"'{key}' must be a string or a list of strings")
+    check_count(info, len(items), key)
+    return items
+
+
+def check_dimensions(info: EmbeddingInfo, dimensions: int | None) -> None:
+    """OpenAI's ``dimensions``: the vector's own size, or one a Matryoshka model may be cut to."""
+    if dimensions is None or dimensions == info.dim or dimensions in info.matryoshka:
+        return
+    allowed = f"one of {list(info.matryoshka)}" if info.matryoshka else "not supported"
+    raise InvalidInput(
+        f"'dimensions' is {dimensions}: this model's vectors have {info.dim}, and cutting them "
+        f"is {allowed} (model.yaml parameters.matryoshka_dimensions)"
+    )
+
+
+def cut(vectors: np.ndarray, info: EmbeddingInfo, dimensions: int | None) -> np.ndarray:
+    """Vectors cut to ``dimensions`` (checked), unit length again when the model normalizes
+    (as vLLM answers OpenAI's ``dimensions``)."""
+    if dimensions is None or dimensions == info.dim:
+        return vectors
+    out = vectors[:, :dimensions]
+    return normalized(out) if info.normalize else np.ascontiguousarray(out)
+
+
+def normalized(vectors: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    out: np.ndarray = (vectors / np.maximum(norms, 1e-12)).astype(np.float32)
+    return out
+
+
+def pair_tensors(query: str, texts: Sequence[str]) -> list[Tensor]:
+    """A rerank request's rows: the query beside each text."""
+    return [texts_tensor(QUERY, [query] * len(texts)), texts_tensor(TEXT, texts)]
+
+
+def ranking(scores: np.ndarray) -> list[int]:
+    """Row indices, highest score first (ties: the earlier row first)."""
+    return [int(i) for i in np.argsort(-scores, kind="stable")]

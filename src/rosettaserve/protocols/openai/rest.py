@@ -6,6 +6,7 @@ clients (protocols/tfserving/rest.py, with ``convert.model_card`` from here).
 
 from __future__ import annotations
 
+from rosettaserve.core import embedding
 from rosettaserve.core.errors import ServingError
 from rosettaserve.core.generate import GenerateDelta, TextGenerator, Usage, json_object, total_usage
 from rosettaserve.core.generation_plane import (
@@ -68,6 +69,10 @@ async def completions(
 
 async def models(plane: GenerationPlane, req: HttpRequest, split: Split | None) -> HttpResponse:
     cards = [_card(mv, gen) for mv, gen in plane.generators()]
+    cards += [
+        convert.model_card(mv.name, info.created, info.max_tokens)
+        for mv, info in embedding.served(plane.dataplane)
+    ]
     return json_response({"object": "list", "data": cards})
 
 

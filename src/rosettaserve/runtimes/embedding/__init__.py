@@ -31,6 +31,9 @@ DTYPES = ("float32", "float16", "bfloat16")
 
 class EmbeddingModel(Model):
     platform = "embedding"
+    net: Any = None
+    dim = 0
+    normalize = False
 
     def load(self) -> None:
         import torch
@@ -45,8 +48,9 @@ class EmbeddingModel(Model):
             torch.set_num_threads(int(params["threads"]))
         self.device = torch.device(str(params.get("device", "cpu")))
         dtype = getattr(torch, str(params.get("dtype", "float32")))
-        self.tokenizer = AutoTokenizer.from_pretrained(where)
-        config = AutoConfig.from_pretrained(where)
+        auto: Any = AutoTokenizer  # (transformers' Auto classes are loosely typed)
+        self.tokenizer = auto.from_pretrained(where, local_files_only=True)
+        config = AutoConfig.from_pretrained(where, local_files_only=True)
         self.batch_tokens = int(params.get("batch_tokens", 8192))
         self.task = task
         if task == hub.EMBED:
@@ -83,7 +87,7 @@ class EmbeddingModel(Model):
         )
         self.lower_case, self.prompt = plan.lower_case, plan.prompt
         self.max_tokens = _max_tokens(params, plan.max_seq_length, self.tokenizer, config)
-        self.net = AutoModel.from_pretrained(where)
+        self.net = AutoModel.from_pretrained(where, local_files_only=True)
         self.dim = int(config.hidden_size)
 
     def _load_reranker(self, where: Any, config: Any) -> None:
@@ -99,7 +103,7 @@ class EmbeddingModel(Model):
         self.max_tokens = _max_tokens(
             self.config.get("parameters") or {}, None, self.tokenizer, config
         )
-        self.net = AutoModelForSequenceClassification.from_pretrained(where)
+        self.net = AutoModelForSequenceClassification.from_pretrained(where, local_files_only=True)
 
     def _matryoshka(self, params: dict[str, Any], config: Any) -> tuple[int, ...]:
         sizes = params.get("matryoshka_dimensions") or getattr(
@@ -126,11 +130,17 @@ class EmbeddingModel(Model):
     def predict(self, inputs: Arrays, parameters: dict[str, Any] | None = None) -> dict[str, Any]:
         if self.task == hub.RERANK:
             return self._rerank(inputs)
-        if (parameters or {}).get(hub.TOKEN_IDS):
+        parameters = parameters or {}
+        if parameters.get(hub.TOKEN_IDS):
             rows = [_ids_row(b, self.embedding_info) for b in inputs[hub.TEXT]]
         else:
             rows = self._tokenized([self._text(b) for b in inputs[hub.TEXT]])
-        vectors = encode.run(rows, self.batch_tokens, self.pad_id, self._embed_batch)
+        normalize = self.normalize and parameters.get("normalize") is not False
+
+        def forward(ids: np.ndarray, types: np.ndarray, mask: np.ndarray) -> np.ndarray:
+            return self._embed_batch(ids, types, mask, normalize)
+
+        vectors = encode.run(rows, self.batch_tokens, self.pad_id, forward)
         tokens = np.array([len(ids) for ids, _ in rows], dtype=np.int64)
         return {hub.EMBEDDING: vectors, hub.TOKENS: tokens}
 
@@ -147,14 +157,16 @@ class EmbeddingModel(Model):
         types = enc.get("token_type_ids") or [[0] * len(row) for row in ids]
         return list(zip(ids, types, strict=True))
 
-    def _embed_batch(self, ids: np.ndarray, types: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    def _embed_batch(
+        self, ids: np.ndarray, types: np.ndarray, mask: np.ndarray, normalize: bool
+    ) -> np.ndarray:
         import torch
 
         with torch.inference_mode():
             mask_t = torch.from_numpy(mask).to(self.device)
             hidden = self.net(**self._features(ids, types, mask_t))[0]
             vectors = encode.pool(hidden, mask_t, self.pooling).float()
-            if self.normalize:
+            if normalize:
                 vectors = torch.nn.functional.normalize(vectors, p=2, dim=1)
             out: np.ndarray = vectors.cpu().numpy()
             return out
