@@ -40,6 +40,7 @@ from rosettaserve.pd.http_client import HttpClientError, PeerClient
 from rosettaserve.pd.options import SchedulerOptions
 from rosettaserve.pd.pool import Instance, Pool, Wanted, model_of
 from rosettaserve.pd.prefill import FAILED_HEADER
+from rosettaserve.protocols import pooling
 from rosettaserve.protocols.families import POSTS, Family, family_of
 from rosettaserve.web.routing import HttpRequest, HttpResponse, Route, json_response
 
@@ -127,6 +128,8 @@ class Scheduler:
     def routes(self) -> list[Route]:
         # every family's POST endpoint; POST /generate is TGI's unless the body says vLLM
         out = [Route("POST", p, self._handler(f), f.error_response) for p, (f, _) in POSTS.items()]
+        # embeddings and rerank: no prefill/decode split, one instance serves each whole
+        out += [Route("POST", e.path, self._whole, e.error_response) for e in pooling.ENDPOINTS]
         return [
             *out,
             Route("GET", "/v1/models", self._models),
@@ -171,6 +174,34 @@ class Scheduler:
             body = forwarding.reply_body(p.address, headers, body)
             return HttpResponse(status, body, headers.get("content-type", "application/json"))
         raise Unavailable("no prefill instance is available")
+
+    async def _whole(self, req: HttpRequest) -> HttpResponse:
+        """A request served whole by an instance of either role that has its model READY, its
+        reply (or error reply) forwarded unchanged; an instance that cannot be reached is marked
+        down and the next one is tried."""
+        tried: set[Instance] = set()
+        last_error = "no instance was tried"
+        headers = forwarding.to_prefill(req.headers)
+        self.stats["whole"] += 1
+        while (i := self.pool.pick_any(tried, lambda: model_of(req))) is not None:
+            i.outstanding += len(req.body)
+            try:
+                status, got, body = await self.client.fetch(
+                    i.address, "POST", quote(req.path), headers=headers, body=req.body,
+                    timeout=self.options.prefill_timeout_s,
+                )  # fmt: skip
+            except HttpClientError as exc:
+                i.down(str(exc))
+                tried.add(i)
+                last_error = f"instance {i.address}: {exc}"
+                continue
+            finally:
+                i.outstanding -= len(req.body)
+            body = forwarding.reply_body(i.address, got, body)
+            media = got.get("content-type", "application/json")
+            return HttpResponse(status, body, media, forwarding.error_headers(got))
+        why = self.pool.unavailable("prefill", tried, lambda: model_of(req))
+        raise Unavailable(f"{why}; last: {last_error}" if tried else why)
 
     # -- one request -----------------------------------------------------------------------------
 

@@ -60,15 +60,12 @@ def _input(value: Any, info: hub.EmbeddingInfo) -> tuple[Tensor, bool]:
         return hub.ids_tensor(info, value), True
     if value is None:
         raise InvalidInput("'input' is required: a text, a list of texts or of token ids")
-    try:
-        texts = hub.texts_field(value, "input", info)
-    except InvalidInput:
-        if isinstance(value, list) and value:
-            raise InvalidInput(
-                "'input' must be a text, a list of texts, a list of token ids or a list of "
-                "token-id lists (not a mix)"
-            ) from None
-        raise
+    if isinstance(value, list) and not all(isinstance(v, str) for v in value):
+        raise InvalidInput(
+            "'input' must be a text, a list of texts, a list of token ids or a list of "
+            "token-id lists (not a mix)"
+        )
+    texts = hub.texts_field(value, "input", info)
     return hub.texts_tensor(hub.TEXT, texts), False
 
 
