@@ -37,7 +37,7 @@ EMBEDDER_YAML = """\
 # (make builds it when it is missing). Pooling and normalization come from its folder.
 runtime: embedding
 max_batch_size: 64      # texts run together; more in one request are refused (400)
-dynamic_batching: {max_queue_delay_microseconds: 2000}
+dynamic_batching: true  # no delay: the next batch gathers while one runs
 parameters:
   threads: 1            # torch intra-op threads
 """
@@ -45,7 +45,7 @@ RERANKER_YAML = """\
 # A tiny BERT cross-encoder (one label), built by examples/build_embedding.py.
 runtime: embedding
 max_batch_size: 64      # (query, text) pairs run together
-dynamic_batching: {max_queue_delay_microseconds: 2000}
+dynamic_batching: true
 parameters:
   task: rerank
   threads: 1
