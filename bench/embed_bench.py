@@ -4,7 +4,8 @@ process on the same folder (the ceiling: no HTTP, no JSON, one batch of as many 
 are clients).
 
     python bench/embed_bench.py --url http://127.0.0.1:18700 --model tiny_embedder \\
-        --folder examples/models/tiny_embedder --concurrency 1,16,64 --requests 640
+        --folder examples/models/tiny_embedder --concurrency 1,16,64 --requests 640 \\
+        --peer-url http://127.0.0.1:18710    # e.g. infinity-emb on the same folder
 
 Each request embeds one text (a sentence of the bundled corpus, different per request). Every
 setting is run ``--repeat`` times and the best shown (the machine is shared). The client is
@@ -52,12 +53,14 @@ async def post(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, head:
     return answer
 
 
-async def server_rate(url: str, route: str, model: str, texts: list[str], clients: int) -> float:
+async def server_rate(
+    url: str, route: str, model: str, texts: list[str], clients: int, *, path: str = ""
+) -> float:
     """Requests/s of ``clients`` connections sending ``texts`` one per request. The client is
     raw asyncio streams, not httpx: on a 2-core machine httpx's own cost per request capped the
     rate before the server did."""
     host, port = urlsplit(url).hostname or "127.0.0.1", urlsplit(url).port or 80
-    path = "/embed" if route == "tei" else "/v1/embeddings"
+    path = path or ("/embed" if route == "tei" else "/v1/embeddings")
     head = f"POST {path} HTTP/1.1\r\nhost: {host}\r\ncontent-type: application/json\r\n"
     queue = list(reversed(texts))
 
@@ -96,6 +99,8 @@ def main() -> None:
     parser.add_argument("--url", default="http://127.0.0.1:18700")
     parser.add_argument("--model", default="tiny_embedder")
     parser.add_argument("--route", choices=("openai", "tei"), default="openai")
+    parser.add_argument("--peer-url", default="", help="another OpenAI-style embedding server")
+    parser.add_argument("--peer-path", default="/embeddings", help="its route (infinity's)")
     parser.add_argument("--folder", default="", help="also sentence-transformers in-process")
     parser.add_argument("--concurrency", default="1,16,64")
     parser.add_argument("--requests", type=int, default=640)
@@ -107,20 +112,34 @@ def main() -> None:
         import torch
 
         torch.set_num_threads(args.threads)
-    print("| clients | server req/s | in-process encode texts/s | ratio |")
-    print("|---|---|---|---|")
-    for clients in (int(c) for c in args.concurrency.split(",")):
-        served = max(
-            asyncio.run(server_rate(args.url, args.route, args.model, texts, clients))
+    print("| clients | rosettaserve req/s | peer req/s | in-process encode texts/s | "
+          "ours / peer | ours / in-process |")  # fmt: skip
+    print("|---|---|---|---|---|---|")
+
+    def best(url: str, clients: int, path: str = "") -> float:
+        runs = (
+            asyncio.run(server_rate(url, args.route, args.model, texts, clients, path=path))
             for _ in range(args.repeat)
         )
+        return max(runs)
+
+    for clients in (int(c) for c in args.concurrency.split(",")):
+        ours = best(args.url, clients)
+        peer = best(args.peer_url, clients, args.peer_path) if args.peer_url else 0.0
         ceiling = (
             max(inprocess_rate(args.folder, texts, clients) for _ in range(args.repeat))
             if args.folder
             else 0.0
         )
-        ratio = f"{served / ceiling:.2f}" if ceiling else "-"
-        print(f"| {clients} | {served:.0f} | {ceiling:.0f} | {ratio} |", flush=True)
+        print(
+            f"| {clients} | {ours:.0f} | {peer:.0f} | {ceiling:.0f} | {_ratio(ours, peer)} | "
+            f"{_ratio(ours, ceiling)} |",
+            flush=True,
+        )
+
+
+def _ratio(a: float, b: float) -> str:
+    return f"{a / b:.2f}" if b else "-"
 
 
 if __name__ == "__main__":
