@@ -19,7 +19,7 @@ from rosettaserve.core.dataplane import DataPlane
 from rosettaserve.core.errors import InvalidInput
 from rosettaserve.core.generate import Fields, json_object
 from rosettaserve.core.types import Tensor
-from rosettaserve.web.routing import HttpRequest, HttpResponse, json_response
+from rosettaserve.web.routing import HttpRequest, HttpResponse, arrays_json_response
 
 FAMILY = "openai"
 FORMATS = ("float", "base64")
@@ -39,7 +39,7 @@ async def embeddings(dp: DataPlane, req: HttpRequest) -> HttpResponse:
     done = await hub.embed(dp, mv, FAMILY, [tensor], **params)
     vectors = hub.cut(done.vectors, info, dimensions)
     tokens = int(done.tokens.sum())
-    return json_response(
+    return arrays_json_response(
         {
             "object": "list",
             "data": [_item(i, row, fmt) for i, row in enumerate(vectors)],
@@ -77,5 +77,5 @@ def _item(index: int, row: np.ndarray, fmt: str) -> dict[str, Any]:
     if fmt == "base64":
         data: Any = base64.b64encode(row.astype("<f4").tobytes()).decode("ascii")
     else:
-        data = row.tolist()
+        data = row
     return {"object": "embedding", "index": index, "embedding": data}

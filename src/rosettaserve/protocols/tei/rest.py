@@ -19,7 +19,12 @@ from rosettaserve.core import embedding as hub
 from rosettaserve.core.dataplane import DataPlane
 from rosettaserve.core.errors import InvalidInput, ServingError
 from rosettaserve.core.generate import Fields, json_object
-from rosettaserve.web.routing import HttpRequest, HttpResponse, json_response
+from rosettaserve.web.routing import (
+    HttpRequest,
+    HttpResponse,
+    arrays_json_response,
+    json_response,
+)
 
 FAMILY = "tei"
 ERROR_TYPES = {429: "Overloaded", 503: "Unhealthy"}
@@ -41,7 +46,7 @@ async def embed(dp: DataPlane, req: HttpRequest) -> HttpResponse:
     params = {} if normalize or not info.normalize else {"normalize": False}
     done = await hub.embed(dp, mv, FAMILY, [hub.texts_tensor(hub.TEXT, texts)], **params)
     vectors = hub.normalized(done.vectors) if normalize and not info.normalize else done.vectors
-    return json_response(vectors.tolist())
+    return arrays_json_response(vectors)
 
 
 async def rerank(dp: DataPlane, req: HttpRequest) -> HttpResponse:
