@@ -16,6 +16,9 @@ stream breaks fails its requests at once. While no prefill or no decode instance
 request's model READY, the request is refused at once with 503 and ``Retry-After`` (as a
 loading MindIE or vLLM instance answers), in the family's error form.
 
+The embedding and rerank routes (protocols/pooling.py) are not split: each request goes whole to
+one instance of either role that has its model READY, its reply forwarded unchanged.
+
 Header fields between the client and P: forwarding.py. A frame on ``/dresult`` is taken only
 from the decode instance its request was assigned to; any other D's is dropped and logged.
 """
