@@ -89,14 +89,15 @@ def build_tokenizer(text: str):  # type: ignore[no-untyped-def]
     )
 
 
-def bert_config(vocab_size: int, **extra: object):  # type: ignore[no-untyped-def]
+def bert_config(vocab_size: int, heads: int = 4, **extra: object):  # type: ignore[no-untyped-def]
+    """``heads``: attention heads (4: head size 16; vLLM's CPU attention needs 2: head size 32)."""
     from transformers import BertConfig
 
     return BertConfig(
         vocab_size=vocab_size,
         hidden_size=HIDDEN,
         num_hidden_layers=2,
-        num_attention_heads=4,
+        num_attention_heads=heads,
         intermediate_size=128,
         max_position_embeddings=POSITIONS,
         **extra,
@@ -108,12 +109,12 @@ def write_json(path: Path, doc: object) -> None:
     path.write_text(json.dumps(doc, indent=2) + "\n")
 
 
-def build_embedder(out: Path, tokenizer) -> None:  # type: ignore[no-untyped-def]
+def build_embedder(out: Path, tokenizer, heads: int = 4) -> None:  # type: ignore[no-untyped-def]
     import torch
     from transformers import BertModel
 
     torch.manual_seed(SEED)
-    config = bert_config(len(tokenizer), matryoshka_dimensions=MATRYOSHKA)
+    config = bert_config(len(tokenizer), heads, matryoshka_dimensions=MATRYOSHKA)
     BertModel(config).save_pretrained(out, safe_serialization=True)
     tokenizer.save_pretrained(out)
     modules = [("", "Transformer"), ("1_Pooling", "Pooling"), ("2_Normalize", "Normalize")]

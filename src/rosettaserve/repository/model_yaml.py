@@ -164,6 +164,12 @@ VLLM_DTYPES = ("auto", "float32", "float16", "bfloat16")
 VLLM_PARAMETERS = Section(
     (
         Key("path", Text(), "a save_pretrained folder elsewhere", default_doc="the version folder"),
+        Key(
+            "task",
+            Text(("generate", "embed")),
+            "generate: an LLM; embed: a pooling model on the embedding routes",
+            "generate",
+        ),
         Key("dtype", Text(VLLM_DTYPES), "weights' dtype (vLLM's auto: bfloat16 on CPU)", "float32"),
         Key(
             "max_model_len",
@@ -267,7 +273,7 @@ RUNTIMES: dict[str, Runtime] = {
         ),
         Runtime(
             "vllm",
-            "rosettaserve.runtimes.vllm:VllmModel",
+            "rosettaserve.runtimes.vllm:create",
             "the same folder served by vLLM's engine (V1 AsyncLLM), in a venv of its own",
             VLLM_PARAMETERS,
             ("vllm",),

@@ -131,10 +131,14 @@ class EmbeddingModel(Model):
         if self.task == hub.RERANK:
             return self._rerank(inputs)
         parameters = parameters or {}
-        if parameters.get(hub.TOKEN_IDS):
-            rows = [_ids_row(b, self.embedding_info) for b in inputs[hub.TEXT]]
-        else:
-            rows = self._tokenized([self._text(b) for b in inputs[hub.TEXT]])
+        rows = token_rows(
+            self.tokenizer,
+            self.embedding_info,
+            inputs[hub.TEXT],
+            parameters,
+            prompt=self.prompt,
+            lower_case=self.lower_case,
+        )
         normalize = self.normalize and parameters.get("normalize") is not False
 
         def forward(ids: np.ndarray, types: np.ndarray, mask: np.ndarray) -> np.ndarray:
@@ -143,19 +147,6 @@ class EmbeddingModel(Model):
         vectors = encode.run(rows, self.batch_tokens, self.pad_id, forward)
         tokens = np.array([len(ids) for ids, _ in rows], dtype=np.int64)
         return {hub.EMBEDDING: vectors, hub.TOKENS: tokens}
-
-    def _text(self, raw: bytes) -> str:
-        text = _utf8(raw)
-        text = self.prompt + text if self.prompt else text
-        return text.lower() if self.lower_case else text
-
-    def _tokenized(self, texts: list[str], pairs: list[str] | None = None) -> list[encode.Row]:
-        enc = self.tokenizer(
-            texts, pairs, truncation="longest_first", max_length=self.max_tokens, padding=False
-        )
-        ids = enc["input_ids"]
-        types = enc.get("token_type_ids") or [[0] * len(row) for row in ids]
-        return list(zip(ids, types, strict=True))
 
     def _embed_batch(
         self, ids: np.ndarray, types: np.ndarray, mask: np.ndarray, normalize: bool
@@ -181,7 +172,8 @@ class EmbeddingModel(Model):
 
     def _rerank(self, inputs: Arrays) -> dict[str, Any]:
         queries = [_utf8(b) for b in inputs[hub.QUERY]]
-        rows = self._tokenized(queries, [_utf8(b) for b in inputs[hub.TEXT]])
+        texts = [_utf8(b) for b in inputs[hub.TEXT]]
+        rows = tokenized(self.tokenizer, self.max_tokens, queries, texts)
         logits = encode.run(rows, self.batch_tokens, self.pad_id, self._score_batch)
         tokens = np.array([len(ids) for ids, _ in rows], dtype=np.int64)
         return {hub.SCORE: self._activated(logits), hub.LOGIT: logits, hub.TOKENS: tokens}
@@ -205,6 +197,33 @@ class EmbeddingModel(Model):
             t = torch.tanh(t)
         out: np.ndarray = t.numpy().astype(np.float32)
         return out
+
+
+def token_rows(
+    tokenizer: Any,
+    info: hub.EmbeddingInfo,
+    raw: np.ndarray,
+    parameters: dict[str, Any],
+    *,
+    prompt: str = "",
+    lower_case: bool = False,
+) -> list[encode.Row]:
+    """The TEXT elements as rows of token ids: texts tokenized as sentence-transformers does (its
+    default prompt first, lower-cased where its config says), or token ids as they are."""
+    if parameters.get(hub.TOKEN_IDS):
+        return [_ids_row(b, info) for b in raw]
+    texts = [prompt + _utf8(b) for b in raw]
+    return tokenized(tokenizer, info.max_tokens, [t.lower() if lower_case else t for t in texts])
+
+
+def tokenized(
+    tokenizer: Any, max_tokens: int, texts: list[str], pairs: list[str] | None = None
+) -> list[encode.Row]:
+    """Texts (or text pairs) cut at ``max_tokens`` as sentence-transformers cuts them."""
+    enc = tokenizer(texts, pairs, truncation="longest_first", max_length=max_tokens, padding=False)
+    ids = enc["input_ids"]
+    types = enc.get("token_type_ids") or [[0] * len(row) for row in ids]
+    return list(zip(ids, types, strict=True))
 
 
 def _max_tokens(

@@ -1,0 +1,115 @@
+"""``runtime: vllm`` with ``parameters.task: embed``: a pooling model served by vLLM's engine (its
+``AsyncLLM.encode``, the pooling runner), with the signature and the routes of
+``runtime: embedding`` (core/embedding.py).
+
+Texts are tokenized here as sentence-transformers tokenizes them (cut at vLLM's
+``max_model_len``, which vLLM reads from ``sentence_bert_config.json``), and vLLM gets the token
+ids; vLLM pools and normalizes as the folder's sentence-transformers modules say. The rows of one
+``predict`` (the dynamic batcher's batch) are submitted together: vLLM batches them itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+import uuid
+from typing import Any
+
+import numpy as np
+
+from rosettaserve.core import embedding as hub
+from rosettaserve.core.generate import Fields
+from rosettaserve.core.model import Arrays, Model
+from rosettaserve.core.types import TensorSpec
+from rosettaserve.repository.config import ConfigError
+from rosettaserve.runtimes.embedding import DEFAULT_MAX_BATCH, token_rows
+from rosettaserve.runtimes.embedding import folder as st_folder
+from rosettaserve.runtimes.vllm.args import engine_kwargs, model_folder
+
+TASKS = ("generate", hub.EMBED)
+
+
+class VllmPoolingModel(Model):
+    platform = "vllm"
+
+    def load(self) -> None:
+        from rosettaserve.runtimes.vllm.model import quiet_vllm_logging
+
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing is downloaded at run time
+        os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
+        quiet_vllm_logging()
+        from vllm.engine.arg_utils import AsyncEngineArgs
+        from vllm.v1.engine.async_llm import AsyncLLM
+
+        params = Fields(self.config.get("parameters") or {}, "parameters")
+        where = model_folder(params, self.path)
+        kwargs = engine_kwargs(self.name, params, where) | {"runner": "pooling"}
+        try:
+            args = AsyncEngineArgs(**kwargs)
+        except TypeError as exc:  # an engine argument vLLM does not know
+            raise ConfigError(f"parameters.engine_args: {exc}") from None
+        self.llm: Any = AsyncLLM.from_engine_args(args)
+        self.tokenizer = self.llm.get_tokenizer()
+        model_config = self.llm.vllm_config.model_config
+        plan = st_folder.embedder_plan(where)
+        self.max_batch_size = self.max_batch_size or DEFAULT_MAX_BATCH
+        dim = int(model_config.get_hidden_size())
+        sizes = getattr(model_config.hf_config, "matryoshka_dimensions", None) or ()
+        self.embedding_info = hub.EmbeddingInfo(
+            task=hub.EMBED,
+            dim=dim,
+            normalize=plan.normalize is not False,
+            max_tokens=int(model_config.max_model_len),
+            max_texts=self.max_batch_size,
+            vocab_size=int(model_config.get_vocab_size()),
+            matryoshka=tuple(sorted({int(s) for s in sizes if 0 < int(s) <= dim})),
+            created=int(time.time()),
+        )
+        self.inputs = [TensorSpec(hub.TEXT, "BYTES", (-1,))]
+        self.outputs = [
+            TensorSpec(hub.EMBEDDING, "FP32", (-1, dim)),
+            TensorSpec(hub.TOKENS, "INT64", (-1,)),
+        ]
+
+    def unload(self) -> None:
+        self.llm.shutdown()
+
+    async def predict(
+        self, inputs: Arrays, parameters: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        from vllm import PoolingParams
+
+        parameters = parameters or {}
+        info = self.embedding_info
+        rows = token_rows(self.tokenizer, info, inputs[hub.TEXT], parameters)
+        pooling = PoolingParams(
+            task="embed", use_activation=parameters.get("normalize") is not False
+        )
+        vectors = await asyncio.gather(*(self._one(ids, pooling) for ids, _ in rows))
+        return {
+            hub.EMBEDDING: np.stack(vectors).astype(np.float32, copy=False),
+            hub.TOKENS: np.array([len(ids) for ids, _ in rows], dtype=np.int64),
+        }
+
+    async def _one(self, ids: list[int], pooling: Any) -> np.ndarray:
+        prompt = {"type": "token", "prompt_token_ids": ids}
+        final = None
+        async for output in self.llm.encode(prompt, pooling, f"embed-{uuid.uuid4().hex}"):
+            final = output
+        assert final is not None
+        data: np.ndarray = final.outputs.data.float().numpy()
+        return data
+
+
+def create(name: str, version: str, path: Any, config: Any) -> Model:
+    """The model of ``runtime: vllm``: a text generator, or with ``task: embed`` a pooling
+    model."""
+    task = (config.get("parameters") or {}).get("task", "generate")
+    if task not in TASKS:
+        raise ConfigError(f"parameters.task of runtime: vllm is {task!r}: one of {TASKS}")
+    if task == hub.EMBED:
+        return VllmPoolingModel(name=name, version=version, path=path, config=config)
+    from rosettaserve.runtimes.vllm.model import VllmModel
+
+    return VllmModel(name=name, version=version, path=path, config=config)
