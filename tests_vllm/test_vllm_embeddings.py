@@ -100,3 +100,11 @@ def test_usage_and_the_other_routes(http: httpx.Client) -> None:
     embedding = next(o for o in out if o["name"] == "EMBEDDING")
     assert embedding["shape"] == [1, 64]
     np.testing.assert_allclose(embedding["data"], vectors(http, "bert_hf")[0], rtol=1e-5, atol=1e-6)
+
+
+def test_a_pooling_model_is_no_text_generator(http: httpx.Client) -> None:
+    answer = http.post("/v1/completions", json={"model": "bert_vllm", "prompt": "hi"})
+    assert answer.status_code == 400
+    assert "not a text generation model" in answer.json()["error"]["message"]
+    models = {m["id"] for m in http.get("/v1/models").json()["data"]}
+    assert models == {"bert_vllm", "bert_hf"}
