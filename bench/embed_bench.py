@@ -5,7 +5,7 @@ are clients).
 
     python bench/embed_bench.py --url http://127.0.0.1:18700 --model tiny_embedder \\
         --folder examples/models/tiny_embedder --concurrency 1,16,64 --requests 640 \\
-        --peer-url http://127.0.0.1:18710    # e.g. infinity-emb on the same folder
+        --peer infinity=http://127.0.0.1:18710/embeddings  # another server on the folder
 
 Each request embeds one text (a sentence of the bundled corpus, different per request). Every
 setting is run ``--repeat`` times and the best shown (the machine is shared). The client is
@@ -99,8 +99,13 @@ def main() -> None:
     parser.add_argument("--url", default="http://127.0.0.1:18700")
     parser.add_argument("--model", default="tiny_embedder")
     parser.add_argument("--route", choices=("openai", "tei"), default="openai")
-    parser.add_argument("--peer-url", default="", help="another OpenAI-style embedding server")
-    parser.add_argument("--peer-path", default="/embeddings", help="its route (infinity's)")
+    parser.add_argument(
+        "--peer",
+        action="append",
+        default=[],
+        help="NAME=URL of another OpenAI-style embeddings route, e.g. "
+        "infinity=http://127.0.0.1:18710/embeddings (repeatable)",
+    )
     parser.add_argument("--folder", default="", help="also sentence-transformers in-process")
     parser.add_argument("--concurrency", default="1,16,64")
     parser.add_argument("--requests", type=int, default=640)
@@ -108,34 +113,33 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch threads in-process")
     args = parser.parse_args()
     texts = sentences(args.requests)
+    peers = dict(p.split("=", 1) for p in args.peer)
     if args.folder:
         import torch
 
         torch.set_num_threads(args.threads)
-    print("| clients | rosettaserve req/s | peer req/s | in-process encode texts/s | "
-          "ours / peer | ours / in-process |")  # fmt: skip
-    print("|---|---|---|---|---|---|")
+    names = ["rosettaserve", *peers, *(["in-process encode"] if args.folder else [])]
+    print("| clients | " + " | ".join(f"{n} req/s" for n in names) + " | "
+          + " | ".join(f"ours / {n}" for n in names[1:]) + " |")  # fmt: skip
+    print("|---" * (1 + 2 * len(names) - 1) + "|")
 
-    def best(url: str, clients: int, path: str = "") -> float:
+    def best(url: str, clients: int) -> float:
+        parts = urlsplit(url)
+        base, path = f"{parts.scheme}://{parts.netloc}", parts.path
         runs = (
-            asyncio.run(server_rate(url, args.route, args.model, texts, clients, path=path))
+            asyncio.run(server_rate(base, args.route, args.model, texts, clients, path=path))
             for _ in range(args.repeat)
         )
         return max(runs)
 
     for clients in (int(c) for c in args.concurrency.split(",")):
-        ours = best(args.url, clients)
-        peer = best(args.peer_url, clients, args.peer_path) if args.peer_url else 0.0
-        ceiling = (
-            max(inprocess_rate(args.folder, texts, clients) for _ in range(args.repeat))
-            if args.folder
-            else 0.0
-        )
-        print(
-            f"| {clients} | {ours:.0f} | {peer:.0f} | {ceiling:.0f} | {_ratio(ours, peer)} | "
-            f"{_ratio(ours, ceiling)} |",
-            flush=True,
-        )
+        rates = [best(args.url, clients), *(best(url, clients) for url in peers.values())]
+        if args.folder:
+            rates.append(
+                max(inprocess_rate(args.folder, texts, clients) for _ in range(args.repeat))
+            )
+        cells = [f"{r:.0f}" for r in rates] + [_ratio(rates[0], r) for r in rates[1:]]
+        print(f"| {clients} | " + " | ".join(cells) + " |", flush=True)
 
 
 def _ratio(a: float, b: float) -> str:

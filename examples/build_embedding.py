@@ -2,6 +2,7 @@
 
     python examples/build_embedding.py            # -> examples/models/tiny_embedder, tiny_reranker
     python examples/build_embedding.py OUT_DIR    # -> OUT_DIR/tiny_embedder, OUT_DIR/tiny_reranker
+    python examples/build_embedding.py OUT_DIR --heads 2   # head size 32 (vLLM's CPU attention)
 
 A WordPiece tokenizer (lower-cased, BERT's pre-tokenizer and ``[CLS] … [SEP]`` template) is
 trained with the `tokenizers` library on the bundled text (examples/llm/corpus.txt). Two 2-layer
@@ -18,8 +19,8 @@ with sentence-transformers' own on the same folder, not judged for meaning.
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -157,15 +158,19 @@ def build_reranker(out: Path, tokenizer) -> None:  # type: ignore[no-untyped-def
     (out / "model.yaml").write_text(RERANKER_YAML)
 
 
-def main(out: Path) -> None:
+def main(out: Path, heads: int = 4) -> None:
     import torch
 
     torch.set_num_threads(1)  # one thread: the same weights on every machine of one ISA
     tokenizer = build_tokenizer(CORPUS.read_text(encoding="utf-8"))
-    build_embedder(out / "tiny_embedder", tokenizer)
+    build_embedder(out / "tiny_embedder", tokenizer, heads)
     build_reranker(out / "tiny_reranker", tokenizer)
     print(f"built {out}/tiny_embedder and {out}/tiny_reranker: vocab {len(tokenizer)}")
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT_OUT)
+    parser = argparse.ArgumentParser(description="the tiny example embedder and reranker")
+    parser.add_argument("out", nargs="?", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--heads", type=int, default=4, help="2: head size 32 (vLLM's CPU)")
+    args = parser.parse_args()
+    main(args.out, args.heads)
