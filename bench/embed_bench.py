@@ -7,7 +7,7 @@ are clients).
         --folder examples/models/tiny_embedder --concurrency 1,16,64 --requests 640 \\
         --peer infinity=http://127.0.0.1:18710/embeddings  # another server on the folder
 
-Each request embeds one text (a sentence of the bundled corpus, different per request). Every
+Each request embeds one text (``--words`` words of the bundled corpus, different per request). Every
 setting is run ``--repeat`` times and the best shown (the machine is shared). The client is
 raw asyncio HTTP/1.1, one kept-alive connection per concurrent client.
 """
@@ -26,9 +26,9 @@ import orjson
 CORPUS = Path(__file__).resolve().parent.parent / "examples" / "llm" / "corpus.txt"
 
 
-def sentences(count: int) -> list[str]:
+def sentences(count: int, length: int) -> list[str]:
     words = CORPUS.read_text(encoding="utf-8").split()
-    return [" ".join(words[(i * 7) % (len(words) - 12) :][:12]) for i in range(count)]
+    return [" ".join(words[(i * 7) % (len(words) - length) :][:length]) for i in range(count)]
 
 
 def body(route: str, model: str, text: str) -> dict[str, Any]:
@@ -109,10 +109,16 @@ def main() -> None:
     parser.add_argument("--folder", default="", help="also sentence-transformers in-process")
     parser.add_argument("--concurrency", default="1,16,64")
     parser.add_argument("--requests", type=int, default=640)
+    parser.add_argument(
+        "--words",
+        type=int,
+        default=8,
+        help="per text (vLLM's server refuses, not cuts, a text longer than the model reads)",
+    )
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1, help="torch threads in-process")
     args = parser.parse_args()
-    texts = sentences(args.requests)
+    texts = sentences(args.requests, args.words)
     peers = dict(p.split("=", 1) for p in args.peer)
     if args.folder:
         import torch
