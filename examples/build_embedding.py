@@ -147,12 +147,12 @@ def build_embedder(out: Path, tokenizer, heads: int = 4) -> None:  # type: ignor
     (out / "model.yaml").write_text(EMBEDDER_YAML)
 
 
-def build_reranker(out: Path, tokenizer) -> None:  # type: ignore[no-untyped-def]
+def build_reranker(out: Path, tokenizer, heads: int = 4) -> None:  # type: ignore[no-untyped-def]
     import torch
     from transformers import BertForSequenceClassification
 
     torch.manual_seed(SEED + 1)
-    model = BertForSequenceClassification(bert_config(len(tokenizer), num_labels=1))
+    model = BertForSequenceClassification(bert_config(len(tokenizer), heads, num_labels=1))
     model.save_pretrained(out, safe_serialization=True)
     tokenizer.save_pretrained(out)
     (out / "model.yaml").write_text(RERANKER_YAML)
@@ -164,7 +164,7 @@ def main(out: Path, heads: int = 4) -> None:
     torch.set_num_threads(1)  # one thread: the same weights on every machine of one ISA
     tokenizer = build_tokenizer(CORPUS.read_text(encoding="utf-8"))
     build_embedder(out / "tiny_embedder", tokenizer, heads)
-    build_reranker(out / "tiny_reranker", tokenizer)
+    build_reranker(out / "tiny_reranker", tokenizer, heads)
     print(f"built {out}/tiny_embedder and {out}/tiny_reranker: vocab {len(tokenizer)}")
 
 

@@ -1,9 +1,10 @@
-"""``runtime: vllm`` with ``task: embed`` (vLLM's pooling runner) on the embedding routes: the
-same vectors as ``runtime: embedding`` on the same folder (whose vectors the main suite holds
-to sentence-transformers' ``encode``), through OpenAI's, TEI's and OIP's routes.
+"""``runtime: vllm`` with ``task: embed`` and ``task: rerank`` (vLLM's pooling runner) on the
+embedding and rerank routes: the same vectors and scores as ``runtime: embedding`` on the same
+folders (which the main suite holds to sentence-transformers' ``encode`` and
+``CrossEncoder.predict``), through OpenAI's, TEI's, vLLM's and OIP's routes.
 
-The folder is the example embedder built with 2 attention heads (head size 32, which vLLM's CPU
-attention needs; the example's is 16)."""
+The folders are the example embedder and reranker built with 2 attention heads (head size 32,
+which vLLM's CPU attention needs; the examples' is 16)."""
 
 from __future__ import annotations
 
@@ -31,6 +32,11 @@ parameters:
   kv_cache_memory_bytes: 67108864
 """
 HF_YAML = "runtime: embedding\nmax_batch_size: 16\nparameters: {threads: 1}\n"
+RERANK_YAMLS = (
+    VLLM_YAML.replace("task: embed", "task: rerank"),
+    HF_YAML.replace("threads: 1", "threads: 1, task: rerank"),
+)
+QUERY = "where does the cat sit"
 
 
 def builder() -> ModuleType:
@@ -46,13 +52,16 @@ def builder() -> ModuleType:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     build = builder()
-    source = tmp_path_factory.mktemp("bert_h32")
-    build.build_embedder(source, build.build_tokenizer(build.CORPUS.read_text()), heads=2)
+    built = tmp_path_factory.mktemp("bert_h32")
+    build.main(built, heads=2)
     repo = tmp_path_factory.mktemp("vllm_embed_repo")
-    for name, yaml in (("bert_vllm", VLLM_YAML), ("bert_hf", HF_YAML)):
+    models = [("bert_vllm", VLLM_YAML, "tiny_embedder"), ("bert_hf", HF_YAML, "tiny_embedder")]
+    models += [("rerank_vllm", RERANK_YAMLS[0], "tiny_reranker")]
+    models += [("rerank_hf", RERANK_YAMLS[1], "tiny_reranker")]
+    for name, yaml, source in models:
         folder = repo / name
         folder.mkdir()
-        for path in source.iterdir():
+        for path in (built / source).iterdir():
             if path.name != "model.yaml":
                 (folder / path.name).symlink_to(path)
         (folder / "model.yaml").write_text(yaml)
@@ -107,4 +116,22 @@ def test_a_pooling_model_is_no_text_generator(http: httpx.Client) -> None:
     assert answer.status_code == 400
     assert "not a text generation model" in answer.json()["error"]["message"]
     models = {m["id"] for m in http.get("/v1/models").json()["data"]}
-    assert models == {"bert_vllm", "bert_hf"}
+    assert models == {"bert_vllm", "bert_hf", "rerank_vllm", "rerank_hf"}
+
+
+def test_vllm_rerank_scores_are_the_transformers_ones(http: httpx.Client) -> None:
+    def scores(model: str, **extra: object) -> list[float]:
+        body = {"model": model, "query": QUERY, "texts": TEXTS, **extra}
+        answer = http.post("/rerank", json=body)
+        assert answer.status_code == 200, answer.text
+        return [a["score"] for a in sorted(answer.json(), key=lambda a: a["index"])]
+
+    for extra in ({}, {"raw_scores": True}):
+        np.testing.assert_allclose(
+            scores("rerank_vllm", **extra), scores("rerank_hf", **extra), rtol=1e-5, atol=1e-6
+        )
+    body = {"query": QUERY, "documents": TEXTS, "top_n": 2}
+    both = [http.post("/v1/rerank", json=body | {"model": m}).json() for m in ("rerank_vllm",
+            "rerank_hf")]  # fmt: skip
+    assert [r["index"] for r in both[0]["results"]] == [r["index"] for r in both[1]["results"]]
+    assert both[0]["usage"] == both[1]["usage"]

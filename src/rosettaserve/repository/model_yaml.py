@@ -166,8 +166,8 @@ VLLM_PARAMETERS = Section(
         Key("path", Text(), "a save_pretrained folder elsewhere", default_doc="the version folder"),
         Key(
             "task",
-            Text(("generate", "embed")),
-            "generate: an LLM; embed: a pooling model on the embedding routes",
+            Text(("generate", "embed", "rerank")),
+            "generate: an LLM; embed, rerank: a pooling model on the embedding routes",
             "generate",
         ),
         Key("dtype", Text(VLLM_DTYPES), "weights' dtype (vLLM's auto: bfloat16 on CPU)", "float32"),

@@ -70,7 +70,7 @@ class EmbeddingModel(Model):
             matryoshka=self._matryoshka(params, config),
             created=int(time.time()),
         )
-        self._signature()
+        self.inputs, self.outputs = signature(task, self.dim)
 
     def _load_embedder(self, where: Any, params: dict[str, Any], config: Any) -> None:
         from transformers import AutoModel
@@ -112,17 +112,6 @@ class EmbeddingModel(Model):
         if sizes is None and getattr(config, "is_matryoshka", False):
             sizes = range(1, self.dim + 1)
         return tuple(sorted({int(s) for s in sizes or () if 0 < int(s) <= self.dim}))
-
-    def _signature(self) -> None:
-        tokens = TensorSpec(hub.TOKENS, "INT64", (-1,))
-        text = TensorSpec(hub.TEXT, "BYTES", (-1,))
-        if self.task == hub.EMBED:
-            self.inputs = [text]
-            self.outputs = [TensorSpec(hub.EMBEDDING, "FP32", (-1, self.dim)), tokens]
-        else:
-            self.inputs = [TensorSpec(hub.QUERY, "BYTES", (-1,)), text]
-            scores = [TensorSpec(n, "FP32", (-1,)) for n in (hub.SCORE, hub.LOGIT)]
-            self.outputs = [*scores, tokens]
 
     def unload(self) -> None:
         self.net = None
@@ -171,12 +160,16 @@ class EmbeddingModel(Model):
         return features
 
     def _rerank(self, inputs: Arrays) -> dict[str, Any]:
-        queries = [_utf8(b) for b in inputs[hub.QUERY]]
-        texts = [_utf8(b) for b in inputs[hub.TEXT]]
+        queries = [utf8(b) for b in inputs[hub.QUERY]]
+        texts = [utf8(b) for b in inputs[hub.TEXT]]
         rows = tokenized(self.tokenizer, self.max_tokens, queries, texts)
         logits = encode.run(rows, self.batch_tokens, self.pad_id, self._score_batch)
         tokens = np.array([len(ids) for ids, _ in rows], dtype=np.int64)
-        return {hub.SCORE: self._activated(logits), hub.LOGIT: logits, hub.TOKENS: tokens}
+        return {
+            hub.SCORE: activated(logits, self.activation),
+            hub.LOGIT: logits,
+            hub.TOKENS: tokens,
+        }
 
     def _score_batch(self, ids: np.ndarray, types: np.ndarray, mask: np.ndarray) -> np.ndarray:
         import torch
@@ -187,16 +180,28 @@ class EmbeddingModel(Model):
             out: np.ndarray = logits.float().cpu().numpy()
             return out
 
-    def _activated(self, logits: np.ndarray) -> np.ndarray:
-        import torch
 
-        t = torch.from_numpy(logits)
-        if self.activation == "sigmoid":
-            t = torch.sigmoid(t)
-        elif self.activation == "tanh":
-            t = torch.tanh(t)
-        out: np.ndarray = t.numpy().astype(np.float32)
-        return out
+def signature(task: str, dim: int) -> tuple[list[TensorSpec], list[TensorSpec]]:
+    """core/embedding.py's signature of a task (``dim``: the vector's size)."""
+    text, tokens = TensorSpec(hub.TEXT, "BYTES", (-1,)), TensorSpec(hub.TOKENS, "INT64", (-1,))
+    if task == hub.RERANK:
+        scores = [TensorSpec(n, "FP32", (-1,)) for n in (hub.SCORE, hub.LOGIT)]
+        return [TensorSpec(hub.QUERY, "BYTES", (-1,)), text], [*scores, tokens]
+    return [text], [TensorSpec(hub.EMBEDDING, "FP32", (-1, dim)), tokens]
+
+
+def activated(logits: np.ndarray, activation: str) -> np.ndarray:
+    """A cross-encoder's logits through its activation (folder.activation), as torch computes
+    it in ``CrossEncoder.predict``."""
+    import torch
+
+    t = torch.from_numpy(logits)
+    if activation == "sigmoid":
+        t = torch.sigmoid(t)
+    elif activation == "tanh":
+        t = torch.tanh(t)
+    out: np.ndarray = t.numpy().astype(np.float32)
+    return out
 
 
 def token_rows(
@@ -212,7 +217,7 @@ def token_rows(
     default prompt first, lower-cased where its config says), or token ids as they are."""
     if parameters.get(hub.TOKEN_IDS):
         return [_ids_row(b, info) for b in raw]
-    texts = [prompt + _utf8(b) for b in raw]
+    texts = [prompt + utf8(b) for b in raw]
     return tokenized(tokenizer, info.max_tokens, [t.lower() if lower_case else t for t in texts])
 
 
@@ -242,7 +247,7 @@ def _max_tokens(
     return min(limits)
 
 
-def _utf8(raw: Any) -> str:
+def utf8(raw: Any) -> str:
     if isinstance(raw, str):
         return raw
     try:
