@@ -71,6 +71,22 @@ def test_what_is_not_served_fails_the_load(
         folder.embedder_plan(st_folder(tmp_path, pooling, *extra))
 
 
+def test_a_pooling_module_is_needed_and_a_left_out_prompt_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "modules.json").write_text(
+        json.dumps([{"idx": 0, "name": "0", "path": "", "type": "x.Transformer"}])
+    )
+    with pytest.raises(ConfigError, match="no Pooling module"):
+        folder.embedder_plan(tmp_path)
+    (tmp_path / "modules.json").unlink()
+    st = st_folder(tmp_path, {"pooling_mode": "mean", "include_prompt": False})
+    assert folder.embedder_plan(st).prompt == ""  # no prompt: nothing to leave out
+    (st / "config_sentence_transformers.json").write_text(
+        json.dumps({"prompts": {"query": "query: "}, "default_prompt_name": "query"})
+    )
+    with pytest.raises(ConfigError, match="include_prompt"):
+        folder.embedder_plan(st)
+
+
 def test_cross_encoder_activation(tmp_path: Path) -> None:
     one, two = SimpleNamespace(num_labels=1), SimpleNamespace(num_labels=2)
     assert folder.activation(tmp_path, one) == "sigmoid"

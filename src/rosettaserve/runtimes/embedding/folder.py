@@ -48,12 +48,13 @@ def embedder_plan(folder: Path) -> FolderPlan:
     modules_file = folder / "modules.json"
     if not modules_file.is_file():
         return FolderPlan(None, None, _bert_config(folder).get("max_seq_length"), False, "")
-    pooling, normalize = None, False
+    pooling, normalize, with_prompt = None, False, True
     for module in read_json(modules_file):
         kind = str(module.get("type", "")).rsplit(".", 1)[-1]
         path = folder / str(module.get("path", ""))
         if kind == "Pooling":
-            pooling = _pooling(read_json(path / "config.json"), path)
+            config = read_json(path / "config.json")
+            pooling, with_prompt = _pooling(config, path), config.get("include_prompt", True)
         elif kind == "Normalize":
             normalize = True
         elif kind != "Transformer":
@@ -61,13 +62,20 @@ def embedder_plan(folder: Path) -> FolderPlan:
                 f"{modules_file}: module {module.get('type')!r} is not served by runtime: "
                 "embedding (it serves Transformer, Pooling and Normalize)"
             )
-    bert = _bert_config(folder)
+    if pooling is None:
+        raise ConfigError(f"{modules_file} has no Pooling module: runtime: embedding needs one")
+    bert, prompt = _bert_config(folder), _default_prompt(folder)
+    if prompt and not with_prompt:
+        raise ConfigError(
+            f"{folder}: a default prompt left out of the pooling (include_prompt: false) is not "
+            "served by runtime: embedding"
+        )
     return FolderPlan(
-        pooling or "cls",  # sentence-transformers without a Pooling module: the first token
+        pooling,
         normalize,
         bert.get("max_seq_length"),
         bool(bert.get("do_lower_case", False)),
-        _default_prompt(folder),
+        prompt,
     )
 
 
