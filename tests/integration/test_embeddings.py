@@ -140,6 +140,14 @@ def test_oip_tritonclient(server: ServerProcess) -> None:
     close(scored.as_numpy("SCORE"), st_scores(QUERY, TEXTS))
 
 
+def test_oip_text_that_is_not_utf8_is_replaced_not_refused(server: ServerProcess) -> None:
+    client = httpclient.InferenceServerClient(server.http_hostport)
+    text = httpclient.InferInput("TEXT", [2], "BYTES")
+    text.set_data_from_numpy(np.array([b"caf\xe9 ok", "café ok".encode()], dtype=object))
+    got = client.infer(EMBEDDER, [text]).as_numpy("EMBEDDING")
+    close(got, st_vectors(["caf\ufffd ok", "café ok"]))
+
+
 def test_models_lists_embedding_models(sdk: openai.OpenAI) -> None:
     assert {m.id for m in sdk.models.list()} == {EMBEDDER, RERANKER}
 
@@ -184,6 +192,7 @@ OPENAI_ERRORS = [
     ({"model": EMBEDDER, "input": [[1, 2], [600]]}, "vocabulary"),
     ({"model": EMBEDDER, "input": list(range(1, 66))}, "more than this model reads"),
     ({"model": RERANKER, "input": "a"}, "not an embedding model"),
+    ({"model": EMBEDDER, "input": ["a", "b" * 16385]}, "at most 16384 characters"),
 ]
 
 
@@ -209,6 +218,7 @@ TEI_ERRORS = [
     ("/rerank", {"texts": ["a"]}, "'query' is required"),
     ("/rerank", {"query": "q", "texts": ["a"] * 65}, "at most 64"),
     ("/rerank", {"query": "q", "texts": ["a"], "model": EMBEDDER}, "not a rerank model"),
+    ("/rerank", {"query": "q" * 20000, "texts": ["a"]}, "characters"),
 ]
 
 

@@ -46,6 +46,7 @@ class EmbeddingInfo:
     max_texts: int  # texts (or pairs) one request may hold: the model's max_batch_size
     vocab_size: int
     matryoshka: tuple[int, ...] = ()  # sizes a vector may be cut to (OpenAI's `dimensions`)
+    max_chars: int = 0  # a longer text is refused, not tokenized whole to be cut (0: no limit)
     created: int = 0  # when it was loaded (Unix seconds), for model cards
 
 
@@ -161,12 +162,31 @@ async def embed(
 
 
 def texts_field(value: Any, key: str, info: EmbeddingInfo) -> list[str]:
-    """A string or a list of strings, within the model's texts per request."""
+    """A string or a list of strings, within the model's texts per request and characters per
+    text."""
     items = [value] if isinstance(value, str) else value
     if not isinstance(items, list) or not all(isinstance(s, str) for s in items):
         raise InvalidInput(f"'{key}' must be a string or a list of strings")
     check_count(info, len(items), key)
+    for text in items:
+        check_length(info, len(text))
     return items
+
+
+def check_length(info: EmbeddingInfo, chars: int) -> None:
+    """A tokenizer reads a whole text before it is cut at ``max_tokens``: a text far longer than
+    the model can read is refused rather than tokenized (memory grows with it)."""
+    if info.max_chars and chars > info.max_chars:
+        raise InvalidInput(
+            f"a text has {chars} characters; this model reads {info.max_tokens} tokens of a "
+            f"text and takes texts of at most {info.max_chars} characters "
+            "(parameters.max_chars)"
+        )
+
+
+def default_max_chars(max_tokens: int) -> int:
+    """Room for any text whose first ``max_tokens`` tokens a tokenizer would keep."""
+    return max(64 * max_tokens, 16384)
 
 
 def check_dimensions(info: EmbeddingInfo, dimensions: int | None) -> None:

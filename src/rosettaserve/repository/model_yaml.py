@@ -147,6 +147,12 @@ EMBEDDING_PARAMETERS = Section(
             default_doc="config.json's matryoshka_dimensions, else none",
         ),
         Key("batch_tokens", Integer(1), "rows x longest row of one forward pass", 8192),
+        Key(
+            "max_chars",
+            Integer(0),
+            "a longer text is refused (400), not tokenized whole (0: no limit)",
+            default_doc="64 x max_length, at least 16384",
+        ),
         Key("device", Text(), "torch device, e.g. cuda", "cpu"),
         Key("dtype", Text(("float32", "float16", "bfloat16")), "weights' dtype", "float32"),
         Key(

@@ -54,6 +54,7 @@ async def rerank(dp: DataPlane, req: HttpRequest) -> HttpResponse:
     fields = Fields(doc)
     mv, info = hub.find(dp, fields.string("model") or "", hub.RERANK)
     query = fields.string("query")
+    hub.check_length(info, len(query or ""))
     if query is None:
         raise InvalidInput("'query' is required: the text the texts are scored against")
     texts = hub.texts_field(doc.get("texts"), "texts", info)

@@ -66,6 +66,7 @@ class EmbeddingModel(Model):
             normalize=self.normalize,
             max_tokens=self.max_tokens,
             max_texts=self.max_batch_size,
+            max_chars=int(params.get("max_chars", hub.default_max_chars(self.max_tokens))),
             vocab_size=len(self.tokenizer),
             matryoshka=self._matryoshka(params, config),
             created=int(time.time()),
@@ -160,8 +161,9 @@ class EmbeddingModel(Model):
         return features
 
     def _rerank(self, inputs: Arrays) -> dict[str, Any]:
-        queries = [utf8(b) for b in inputs[hub.QUERY]]
-        texts = [utf8(b) for b in inputs[hub.TEXT]]
+        limit = self.embedding_info.max_chars
+        queries = [utf8(b, limit) for b in inputs[hub.QUERY]]
+        texts = [utf8(b, limit) for b in inputs[hub.TEXT]]
         rows = tokenized(self.tokenizer, self.max_tokens, queries, texts)
         logits = encode.run(rows, self.batch_tokens, self.pad_id, self._score_batch)
         tokens = np.array([len(ids) for ids, _ in rows], dtype=np.int64)
@@ -217,7 +219,7 @@ def token_rows(
     default prompt first, lower-cased where its config says), or token ids as they are."""
     if parameters.get(hub.TOKEN_IDS):
         return [_ids_row(b, info) for b in raw]
-    texts = [prompt + utf8(b) for b in raw]
+    texts = [prompt + utf8(b, info.max_chars) for b in raw]
     return tokenized(tokenizer, info.max_tokens, [t.lower() if lower_case else t for t in texts])
 
 
@@ -247,13 +249,12 @@ def _max_tokens(
     return min(limits)
 
 
-def utf8(raw: Any) -> str:
-    if isinstance(raw, str):
-        return raw
-    try:
-        return bytes(raw).decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InvalidInput(f"a text is not valid UTF-8: {exc}") from None
+def utf8(raw: Any, limit: int = 0) -> str:
+    """A TEXT element as text, at most ``limit`` characters (0: all). The routes refuse a longer
+    text before it gets here; over OIP it is cut, and bytes that are not UTF-8 are replaced
+    (rather than failing the other requests batched with it)."""
+    text = raw if isinstance(raw, str) else bytes(raw).decode("utf-8", errors="replace")
+    return text[:limit] if limit and len(text) > limit else text
 
 
 def _ids_row(raw: Any, info: hub.EmbeddingInfo) -> encode.Row:

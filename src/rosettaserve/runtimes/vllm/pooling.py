@@ -78,6 +78,7 @@ class VllmPoolingModel(Model):
             normalize=normalize,
             max_tokens=int(model_config.max_model_len),
             max_texts=self.max_batch_size,
+            max_chars=hub.default_max_chars(int(model_config.max_model_len)),
             vocab_size=int(model_config.get_vocab_size()),
             matryoshka=tuple(sorted({int(s) for s in sizes if 0 < int(s) <= dim})),
             created=int(time.time()),
@@ -95,8 +96,8 @@ class VllmPoolingModel(Model):
         parameters = parameters or {}
         info = self.embedding_info
         if self.task == hub.RERANK:
-            queries = [utf8(b) for b in inputs[hub.QUERY]]
-            texts = [utf8(b) for b in inputs[hub.TEXT]]
+            queries = [utf8(b, info.max_chars) for b in inputs[hub.QUERY]]
+            texts = [utf8(b, info.max_chars) for b in inputs[hub.TEXT]]
             rows = tokenized(self.tokenizer, info.max_tokens, queries, texts)
             pooling = PoolingParams(task="classify", use_activation=False)
         else:
