@@ -110,7 +110,9 @@ def _echo(gen: TextGenerator, oa: schema.OpenAIRequest) -> str:
 class ChatFramer:
     """chat.completion.chunk events: the role first, then the content, then usage and [DONE]."""
 
-    def __init__(self, reply: Reply, oa: schema.OpenAIRequest, plan: ToolPlan | None) -> None:
+    def __init__(
+        self, reply: Reply, oa: schema.OpenAIRequest, plan: ToolPlan | None = None
+    ) -> None:
         self.reply, self.n = reply, oa.generate.n
         self.logprobs, self.with_usage = oa.top_logprobs is not None, oa.include_usage
         self.usages: dict[int, Usage] = {}
