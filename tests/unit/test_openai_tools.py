@@ -366,3 +366,16 @@ def test_the_plan_reads_the_models_options() -> None:
     plan = tool_plan(chat(tools=[NOW]).tools.specs, chat(tools=[NOW]).tools.choice, HERMES, "m")  # type: ignore[union-attr]
     assert plan.offered
     assert plan.ends_with_tool_calls
+
+
+def test_an_answer_cut_short_ends_with_length_not_tool_calls() -> None:
+    plan = plan_of(tools=[NOW], tool_choice="required")
+    c = Completion(0)
+    cut = GenerateDelta(0, '[{"name": "now", "parameters": {}}, {"name": "now", "par', [1])
+    cut.finish_reason, cut.usage = FinishReason.LENGTH, Usage(3, 1)
+    c.add(cut)
+    body = convert.chat_completion(convert.Reply("chat", "m", "c", 1), [c], Usage(3, 1), False)
+    tools.answer_choices(body, [c], plan)
+    assert len(body["choices"][0]["message"]["tool_calls"]) == 2
+    assert body["choices"][0]["finish_reason"] == "length"
+    assert tools.ToolDeltas(plan).feed(cut)[2] is False

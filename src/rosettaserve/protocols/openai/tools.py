@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 
 from rosettaserve.core.errors import InvalidInput
-from rosettaserve.core.generate import Completion, Fields, GenerateDelta
+from rosettaserve.core.generate import Completion, Fields, FinishReason, GenerateDelta
 from rosettaserve.core.tools import ChoiceMode, ToolCall, ToolChoice, ToolSpec
 from rosettaserve.protocols.tools import CallDelta, ToolStream, extract
 from rosettaserve.protocols.tools.choice import ToolPlan, check_choice, check_tool
@@ -149,7 +149,8 @@ def wire_call(call: ToolCall) -> dict[str, Any]:
 
 
 def answer_choices(body: dict[str, Any], completions: list[Completion], plan: ToolPlan) -> None:
-    """A non-streamed answer's messages with the calls its texts hold (``body`` in place)."""
+    """A non-streamed answer's messages with the calls its texts hold (``body`` in place);
+    ``finish_reason: tool_calls`` when it called (not ``length``: a call may be cut short)."""
     assert plan.parser is not None
     for choice, completion in zip(body["choices"], completions, strict=True):
         found = extract(plan.parser, completion.text)
@@ -158,7 +159,7 @@ def answer_choices(body: dict[str, Any], completions: list[Completion], plan: To
             continue
         choice["message"]["content"] = found.content
         choice["message"]["tool_calls"] = [wire_call(c) for c in found.calls]
-        if plan.ends_with_tool_calls:
+        if plan.ends_with_tool_calls and completion.finish_reason is not FinishReason.LENGTH:
             choice["finish_reason"] = "tool_calls"
 
 
@@ -172,10 +173,12 @@ class ToolDeltas:
         self.streams: dict[int, ToolStream] = {}
 
     def feed(self, delta: GenerateDelta) -> tuple[str, list[CallDelta], bool]:
-        """The delta's content, its call pieces, and whether its choice called."""
+        """The delta's content, its call pieces, and whether its choice ends with its calls
+        (not when the output was cut short: its last call may be cut too)."""
         stream = self.streams.setdefault(delta.index, ToolStream(self.parser))
         content, calls = stream.feed(delta.text, delta.finish_reason is not None)
-        return content, calls, stream.called and self.plan.ends_with_tool_calls
+        ends = self.plan.ends_with_tool_calls and delta.finish_reason is not FinishReason.LENGTH
+        return content, calls, stream.called and ends
 
 
 def wire_delta(piece: CallDelta) -> dict[str, Any]:
