@@ -43,6 +43,7 @@ install-test: $(VENV)/.installed-test
 VLLM_VENV ?= .venv-vllm
 VLLM_PY := $(VLLM_VENV)/bin/python
 VLLM_MODEL := build/tiny_llama_h32/model.safetensors
+VLLM_TOOLS_MODEL := build/tiny_llama_tools_h32/model.safetensors
 
 $(VLLM_VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VLLM_VENV)
@@ -54,7 +55,10 @@ $(VLLM_VENV)/.installed: pyproject.toml
 $(VLLM_MODEL): tests_vllm/build_model.py | $(VENV)/.installed
 	$(PY) tests_vllm/build_model.py build/tiny_llama_h32
 
-install-vllm: $(VLLM_VENV)/.installed $(VLLM_MODEL)
+$(VLLM_TOOLS_MODEL): tests_vllm/build_model.py examples/build_llm.py | $(VENV)/.installed
+	$(PY) tests_vllm/build_model.py --tools build/tiny_llama_tools_h32
+
+install-vllm: $(VLLM_VENV)/.installed $(VLLM_MODEL) $(VLLM_TOOLS_MODEL)
 
 $(SKLEARN_EXAMPLE): examples/build_examples.py $(VENV)/.installed
 	$(PY) examples/build_examples.py sklearn
