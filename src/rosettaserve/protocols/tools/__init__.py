@@ -39,11 +39,11 @@ PARSERS: dict[str, ToolParser] = {
     )
 }
 # the output of a constrained tool choice (protocols/tools/choice.py): plain JSON, no tokens
-REQUIRED = ToolParser("required", required, needs_special_tokens=False)
+REQUIRED = ToolParser("required", required)
 
 
 def named_parser(name: str) -> ToolParser:
-    return ToolParser("named", named(name), needs_special_tokens=False)
+    return ToolParser("named", named(name))
 
 
 __all__ = [

@@ -39,13 +39,12 @@ def openai_call_id() -> str:
 
 @dataclass(frozen=True, slots=True)
 class ToolParser:
-    """A parser by name (vLLM's ``--tool-call-parser`` names): how it reads a text, the ids of
-    its calls, and whether its model's tool tokens are special (the text must then keep them)."""
+    """A parser by name (vLLM's ``--tool-call-parser`` names): how it reads a text and the ids
+    of its calls."""
 
     name: str
     parse: ParseFn
     new_id: Callable[[], str] = openai_call_id
-    needs_special_tokens: bool = True
 
 
 @dataclass(slots=True)
@@ -83,6 +82,8 @@ class ToolStream:
         self.ids: list[str] = []
 
     def feed(self, text: str, final: bool = False) -> tuple[str, list[CallDelta]]:
+        if not text and not final:
+            return "", []  # nothing new to read
         self.text += text
         now = self.parser.parse(self.text, final)
         content = now.content[len(self.sent.content) :]

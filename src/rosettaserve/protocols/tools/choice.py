@@ -86,8 +86,8 @@ class ToolPlan:
     def apply(self, params: SamplingParams) -> None:
         if self.constraint is not None:
             params.constraint = self.constraint
-        if self.parser is not None and self.parser.needs_special_tokens:
-            params.skip_special_tokens = False  # the tool tokens must reach the parser (vLLM's)
+        if self.offered:  # tool tokens (often special) must reach the parser, as vLLM keeps them
+            params.skip_special_tokens = False
 
 
 def tool_plan(
