@@ -149,9 +149,9 @@ def main(
 # build/tiny_llama_tools: the same Llama with hermes tool tokens (added special tokens, as Qwen's
 # and Hermes' tokenizers have them), a hermes chat template that renders ``tools``, assistant
 # ``tool_calls`` and ``role: tool`` results, and a little more training on chats rendered by
-# that template: asked anything with tools offered, it calls ``get_weather`` for Paris; given a tool's
-# result, it answers in words. So a test can drive a whole tool loop with greedy decoding,
-# whatever it asks: the model does not decide, it was taught one habit.
+# that template: asked anything with tools offered, it calls ``get_weather`` for Paris; given
+# a tool's result, it answers in words. So a test can drive a whole tool loop with greedy
+# decoding, whatever it asks: the model does not decide, it was taught one habit.
 
 TOOL_TOKENS = ("<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>")
 TOOLS_CONTEXT = 2048
