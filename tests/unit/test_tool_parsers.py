@@ -264,3 +264,16 @@ def test_json_scan_is_json_dumps(value: Any) -> None:
     assert scan.end == len(text)
     for k in range(len(text)):  # each prefix says a prefix of the whole
         assert dumps(json.loads(text)).startswith(scan_json(text[:k], 0, False).canon)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(ARGS), st.sampled_from(ARGS), st.data())
+def test_a_memo_resumes_only_a_text_that_goes_on(a: Any, b: Any, data: st.DataObject) -> None:
+    """A stream's memo (where the last read stopped) never changes what a text says, even
+    handed a text that does not go on from the one it was made on."""
+    first, second = json.dumps(a), json.dumps(b)
+    memo: dict[int, Any] = {}
+    scan_json(first[: data.draw(st.integers(0, len(first)))], 0, False, memo)
+    cut = data.draw(st.integers(0, len(second)))
+    for final in (False, True):
+        assert scan_json(second[:cut], 0, final, memo) == scan_json(second[:cut], 0, final)

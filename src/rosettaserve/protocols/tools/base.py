@@ -14,8 +14,10 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from rosettaserve.core.tools import ToolCall
+from rosettaserve.protocols.tools.jsonscan import Memo
 
 
 @dataclass(slots=True)
@@ -30,7 +32,11 @@ class Parsed:
     calls: list[PartialCall] = field(default_factory=list)
 
 
-ParseFn = Callable[[str, bool], Parsed]
+class ParseFn(Protocol):
+    def __call__(self, text: str, final: bool, memo: Memo | None = None) -> Parsed:
+        """What ``text`` holds (``final``: it is whole); ``memo``: a stream's, so its next
+        reading resumes where this one stopped (the answer is the same without it)."""
+        ...
 
 
 def openai_call_id() -> str:
@@ -80,12 +86,13 @@ class ToolStream:
         self.text = ""
         self.sent = Parsed()
         self.ids: list[str] = []
+        self.memo: Memo = {}
 
     def feed(self, text: str, final: bool = False) -> tuple[str, list[CallDelta]]:
         if not text and not final:
             return "", []  # nothing new to read
         self.text += text
-        now = self.parser.parse(self.text, final)
+        now = self.parser.parse(self.text, final, self.memo)
         content = now.content[len(self.sent.content) :]
         deltas: list[CallDelta] = []
         for index, call in enumerate(now.calls):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rosettaserve.protocols.tools.base import PartialCall
-from rosettaserve.protocols.tools.jsonscan import scan_json, scan_string, skip_space
+from rosettaserve.protocols.tools.jsonscan import Memo, scan_json, scan_string, skip_space
 
 
 @dataclass(slots=True)
@@ -32,9 +32,11 @@ class CallRead:
         return self
 
 
-def read_call(text: str, i: int, final: bool, args_keys: tuple[str, ...]) -> CallRead:
+def read_call(
+    text: str, i: int, final: bool, args_keys: tuple[str, ...], memo: Memo | None = None
+) -> CallRead:
     """The call object at ``text[i]`` (after whitespace); ``args_keys``: the names its
-    arguments may go by (the first one met counts)."""
+    arguments may go by (the first one met counts); ``memo``: a stream's (jsonscan.py)."""
     read = CallRead()
     i = skip_space(text, i)
     if i >= len(text) or text[i] != "{":
@@ -55,7 +57,7 @@ def read_call(text: str, i: int, final: bool, args_keys: tuple[str, ...]) -> Cal
         if i >= len(text) or text[i] != ":":
             return read.stop(i < len(text) or final)
         args = key.value in args_keys and not args_seen
-        i = _member(read, key.value, text, i + 1, final=final, args=args)
+        i = _member(read, key.value, text, i + 1, final=final, args=args, memo=memo)
         if i < 0:
             return read
         args_seen = args_seen or key.value in args_keys
@@ -68,7 +70,9 @@ def read_call(text: str, i: int, final: bool, args_keys: tuple[str, ...]) -> Cal
             return read.stop(i < len(text) or final)
 
 
-def _member(read: CallRead, key: str, text: str, i: int, *, final: bool, args: bool) -> int:
+def _member(
+    read: CallRead, key: str, text: str, i: int, *, final: bool, args: bool, memo: Memo | None
+) -> int:
     """The value of member ``key`` read into ``read``: the index after it, or -1 when the
     text ends or fails in it (``read.error`` says which); ``args``: the value is the call's
     arguments."""
@@ -81,7 +85,7 @@ def _member(read: CallRead, key: str, text: str, i: int, *, final: bool, args: b
         if scan.end is not None:
             read.name = scan.value
     else:
-        scan = scan_json(text, i, final)
+        scan = scan_json(text, i, final, memo)
         if args:
             read.arguments = scan.canon
     if scan.end is None:

@@ -136,6 +136,12 @@ def _scalar(text: str, i: int, final: bool) -> Scan:
     return Scan(json.dumps(json.loads(run)), j)
 
 
+# Where a read stopped, for a stream's next, longer text to resume from: the text read from the
+# start (a whole number of tokens: what they say cannot change), what to expect next, the
+# canonical text written, the containers open. Keyed by the value's start.
+Memo = dict[int, tuple[str, str, str, tuple[str, ...]]]
+
+
 class _Reader:
     """One JSON value read from ``text[start:]``, the containers open kept on a stack."""
 
@@ -143,15 +149,30 @@ class _Reader:
         self.text, self.final = text, final
         self.out: list[str] = []
         self.stack: list[str] = []  # "{" or "["
+        self.mark: tuple[int, str, int, tuple[str, ...]] = (0, "value", 0, ())  # last boundary
+
+    def resume(self, start: int, memo: Memo) -> tuple[int, str]:
+        """Where the read of a shorter text stopped, if this text goes on from it."""
+        saved = memo.get(start)
+        if saved is None or not self.text.startswith(saved[0], start):
+            return start, "value"
+        read, expect, out, stack = saved
+        self.out, self.stack = [out], list(stack)
+        return start + len(read), expect
+
+    def remember(self, start: int, memo: Memo) -> None:
+        i, expect, written, stack = self.mark
+        if i > start:
+            memo[start] = (self.text[start:i], expect, "".join(self.out[:written]), stack)
 
     def result(self, end: int | None = None, error: bool = False) -> Scan:
         return Scan("".join(self.out), end, error or (end is None and self.final))
 
-    def read(self, i: int) -> Scan:
-        expect = "value"
+    def read(self, i: int, expect: str = "value") -> Scan:
         text = self.text
         while True:
             i = skip_space(text, i)
+            self.mark = (i, expect, len(self.out), tuple(self.stack))
             if i >= len(text):
                 return self.result()
             c = text[i]
@@ -205,7 +226,14 @@ class _Reader:
         return i + 1, "next" if self.stack else "done"
 
 
-def scan_json(text: str, i: int, final: bool) -> Scan:
+def scan_json(text: str, i: int, final: bool, memo: Memo | None = None) -> Scan:
     """The JSON value that starts at ``text[i]`` (after any whitespace); ``final``: the text
-    will not grow (what is unfinished is then an error)."""
-    return _Reader(text, final).read(i)
+    will not grow (what is unfinished is then an error). ``memo``: where the reads of this
+    value's shorter texts stopped (a stream's), so a longer text is read from there on."""
+    reader = _Reader(text, final)
+    if memo is None:
+        return reader.read(i)
+    scan = reader.read(*reader.resume(i, memo))
+    if scan.end is None and not scan.error:
+        reader.remember(i, memo)
+    return scan

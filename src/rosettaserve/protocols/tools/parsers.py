@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from rosettaserve.protocols.tools.base import Parsed, PartialCall, partial_tag
 from rosettaserve.protocols.tools.json_calls import CallRead, read_call
-from rosettaserve.protocols.tools.jsonscan import scan_json, skip_space
+from rosettaserve.protocols.tools.jsonscan import Memo, scan_json, skip_space
 
 HERMES_START, HERMES_END = "<tool_call>", "</tool_call>"
 PYTHON_TAG = "<|python_tag|>"
@@ -41,7 +41,7 @@ def failed(text: str, calls: list[PartialCall], content: str = "") -> Parsed:
     return Parsed(content, calls) if calls else Parsed(text)
 
 
-def hermes(text: str, final: bool) -> Parsed:
+def hermes(text: str, final: bool, memo: Memo | None = None) -> Parsed:
     content, at = content_until(text, HERMES_START, final)
     if at < 0:
         return Parsed(content)
@@ -53,7 +53,7 @@ def hermes(text: str, final: bool) -> Parsed:
             body, body_final = text[start:close], True
         else:
             body, body_final = text[start : len(text) - partial_tag(text, HERMES_END)], final
-        read = read_call(body, 0, body_final, ("arguments",))
+        read = read_call(body, 0, body_final, ("arguments",), memo)
         if read.call is None:
             return failed(text, calls, content) if read.error else Parsed(content, calls)
         calls.append(read.call)
@@ -63,24 +63,24 @@ def hermes(text: str, final: bool) -> Parsed:
     return Parsed(content, calls)
 
 
-def llama3_json(text: str, final: bool) -> Parsed:
+def llama3_json(text: str, final: bool, memo: Memo | None = None) -> Parsed:
     if not text.startswith((PYTHON_TAG, "{")):
         undecided = PYTHON_TAG.startswith(text) and not final
         return Parsed("" if undecided else text)
     i = len(PYTHON_TAG) if text.startswith(PYTHON_TAG) else 0
-    return _separated(text, i, final, ";", ("parameters", "arguments"))
+    return _separated(text, i, final, ";", ("parameters", "arguments"), memo=memo)
 
 
-def required(text: str, final: bool) -> Parsed:
+def required(text: str, final: bool, memo: Memo | None = None) -> Parsed:
     i = skip_space(text, 0)
     if i >= len(text):
         return failed(text, []) if final else Parsed()
     if text[i] != "[":
         return failed(text, [])
-    return _json_list(text, i + 1, final, ("parameters",), [])
+    return _json_list(text, i + 1, final, ("parameters",), memo)
 
 
-def mistral(text: str, final: bool) -> Parsed:
+def mistral(text: str, final: bool, memo: Memo | None = None) -> Parsed:
     content, at = content_until(text, MISTRAL_CALLS, final)
     if at < 0:
         return Parsed(content)
@@ -88,12 +88,12 @@ def mistral(text: str, final: bool) -> Parsed:
     if i >= len(text):
         return Parsed(content) if not final else failed(text, [])
     if text[i] == "[":
-        parsed = _json_list(text, i + 1, final, ("arguments",), [])
+        parsed = _json_list(text, i + 1, final, ("arguments",), memo)
         return Parsed(content, parsed.calls) if parsed.calls or not parsed.content else parsed
-    return _mistral_named(text, at, final, content)
+    return _mistral_named(text, at, final, content, memo)
 
 
-def _mistral_named(text: str, at: int, final: bool, content: str) -> Parsed:
+def _mistral_named(text: str, at: int, final: bool, content: str, memo: Memo | None) -> Parsed:
     """v11+: ``[TOOL_CALLS]name[ARGS]{...}`` for each call."""
     calls: list[PartialCall] = []
     while at >= 0:
@@ -106,7 +106,7 @@ def _mistral_named(text: str, at: int, final: bool, content: str) -> Parsed:
         name = text[start:args].strip()
         if not name or not name.replace("_", "a").replace("-", "a").isalnum():
             return failed(text, calls, content)
-        scan = scan_json(text, args + len(MISTRAL_ARGS), final)
+        scan = scan_json(text, args + len(MISTRAL_ARGS), final, memo)
         calls.append(PartialCall(name, scan.canon))
         if scan.end is None:
             return Parsed(content, calls)
@@ -115,21 +115,27 @@ def _mistral_named(text: str, at: int, final: bool, content: str) -> Parsed:
 
 
 def _json_list(
-    text: str, i: int, final: bool, args_keys: tuple[str, ...], calls: list[PartialCall]
+    text: str, i: int, final: bool, args_keys: tuple[str, ...], memo: Memo | None
 ) -> Parsed:
     """Call objects separated by commas up to ``]``, from ``text[i]`` (after the ``[``)."""
     i = skip_space(text, i)
     if i < len(text) and text[i] == "]":
-        return failed(text, calls)  # no call at all: vLLM's parse has no call either
-    return _separated(text, i, final, ",", args_keys)
+        return failed(text, [])  # no call at all: vLLM's parse has no call either
+    return _separated(text, i, final, ",", args_keys, memo=memo)
 
 
 def _separated(
-    text: str, i: int, final: bool, separator: str, args_keys: tuple[str, ...]
+    text: str,
+    i: int,
+    final: bool,
+    separator: str,
+    args_keys: tuple[str, ...],
+    *,
+    memo: Memo | None = None,
 ) -> Parsed:
     calls: list[PartialCall] = []
     while True:
-        read: CallRead = read_call(text, i, final, args_keys)
+        read: CallRead = read_call(text, i, final, args_keys, memo)
         if read.call is None:
             return failed(text, calls) if read.error else Parsed("", calls)
         calls.append(read.call)
@@ -152,5 +158,5 @@ class ParseNamed:
     def __init__(self, name: str) -> None:
         self.name = name
 
-    def __call__(self, text: str, final: bool) -> Parsed:
+    def __call__(self, text: str, final: bool, memo: Memo | None = None) -> Parsed:
         return Parsed("", [PartialCall(self.name, text)])

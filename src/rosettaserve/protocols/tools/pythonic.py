@@ -18,7 +18,7 @@ import re
 from typing import Any
 
 from rosettaserve.protocols.tools.base import Parsed, PartialCall
-from rosettaserve.protocols.tools.jsonscan import skip_space
+from rosettaserve.protocols.tools.jsonscan import Memo, skip_space
 from rosettaserve.protocols.tools.parsers import failed
 
 NAME = re.compile(r"[A-Za-z_]\w*")
@@ -29,7 +29,8 @@ class NotALiteral(ValueError):
     pass
 
 
-def pythonic(text: str, final: bool) -> Parsed:
+def pythonic(text: str, final: bool, memo: Memo | None = None) -> Parsed:
+    """(``memo`` unused: a call is read whole once complete.)"""
     if not text.startswith("["):
         return Parsed("" if not text and not final else text)
     calls: list[PartialCall] = []
