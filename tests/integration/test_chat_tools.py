@@ -182,3 +182,19 @@ def test_what_cannot_be_served_is_a_400(
         oai.chat.completions.create(**request)
     assert caught.value.status_code == 400
     assert words in str(caught.value)
+
+
+def test_legacy_functions_get_a_function_call(oai: openai.OpenAI) -> None:
+    answer = oai.chat.completions.create(
+        model=MODEL,
+        messages=MESSAGES,
+        functions=[WEATHER["function"]],
+        temperature=0,
+        max_tokens=80,
+    )
+    choice = answer.choices[0]
+    assert choice.message.function_call is not None
+    assert choice.message.function_call.name == "get_weather"
+    assert json.loads(choice.message.function_call.arguments) == {"city": "Paris"}
+    assert choice.message.tool_calls is None
+    assert choice.finish_reason == "function_call"

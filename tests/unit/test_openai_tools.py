@@ -379,3 +379,37 @@ def test_an_answer_cut_short_ends_with_length_not_tool_calls() -> None:
     assert len(body["choices"][0]["message"]["tool_calls"]) == 2
     assert body["choices"][0]["finish_reason"] == "length"
     assert tools.ToolDeltas(plan).feed(cut)[2] is False
+
+
+def test_legacy_functions_are_answered_with_function_call() -> None:
+    oa = chat(functions=[WEATHER["function"]], stream=True)
+    plan = _tool_plan(oa, HERMES, "m")
+    assert plan is not None
+    assert oa.tools is not None
+    assert oa.tools.legacy
+    text = TEXTS[0] + TEXTS[0][len("Checking.") :]  # two calls: the first is answered
+    reply = convert.Reply("chat", "m", "chatcmpl-1", 1)
+    c = Completion(0)
+    for d in deltas(0, [text]):
+        c.add(d)
+    body = convert.chat_completion(reply, [c], Usage(3, 1), False)
+    tools.answer_choices(body, [c], plan, legacy=True)
+    message = body["choices"][0]["message"]
+    assert message["function_call"] == {"name": "get_weather", "arguments": '{"city": "Paris"}'}
+    assert "tool_calls" not in message
+    assert body["choices"][0]["finish_reason"] == "function_call"
+    framer = ChatFramer(reply, oa, plan)
+    raw = b"".join(
+        framer.chunk(d) for d in deltas(0, [text[k : k + 5] for k in range(0, len(text), 5)])
+    )
+    got = {"name": "", "arguments": ""}
+    finish = None
+    for line in raw.decode().split("\n\n"):
+        if line:
+            choice = orjson.loads(line[len("data: ") :])["choices"][0]
+            assert "tool_calls" not in choice["delta"]
+            for key, value in choice["delta"].get("function_call", {}).items():
+                got[key] += value
+            finish = choice["finish_reason"] or finish
+    assert got == message["function_call"]
+    assert finish == "function_call"

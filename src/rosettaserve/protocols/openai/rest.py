@@ -52,7 +52,7 @@ async def chat(plane: GenerationPlane, req: HttpRequest, split: Split | None) ->
     done = await generation.collect()
     body = convert.chat_completion(reply, done, total_usage(done), oa.top_logprobs is not None)
     if plan is not None and plan.parser is not None:
-        tools.answer_choices(body, done, plan)
+        tools.answer_choices(body, done, plan, oa.tools is not None and oa.tools.legacy)
     return json_response(body)
 
 
@@ -117,6 +117,7 @@ class ChatFramer:
         self.logprobs, self.with_usage = oa.top_logprobs is not None, oa.include_usage
         self.usages: dict[int, Usage] = {}
         self.calls = tools.ToolDeltas(plan) if plan is not None and plan.parser else None
+        self.legacy = oa.tools is not None and oa.tools.legacy  # answered as function_call
 
     def head(self) -> bytes:
         roles = [convert.chat_role_choice(i) for i in range(self.n)]
@@ -143,13 +144,13 @@ class ChatFramer:
         if delta.usage is not None:
             self.usages[delta.index] = delta.usage
         content, calls, called = self.calls.feed(delta)
-        if not (content or calls or delta.finish_reason is not None or self.logprobs):
+        pieces = tools.delta_calls(calls, self.legacy)
+        if not (content or pieces or delta.finish_reason is not None or self.logprobs):
             return b""
         choice = convert.chat_delta_choice(replace(delta, text=content), self.logprobs)
-        if calls:
-            choice["delta"]["tool_calls"] = [tools.wire_delta(c) for c in calls]
+        choice["delta"] |= pieces
         if called and delta.finish_reason is not None:
-            choice["finish_reason"] = "tool_calls"
+            choice["finish_reason"] = "function_call" if self.legacy else "tool_calls"
         return convert.chat_chunk(self.reply, [choice], self.with_usage)
 
     def tail(self) -> bytes:

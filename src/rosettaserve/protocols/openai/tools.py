@@ -24,6 +24,7 @@ class ChatTools:
     specs: tuple[ToolSpec, ...]
     choice: ToolChoice
     wire: tuple[dict[str, Any], ...]
+    legacy: bool = False  # sent as ``functions``: answered with ``function_call``, one call
 
 
 def read_tools(f: Fields) -> ChatTools:
@@ -44,7 +45,7 @@ def read_tools(f: Fields) -> ChatTools:
     key = "function_call" if doc.get("function_call") is not None else "tool_choice"
     choice = _choice(doc.get(key), key, f.boolean("parallel_tool_calls", True), bool(specs))
     check_choice(specs, choice, key)
-    return ChatTools(specs, choice, tuple(wire))
+    return ChatTools(specs, choice, tuple(wire), bool(doc.get("functions")))
 
 
 def _list(value: Any, key: str) -> list[Any]:
@@ -148,19 +149,25 @@ def wire_call(call: ToolCall) -> dict[str, Any]:
     }
 
 
-def answer_choices(body: dict[str, Any], completions: list[Completion], plan: ToolPlan) -> None:
+def answer_choices(
+    body: dict[str, Any], completions: list[Completion], plan: ToolPlan, legacy: bool = False
+) -> None:
     """A non-streamed answer's messages with the calls its texts hold (``body`` in place);
-    ``finish_reason: tool_calls`` when it called (not ``length``: a call may be cut short)."""
+    ``finish_reason: tool_calls`` when it called (not ``length``: a call may be cut short).
+    ``legacy``: OpenAI's ``function_call`` shape, the first call only."""
     assert plan.parser is not None
     for choice, completion in zip(body["choices"], completions, strict=True):
         found = extract(plan.parser, completion.text)
-        if not found.calls:
-            choice["message"]["content"] = found.content
-            continue
         choice["message"]["content"] = found.content
-        choice["message"]["tool_calls"] = [wire_call(c) for c in found.calls]
+        if not found.calls:
+            continue
+        if legacy:
+            first = found.calls[0]
+            choice["message"]["function_call"] = {"name": first.name, "arguments": first.arguments}
+        else:
+            choice["message"]["tool_calls"] = [wire_call(c) for c in found.calls]
         if plan.ends_with_tool_calls and completion.finish_reason is not FinishReason.LENGTH:
-            choice["finish_reason"] = "tool_calls"
+            choice["finish_reason"] = "function_call" if legacy else "tool_calls"
 
 
 class ToolDeltas:
@@ -179,6 +186,18 @@ class ToolDeltas:
         content, calls = stream.feed(delta.text, delta.finish_reason is not None)
         ends = self.plan.ends_with_tool_calls and delta.finish_reason is not FinishReason.LENGTH
         return content, calls, stream.called and ends
+
+
+def delta_calls(pieces: list[CallDelta], legacy: bool) -> dict[str, Any]:
+    """What a stream's delta carries of its calls: ``tool_calls`` pieces, or (``legacy``) the
+    first call's ``function_call`` pieces."""
+    if not legacy:
+        return {"tool_calls": [wire_delta(c) for c in pieces]} if pieces else {}
+    for piece in pieces:
+        if piece.index == 0:
+            named = {"name": piece.name} if piece.id is not None else {}
+            return {"function_call": named | {"arguments": piece.arguments}}
+    return {}
 
 
 def wire_delta(piece: CallDelta) -> dict[str, Any]:
