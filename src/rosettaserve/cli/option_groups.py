@@ -122,6 +122,18 @@ def add_pd_options(serve: argparse.ArgumentParser) -> None:
     )
 
 
+def add_llm_api_options(serve: argparse.ArgumentParser) -> None:
+    """What the LLM API families keep between requests."""
+    serve.add_argument(
+        "--responses-store",
+        type=non_negative,
+        default=1000,
+        metavar="N",
+        help="the Responses API keeps this many responses in memory (previous_response_id, GET "
+        "and DELETE /v1/responses/{id}); the oldest goes first (0: none is kept)",
+    )
+
+
 def add_http_limits(serve: argparse.ArgumentParser) -> None:
     """What an HTTP client may hold of the server: bytes of a request head, and time (``serve``
     and ``scheduler`` alike; ``settings.http_limits_of`` reads them)."""

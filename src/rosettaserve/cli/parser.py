@@ -11,6 +11,7 @@ from rosettaserve.cli import help as cli_help
 from rosettaserve.cli.logs import add_log_format, add_log_options
 from rosettaserve.cli.option_groups import (
     add_http_limits,
+    add_llm_api_options,
     add_pd_options,
     add_security_options,
     non_negative,
@@ -101,6 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="render a chat request's own chat_template (in Jinja's sandbox; refused with 400 "
         "unless this is set, as vLLM does): only for clients you would let run code",
     )
+    add_llm_api_options(serve)
     add_scaling_options(serve)
     add_http_limits(serve)
     serve.add_argument(
