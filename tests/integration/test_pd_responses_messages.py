@@ -137,3 +137,7 @@ def test_the_clients_through_the_scheduler(
     assert claude_via.messages.create(**args).content == done.content
     with claude_via.messages.stream(**args) as streamed:
         assert "".join(streamed.text_stream) == done.content[0].text  # type: ignore[union-attr]
+    counted = claude_via.messages.count_tokens(model=MODEL, messages=STORY)  # type: ignore[arg-type]
+    assert counted.input_tokens == done.usage.input_tokens
+    with pytest.raises(openai.NotFoundError):  # nothing is kept under PD
+        via.responses.retrieve(via.responses.create(**kw).id)
