@@ -132,7 +132,7 @@ def add_scheduler_command(commands: argparse._SubParsersAction[argparse.Argument
     sched = commands.add_parser(
         "scheduler",
         help="split LLM requests between prefill and decode instances",
-        description="Accept the five LLM API families and serve each request with a prefill "
+        description="Accept the LLM API families and serve each request with a prefill "
         "instance and a decode instance (rosettaserve serve REPO --role prefill|decode).",
         epilog=cli_help.SCHEDULER_EPILOG,
         formatter_class=cli_help.HelpFormatter,

@@ -1,4 +1,4 @@
-"""The scheduler (coordinator): the five LLM families in, prefill and decode instances behind.
+"""The scheduler (coordinator): the LLM families in, prefill and decode instances behind.
 
 Per request: a fresh decimal ``req-id``; a prefill instance P and a decode instance D chosen
 (pool.py); the client's URL and body forwarded unchanged to P with the PD headers. P answers
