@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 
 from rosettaserve.core.errors import InvalidInput
-from rosettaserve.core.generate import Fields, GenerateRequest
+from rosettaserve.core.generate import SEED_MAX, Fields, GenerateRequest
 from rosettaserve.core.sampling_fields import Field, SamplingTable, read_sampling
 from rosettaserve.core.structured_output import ConstraintKind, OutputConstraint
 from rosettaserve.core.tools import ChoiceMode, ToolChoice, ToolSpec
@@ -45,7 +45,7 @@ SAMPLING = SamplingTable(
         Field("temperature", ("temperature",), "number", 0.0, 2.0),
         Field("top_p", ("top_p",), "number", 0.0, 1.0, lo_open=True),
         Field("top_k", ("top_k",), "int", -1),  # vLLM's extra
-        Field("seed", ("seed",), "int", 0),  # vLLM's extra
+        Field("seed", ("seed",), "int", 0, SEED_MAX),  # vLLM's extra
     ),
 )
 
