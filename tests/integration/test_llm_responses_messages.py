@@ -296,3 +296,35 @@ def test_the_families_are_counted_under_their_names(
     ).text
     for family in ("openai-responses", "anthropic"):
         assert f'protocol="{family}"' in metrics, family
+
+
+# -- tool calls and results already in the conversation -------------------------------------------
+
+CALL = {"id": "call_1", "type": "function", "function": {"name": "weather", "arguments": "{}"}}
+WITH_TOOLS = [
+    {"role": "user", "content": "What is the weather?"},
+    {"role": "assistant", "content": "", "tool_calls": [CALL]},
+    {"role": "tool", "tool_call_id": "call_1", "content": "sunny"},
+]
+
+
+def test_tool_items_render_as_the_chat_messages(
+    oai: openai.OpenAI, claude: anthropic.Anthropic
+) -> None:
+    expected = chat_text(oai, WITH_TOOLS)  # type: ignore[arg-type]
+    items: list[Any] = [
+        {"role": "user", "content": "What is the weather?"},
+        {"type": "function_call", "call_id": "call_1", "name": "weather", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "call_1", "output": "sunny"},
+    ]
+    done = oai.responses.create(model=MODEL, input=items, max_output_tokens=40, temperature=0)
+    assert done.output_text == expected
+    blocks: list[Any] = [
+        {"role": "user", "content": "What is the weather?"},
+        {"role": "assistant",
+         "content": [{"type": "tool_use", "id": "call_1", "name": "weather", "input": {}}]},
+        {"role": "user",
+         "content": [{"type": "tool_result", "tool_use_id": "call_1", "content": "sunny"}]},
+    ]  # fmt: skip
+    message = claude.messages.create(model=MODEL, max_tokens=40, messages=blocks, extra_body=GREEDY)
+    assert message.content[0].text == expected  # type: ignore[union-attr]

@@ -25,6 +25,7 @@ from rosettaserve.core.generation_plane import (
 )
 from rosettaserve.protocols.anthropic import schema
 from rosettaserve.protocols.llm_http import SSE_HEADERS, Endpoint, streamed
+from rosettaserve.protocols.openai.schema import chat_messages
 from rosettaserve.web.routing import HttpRequest, HttpResponse, json_response
 
 FAMILY = "anthropic"
@@ -105,7 +106,8 @@ async def messages(plane: GenerationPlane, req: HttpRequest, split: Split | None
     doc = json_object(req.body)
     mv, gen = plane.find(schema.model_name(doc))
     mr = schema.messages_request(doc, gen.info.max_stop_sequences)
-    prompt = await chat_prompt(gen, mr.messages, len(req.body))
+    # read as chat's messages are, so the template renders what the chat completion would
+    prompt = await chat_prompt(gen, chat_messages(mr.messages), len(req.body))
     # message_start says how many tokens the prompt has: it is tokenized here, once
     mr.generate.prompt_token_ids = await tokenized(gen, prompt, False)
     raw, _ = reply_identity(split, "msg")
@@ -129,7 +131,7 @@ async def count_tokens(
     mv, gen = plane.find(schema.model_name(doc))
     mr = schema.messages_request(doc, gen.info.max_stop_sequences, counting=True)
     with mv:  # in flight while it is rendered and tokenized: unloading waits for it
-        prompt = await chat_prompt(gen, mr.messages, len(req.body))
+        prompt = await chat_prompt(gen, chat_messages(mr.messages), len(req.body))
         ids = await tokenized(gen, prompt, False)
     return json_response({"input_tokens": len(ids)})
 

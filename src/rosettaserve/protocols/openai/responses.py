@@ -30,7 +30,7 @@ from rosettaserve.core.tools import ToolSpec
 from rosettaserve.protocols.llm_http import SSE_HEADERS, Endpoint, streamed
 from rosettaserve.protocols.openai import convert
 from rosettaserve.protocols.openai.responses_schema import ResponsesRequest, responses_request
-from rosettaserve.protocols.openai.schema import model_name
+from rosettaserve.protocols.openai.schema import chat_messages, model_name
 from rosettaserve.web.routing import HttpRequest, HttpResponse, json_response
 
 FAMILY = "openai-responses"
@@ -152,7 +152,9 @@ async def create(plane: GenerationPlane, req: HttpRequest, split: Split | None) 
     mv, gen = plane.find(model_name(doc))
     rr = responses_request(doc, gen.info.max_stop_sequences)
     history = _history(plane, rr, split)
-    rr.generate.prompt = await chat_prompt(gen, rr.messages(history), len(req.body))
+    # read as chat's messages are, so the template renders what the chat completion would
+    messages = chat_messages(rr.messages(history))
+    rr.generate.prompt = await chat_prompt(gen, messages, len(req.body))
     raw, created = reply_identity(split, "resp")
     token = raw.partition("-")[2]  # both halves of a split request share it
     kept = rr.store and split is None
