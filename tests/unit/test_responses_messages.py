@@ -134,6 +134,7 @@ def test_responses_tools_without_calls_are_accepted() -> None:
         ({"tools": [{"type": "web_search"}]}, "'tools[0]' must be a function tool"),
         ({"tool_choice": {"type": "function", "name": "g"}}, "which 'tools' lacks"),
         ({"tool_choice": "sometimes"}, "'tool_choice' must be"),
+        ({"tool_choice": "required"}, "'tool_choice': 'required' needs 'tools'"),
     ],
 )
 def test_responses_refusals(doc: dict[str, Any], says: str) -> None:
@@ -234,6 +235,7 @@ def test_messages_tool_choices_are_read() -> None:
         ({"tools": [{"type": "bash_20250124", "name": "bash"}]}, "only client tools"),
         ({"tool_choice": {"type": "sometimes"}}, "tool_choice: must be"),
         ({"tool_choice": {"type": "tool", "name": "x"}}, "which tools lacks"),
+        ({"tool_choice": {"type": "any"}}, "tool_choice: any needs tools"),
     ],
 )
 def test_messages_refusals(doc: dict[str, Any], says: str) -> None:

@@ -114,6 +114,8 @@ def tools_of(tools: Any, choice: Any) -> tuple[tuple[ToolSpec, ...], ToolChoice]
     if kind not in modes:
         raise InvalidInput("tool_choice: must be {type: auto | any | tool | none}")
     assert isinstance(choice, dict)
+    if kind == "any" and not specs:
+        raise InvalidInput("tool_choice: any needs tools")
     parallel = not choice.get("disable_parallel_tool_use", False)
     name = choice.get("name") if kind == "tool" else ""
     if kind == "tool" and not any(s.name == name for s in specs):

@@ -156,6 +156,8 @@ def tools_of(tools: Any, choice: Any) -> tuple[tuple[ToolSpec, ...], ToolChoice]
     if tools is not None and not isinstance(tools, list):
         raise InvalidInput("'tools' must be a list of function tools")
     specs = tuple(_tool(i, t) for i, t in enumerate(tools or []))
+    if choice == "required" and not specs:
+        raise InvalidInput("'tool_choice': 'required' needs 'tools'")
     if choice is None or choice in ("auto", "none", "required"):
         mode = ChoiceMode(choice or "auto")
         return specs, ToolChoice(mode)
