@@ -200,8 +200,8 @@ class Keeper:
         if not self.head.kept:
             return
         said = {"role": "assistant", "content": text}
-        self.plane.responses.put(self.head.id, {"response": response, "messages": [
-            *self.messages, said]})  # fmt: skip
+        kept = {"response": response, "messages": [*self.messages, said]}
+        self.plane.responses.put(self.head.id, kept)
 
 
 async def retrieve(plane: GenerationPlane, req: HttpRequest, split: Split | None) -> HttpResponse:
