@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from rosettaserve.core.generation_plane import DEFAULT_RESPONSES_STORE
 from rosettaserve.core.suggest import one_of
 from rosettaserve.pd.options import ROLES
 from rosettaserve.security.keys import ENV_VAR
@@ -127,7 +128,7 @@ def add_llm_api_options(serve: argparse.ArgumentParser) -> None:
     serve.add_argument(
         "--responses-store",
         type=non_negative,
-        default=1000,
+        default=DEFAULT_RESPONSES_STORE,
         metavar="N",
         help="the Responses API keeps this many responses in memory (previous_response_id, GET "
         "and DELETE /v1/responses/{id}); the oldest goes first (0: none is kept)",
