@@ -1,4 +1,4 @@
-"""The scheduler (coordinator): the five LLM families in, prefill and decode instances behind.
+"""The scheduler (coordinator): the LLM families in, prefill and decode instances behind.
 
 Per request: a fresh decimal ``req-id``; a prefill instance P and a decode instance D chosen
 (pool.py); the client's URL and body forwarded unchanged to P with the PD headers. P answers
@@ -16,8 +16,9 @@ stream breaks fails its requests at once. While no prefill or no decode instance
 request's model READY, the request is refused at once with 503 and ``Retry-After`` (as a
 loading MindIE or vLLM instance answers), in the family's error form.
 
-The embedding and rerank routes (protocols/pooling.py) are not split: each request goes whole to
-one instance of either role that has its model READY, its reply forwarded unchanged.
+The routes a family serves whole (``count_tokens``, ...) and the embedding and rerank routes
+(protocols/pooling.py) are not split: each request goes whole to one instance of either role
+that has its model READY, its reply forwarded unchanged.
 
 Header fields between the client and P: forwarding.py. A frame on ``/dresult`` is taken only
 from the decode instance its request was assigned to; any other D's is dropped and logged.
@@ -44,7 +45,7 @@ from rosettaserve.pd.options import SchedulerOptions
 from rosettaserve.pd.pool import Instance, Pool, Wanted, model_of
 from rosettaserve.pd.prefill import FAILED_HEADER
 from rosettaserve.protocols import pooling
-from rosettaserve.protocols.families import POSTS, Family, family_of
+from rosettaserve.protocols.families import FAMILIES, POSTS, Family, family_of
 from rosettaserve.web.routing import HttpRequest, HttpResponse, Route, json_response
 
 log = logging.getLogger("rosettaserve.pd.scheduler")
@@ -131,7 +132,10 @@ class Scheduler:
     def routes(self) -> list[Route]:
         # every family's POST endpoint; POST /generate is TGI's unless the body says vLLM
         out = [Route("POST", p, self._handler(f), f.error_response) for p, (f, _) in POSTS.items()]
-        # embeddings and rerank: no prefill/decode split, one instance serves each whole
+        # the routes a family serves whole (count_tokens, ...), and embeddings and rerank: no
+        # prefill/decode split, one instance serves each whole
+        out += [Route(e.method, e.pattern, self._whole, f.error_response)
+                for f in FAMILIES for e in f.whole]  # fmt: skip
         out += [Route("POST", e.path, self._whole, e.error_response) for e in pooling.ENDPOINTS]
         return [
             *out,
@@ -168,14 +172,28 @@ class Scheduler:
         )
 
     async def _models(self, req: HttpRequest) -> HttpResponse:
+        return await self._on_prefill("GET", "/v1/models", timeout=5.0)
+
+    async def _on_prefill(
+        self,
+        method: str,
+        target: str,
+        headers: dict[str, str] | None = None,
+        body: bytes | bytearray = b"",
+        timeout: float = 60.0,
+    ) -> HttpResponse:
+        """A request a healthy prefill instance answers whole, its reply as it is."""
         for p in [i for i in self.pool.prefill if i.healthy]:
             try:
-                found = await self.client.fetch(p.address, "GET", "/v1/models", timeout=5.0)
+                found = await self.client.fetch(
+                    p.address, method, target, headers=headers, body=body, timeout=timeout
+                )
             except HttpClientError:
                 continue
-            status, headers, body = found
-            body = forwarding.reply_body(p.address, headers, body)
-            return HttpResponse(status, body, headers.get("content-type", "application/json"))
+            status, got, answer = found
+            answer = forwarding.reply_body(p.address, got, answer)
+            media = got.get("content-type", "application/json")
+            return HttpResponse(status, answer, media, forwarding.error_headers(got))
         raise Unavailable("no prefill instance is available")
 
     async def _whole(self, req: HttpRequest) -> HttpResponse:
@@ -185,12 +203,14 @@ class Scheduler:
         tried: set[Instance] = set()
         last_error = "no instance was tried"
         headers = forwarding.to_prefill(req.headers)
+        target = quote(req.path, safe="/:@!$&'()*+,;=-._~")
+        target += f"?{req.query.decode('latin-1')}" if req.query else ""
         self.stats["whole"] += 1
         while (i := self.pool.pick_any(tried, lambda: model_of(req))) is not None:
             i.outstanding += len(req.body)
             try:
                 status, got, body = await self.client.fetch(
-                    i.address, "POST", quote(req.path), headers=headers, body=req.body,
+                    i.address, req.method, target, headers=headers, body=req.body,
                     timeout=self.options.prefill_timeout_s,
                 )  # fmt: skip
             except HttpClientError as exc:
