@@ -11,8 +11,10 @@ says how the request's deltas are made on this instance.
 
 Nothing long runs on the event loop: a text prompt longer than ``INLINE_PROMPT_CHARS`` is
 checked against the window first (a prompt that cannot fit, whatever its tokens, is refused
-before it is tokenized) and tokenized on the request-work threads (core/executor.py), and a
-chat whose body is larger than ``INLINE_CHAT_BYTES`` is rendered by its template there too.
+before it is tokenized) and tokenized on the request-work threads (core/executor.py), a
+chat whose body is larger than ``INLINE_CHAT_BYTES`` is rendered by its template there too, and
+so is a structured output's grammar compiled, unless the engine has it already
+(core/structured_output.py).
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from rosettaserve.core.generate import (
 )
 from rosettaserve.core.registry import ModelVersion
 from rosettaserve.core.run_at_once import bounded
+from rosettaserve.core.structured_output import prepare_constraint
 
 TEXT_RUNTIMES = ("llm", "vllm")  # the runtimes whose models generate text
 # A longer text prompt is tokenized on the request-work threads, where its tokenizing costs
@@ -178,6 +181,7 @@ class GenerationPlane:
             can_serve(mv, generator, request, split)
             with mv:  # in flight while a long prompt is tokenized: unloading waits for it
                 await tokenize_long_prompt(generator, request)
+                await prepare_constraint(generator, request.sampling.constraint)
             stream = split.start(generator, request) if split else generator.generate(request)
         except ServingError as exc:
             if series is not None:
