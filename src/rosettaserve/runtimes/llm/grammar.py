@@ -73,8 +73,12 @@ class Grammars:
     # -- compiling (any thread) -----------------------------------------------------------------
 
     def ready(self, constraint: OutputConstraint) -> bool:
+        """Compiled already (and now the most recently used)."""
         with self._lock:
-            return constraint in self._cache
+            if constraint not in self._cache:
+                return False
+            self._cache.move_to_end(constraint)
+            return True
 
     def compiled(self, constraint: OutputConstraint) -> Any:
         """The compiled grammar of ``constraint`` (compiled now unless cached)."""
@@ -94,9 +98,9 @@ class Grammars:
         compiler = self._xgrammar_compiler()
         try:
             if c.kind is ConstraintKind.JSON_SCHEMA:
-                return compiler.compile_json_schema(c.spec, any_whitespace=False)
+                return compiler.compile_grammar(json_grammar(c.spec))
             if c.kind is ConstraintKind.JSON_OBJECT:
-                return compiler.compile_json_schema('{"type": "object"}', any_whitespace=False)
+                return compiler.compile_grammar(json_grammar('{"type": "object"}'))
             if c.kind is ConstraintKind.REGEX:
                 return compiler.compile_regex(c.spec)
             if c.kind is ConstraintKind.CHOICE:
@@ -149,15 +153,7 @@ class Grammars:
 
     def mask(self, logits: torch.Tensor, rows: list[int], matchers: list[Matcher]) -> torch.Tensor:
         """A copy of ``logits`` [B, V] whose ``rows`` have their disallowed tokens at -inf."""
-        bitmask = self._fill(matchers)
-        allowed = np.unpackbits(bitmask.numpy().view(np.uint8), axis=1, bitorder="little")
-        refused = torch.from_numpy(allowed[:, : logits.shape[-1]].view(np.bool_)).logical_not()
-        masked = logits.clone()
-        if len(rows) == logits.shape[0]:
-            return masked.masked_fill_(refused, float("-inf"))
-        index = torch.tensor(rows)
-        masked[index] = masked[index].masked_fill_(refused, float("-inf"))
-        return masked
+        return masked(logits, rows, self._fill(matchers))
 
     def _fill(self, matchers: list[Matcher]) -> torch.Tensor:
         import xgrammar as xgr
@@ -170,6 +166,36 @@ class Grammars:
         bitmask = self._bitmask[: len(matchers)]
         self._batch.batch_fill_next_token_bitmask([m._m for m in matchers], bitmask)
         return bitmask
+
+
+def masked(logits: torch.Tensor, rows: list[int], bitmask: torch.Tensor) -> torch.Tensor:
+    """A copy of ``logits`` whose ``rows`` have -inf where ``bitmask`` (a row each, 32 tokens
+    an int32, xgrammar's layout) has a 0 bit. Unpacked by numpy and applied by one
+    ``masked_fill_``: 3x faster than xgrammar's own CPU kernel (bench/grammar_engines.py)."""
+    allowed = np.unpackbits(bitmask.numpy().view(np.uint8), axis=1, bitorder="little")
+    refused = torch.from_numpy(allowed[:, : logits.shape[-1]].view(np.bool_)).logical_not()
+    out = logits.clone()
+    if len(rows) == logits.shape[0]:
+        return out.masked_fill_(refused, float("-inf"))
+    index = torch.tensor(rows)
+    out[index] = out[index].masked_fill_(refused, float("-inf"))
+    return out
+
+
+# xgrammar 0.2.8 writes the characters of a string with minLength or maxLength as this class,
+# which lets control characters through (JSON allows them only escaped); its plain strings use
+# the second one, which is what JSON allows
+LENGTH_CHARS = r"[^\"\\\r\n]"
+JSON_CHARS = r"[^\0-\x1f\"\\\r\n]"
+
+
+def json_grammar(schema: str) -> Any:
+    """The schema's grammar, written without whitespace between tokens (a small model's
+    endless whitespace cannot keep it from ending), and its strings JSON's strings."""
+    import xgrammar as xgr
+
+    text = str(xgr.Grammar.from_json_schema(schema, any_whitespace=False))
+    return xgr.Grammar.from_ebnf(text.replace(LENGTH_CHARS, JSON_CHARS))
 
 
 def choice_gbnf(choices: list[str]) -> str:
