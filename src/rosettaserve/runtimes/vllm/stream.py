@@ -80,6 +80,26 @@ def structured_outputs(c: OutputConstraint | None) -> Any:
     return StructuredOutputsParams(**{field: spec})
 
 
+def check_constraint(llm: Any, c: OutputConstraint) -> None:
+    """vLLM's own checks of ``c`` (those its processor runs when a request is added: its
+    structured-output backend converts the grammar); InvalidInput with vLLM's message."""
+    from vllm.sampling_params import SamplingParams as VllmSamplingParams
+
+    processor = llm.input_processor
+    try:
+        params = VllmSamplingParams(max_tokens=1, structured_outputs=structured_outputs(c))
+        params.verify(
+            processor.model_config,
+            processor.speculative_config,
+            processor.structured_outputs_config,
+            processor.tokenizer,
+        )
+    except Exception as exc:  # vLLM's client errors are the caller's (serving_error)
+        if not isinstance(serving_error(exc), InvalidInput):
+            raise
+        raise InvalidInput(f"vLLM cannot use the constraint: {str(exc)[:500]}") from None
+
+
 # each kind's StructuredOutputsParams field, and its value when not the spec itself
 VLLM_FIELDS: dict[ConstraintKind, tuple[str, Any]] = {
     ConstraintKind.JSON_SCHEMA: ("json", None),
