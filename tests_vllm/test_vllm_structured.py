@@ -55,7 +55,9 @@ def test_each_form_answers_what_vllms_own_structured_outputs_answer(
     http: httpx.Client, vllm_http: httpx.Client, ours: dict[str, Any], theirs: dict[str, Any]
 ) -> None:
     expected = chat(vllm_http, {"structured_outputs": theirs})
-    assert chat(http, ours) == expected
+    answer = chat(http, ours)
+    assert answer["message"]["content"] == expected["message"]["content"]
+    assert answer["finish_reason"] == expected["finish_reason"]
 
 
 def test_a_json_schema_answer_validates(http: httpx.Client) -> None:
