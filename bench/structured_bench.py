@@ -122,7 +122,8 @@ def main(args: argparse.Namespace) -> None:
         cmds = llm_vs_vllm.commands(root, model, every)
         try:
             for name in names:
-                procs.append(llm_vs_vllm.start(name, cmds[name], ports[name], root / name))
+                log = root / f"{name}.log"
+                procs.append(llm_vs_vllm.start(name, cmds[name], ports[name], log))
             figures = measure(ports, args)
         finally:
             for proc in procs:

@@ -63,7 +63,8 @@ class VllmModel(LlmModel):
         return constraint in self._checked
 
     def compile_constraint(self, constraint: OutputConstraint) -> None:
-        check_constraint(self.engine.llm, constraint)
+        engine: Any = self.engine  # a VllmEngine (engine.py)
+        check_constraint(engine.llm, constraint)
         self._checked[constraint] = None
         while len(self._checked) > CHECKED_CONSTRAINTS:
             del self._checked[next(iter(self._checked))]
