@@ -21,7 +21,9 @@ from rosettaserve.core.sampling_fields import (
     SamplingTable,
     read_sampling,
 )
+from rosettaserve.protocols.anthropic import schema as anthropic
 from rosettaserve.protocols.mindie import rest as mindie
+from rosettaserve.protocols.openai import responses_schema as responses
 from rosettaserve.protocols.openai import schema as openai
 from rosettaserve.protocols.tgi import schema as tgi
 from rosettaserve.protocols.triton_generate import rest as triton
@@ -60,6 +62,16 @@ def _mindie(doc: dict[str, Any]) -> SamplingParams:
     return read_sampling(Fields(doc, "parameters"), mindie.SAMPLING, MAX_STOP)
 
 
+def _responses(doc: dict[str, Any]) -> SamplingParams:
+    body = {"model": "m", "input": "hi", **doc}
+    return responses.responses_request(body, MAX_STOP).generate.sampling
+
+
+def _anthropic(doc: dict[str, Any]) -> SamplingParams:
+    body = {"model": "m", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}], **doc}
+    return anthropic.messages_request(body, MAX_STOP).generate.sampling
+
+
 def _oip(doc: dict[str, Any]) -> SamplingParams:
     return oip_sampling(Fields(doc, "parameters"))
 
@@ -71,6 +83,8 @@ READERS: dict[str, Reader] = {
     "vllm": _vllm,
     "triton": _triton,
     "mindie": _mindie,
+    "openai-responses": _responses,
+    "anthropic": _anthropic,
     "oip": _oip,
 }
 TABLES: dict[str, SamplingTable] = {
@@ -80,6 +94,8 @@ TABLES: dict[str, SamplingTable] = {
     "vllm": vllm.SAMPLING,
     "triton": triton.SAMPLING,
     "mindie": mindie.SAMPLING,
+    "openai-responses": responses.SAMPLING,
+    "anthropic": anthropic.SAMPLING,
     "oip": OIP_SAMPLING,
 }
 # Numeric keys the routes read beside their sampling table.

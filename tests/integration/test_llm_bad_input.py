@@ -53,6 +53,18 @@ def mindie_shape(doc: Any) -> bool:  # vLLM's route answers in MindIE's shape to
     }
 
 
+def anthropic_shape(doc: Any) -> bool:
+    error = doc.get("error")
+    return (
+        set(doc) == {"type", "error"}
+        and doc["type"] == "error"
+        and isinstance(error, dict)
+        and set(error) == {"type", "message"}
+        and error["type"] in ("invalid_request_error", "not_found_error")
+        and bool(error["message"])
+    )
+
+
 def triton_shape(doc: Any) -> bool:
     return set(doc) == {"error"} and isinstance(doc["error"], str) and bool(doc["error"])
 
@@ -83,6 +95,15 @@ def triton(parameters: dict[str, Any] | None = None, **kw: Any) -> dict[str, Any
     return {"text_input": "hi", "parameters": parameters or {}, **kw}
 
 
+def resp(**kw: Any) -> dict[str, Any]:
+    return {"model": "tiny_llama", "input": "hi", **kw}
+
+
+def msg(**kw: Any) -> dict[str, Any]:
+    return {"model": "tiny_llama", "max_tokens": 8, "messages": MSGS, **kw}
+
+
+RESP, MSG, COUNT = "/v1/responses", "/v1/messages", "/v1/messages/count_tokens"
 GEN = "/v2/models/tiny_llama/generate"
 GEN_STREAM = "/v2/models/tiny_llama/generate_stream"
 CASES: list[tuple[str, str, Any, int, Shape]] = [
@@ -148,6 +169,23 @@ CASES: list[tuple[str, str, Any, int, Shape]] = [
     ("zero max_new_tokens", "/infer", tgi({"max_new_tokens": 0}), 400, mindie_shape),
     ("top_p zero", "/infer", tgi({"top_p": 0}, stream=True), 400, mindie_shape),
     ("prompt too long", "/infer", tgi(inputs=LONG), 400, mindie_shape),
+    # OpenAI Responses
+    ("malformed json", RESP, b"{", 400, openai_shape),
+    ("no input", RESP, resp(input=None), 400, openai_shape),
+    ("unknown model", RESP, resp(model="nope"), 404, openai_shape),
+    ("not an llm", RESP, resp(model="text_python"), 400, openai_shape),
+    ("zero max_output_tokens", RESP, resp(max_output_tokens=0), 400, openai_shape),
+    ("prompt too long, streaming", RESP, resp(input=LONG, stream=True), 400, openai_shape),
+    ("unknown previous response", RESP, resp(previous_response_id="resp_x"), 404, openai_shape),
+    # Anthropic Messages
+    ("malformed json", MSG, b"[", 400, anthropic_shape),
+    ("no max_tokens", MSG, {"model": "tiny_llama", "messages": MSGS}, 400, anthropic_shape),
+    ("unknown model", MSG, msg(model="nope"), 404, anthropic_shape),
+    ("not an llm", COUNT, msg(model="text_python"), 400, anthropic_shape),
+    ("temperature above one", MSG, msg(temperature=1.5), 400, anthropic_shape),
+    ("prompt too long, streaming", MSG, msg(messages=[{"role": "user", "content": LONG}],
+                                            stream=True), 400, anthropic_shape),
+    ("no messages", COUNT, msg(messages=[]), 400, anthropic_shape),
 ]  # fmt: skip
 
 
@@ -189,6 +227,8 @@ def test_the_server_keeps_serving_every_family(http: httpx.Client) -> None:
         ("/generate", vllm(max_tokens=2)),
         (GEN, triton({"max_tokens": 2})),
         ("/infer", tgi({"max_new_tokens": 2})),
+        (RESP, resp(max_output_tokens=2)),
+        (MSG, msg(max_tokens=2)),
     ]:
         reply = http.post(path, content=orjson.dumps(body))
         assert reply.status_code == 200, (path, reply.text)

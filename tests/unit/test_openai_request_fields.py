@@ -34,10 +34,6 @@ def refused(call: Any, *args: Any, **fields: Any) -> str:
 # -- fields not built ----------------------------------------------------------------------------
 
 NOT_BUILT_VALUES = {
-    "tools": [{"type": "function", "function": {"name": "f"}}],
-    "functions": [{"name": "f"}],
-    "tool_choice": "required",
-    "function_call": {"name": "f"},
     "logit_bias": {"1": 5},
     "suffix": "end",
     "reasoning_effort": "high",
@@ -69,6 +65,19 @@ def test_the_table_lists_each_field_tested() -> None:
 def test_a_field_not_built_is_refused_in_chat_and_completions(key: str, value: Any) -> None:
     for call in (chat, completion):
         assert refused(call, **{key: value}) == f"'{key}' is not supported by this server"
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("tools", [{"type": "function", "function": {"name": "f"}}]),
+        ("functions", [{"name": "f"}]),
+        ("tool_choice", "required"),
+        ("function_call", {"name": "f"}),
+    ],
+)
+def test_chat_tools_are_refused_in_completions(key: str, value: Any) -> None:
+    assert refused(completion, **{key: value}) == f"'{key}' is not supported by this server"
 
 
 @pytest.mark.parametrize(

@@ -97,7 +97,7 @@ def test_a_bad_field_is_named_in_the_error(
 
 def test_one_table_of_families_feeds_the_server_and_the_scheduler() -> None:
     names = [f.name for f in families.FAMILIES]
-    assert names == ["openai", "tgi", "vllm", "triton", "mindie"]
+    assert names == ["openai", "tgi", "vllm", "triton", "mindie", "openai-responses", "anthropic"]
     posts = [
         (e.pattern, f.name) for f in families.FAMILIES for e in f.endpoints if e.method == "POST"
     ]
@@ -106,7 +106,9 @@ def test_one_table_of_families_feeds_the_server_and_the_scheduler() -> None:
     assert ("/infer_token", "mindie") in posts
     options = SchedulerOptions(("http://127.0.0.1:1",), ("http://127.0.0.1:2",))
     scheduled = [r.pattern for r in Scheduler(options, PeerClient()).routes() if r.method == "POST"]
-    assert scheduled == [p for p, _ in posts]
+    whole = [e.pattern for f in families.FAMILIES for e in f.whole if e.method == "POST"]
+    assert whole == ["/v1/messages/count_tokens"]  # forwarded whole to a prefill instance
+    assert scheduled == [p for p, _ in posts] + whole
     vllm_body = b'{"prompt": "hi"}'
     assert families.family_of(families.TGI, "/generate", vllm_body) is families.VLLM
     assert families.family_of(families.TGI, "/generate", b'{"inputs": "hi"}') is families.TGI
@@ -193,6 +195,8 @@ def test_the_worst_accepted_combination_samples_a_finite_distribution(
     doc = {**WORST, "temperature": temperature}
     if family in ("vllm", "openai-chat", "openai-completions", "oip"):
         del doc["do_sample"]  # not theirs: vLLM's reader refuses unknown keys
+    if family == "anthropic":
+        doc["temperature"] = min(temperature, 1.0)  # Anthropic's range ends at 1
     params = READERS[family](doc)
     assert_safe(params)
     for row in logit_rows():

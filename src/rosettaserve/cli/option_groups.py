@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from rosettaserve.core.generation_plane import DEFAULT_RESPONSES_STORE
 from rosettaserve.core.suggest import one_of
 from rosettaserve.pd.options import ROLES
 from rosettaserve.security.keys import ENV_VAR
@@ -119,6 +120,18 @@ def add_pd_options(serve: argparse.ArgumentParser) -> None:
         default="",
         metavar="HOST",
         help="the address other instances reach this one at (default: --host)",
+    )
+
+
+def add_llm_api_options(serve: argparse.ArgumentParser) -> None:
+    """What the LLM API families keep between requests."""
+    serve.add_argument(
+        "--responses-store",
+        type=non_negative,
+        default=DEFAULT_RESPONSES_STORE,
+        metavar="N",
+        help="the Responses API keeps this many responses in memory (previous_response_id, GET "
+        "and DELETE /v1/responses/{id}); the oldest goes first (0: none is kept)",
     )
 
 

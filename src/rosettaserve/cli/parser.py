@@ -11,6 +11,7 @@ from rosettaserve.cli import help as cli_help
 from rosettaserve.cli.logs import add_log_format, add_log_options
 from rosettaserve.cli.option_groups import (
     add_http_limits,
+    add_llm_api_options,
     add_pd_options,
     add_security_options,
     non_negative,
@@ -101,6 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="render a chat request's own chat_template (in Jinja's sandbox; refused with 400 "
         "unless this is set, as vLLM does): only for clients you would let run code",
     )
+    add_llm_api_options(serve)
     add_scaling_options(serve)
     add_http_limits(serve)
     serve.add_argument(
@@ -130,7 +132,7 @@ def add_scheduler_command(commands: argparse._SubParsersAction[argparse.Argument
     sched = commands.add_parser(
         "scheduler",
         help="split LLM requests between prefill and decode instances",
-        description="Accept the five LLM API families and serve each request with a prefill "
+        description="Accept the LLM API families and serve each request with a prefill "
         "instance and a decode instance (rosettaserve serve REPO --role prefill|decode).",
         epilog=cli_help.SCHEDULER_EPILOG,
         formatter_class=cli_help.HelpFormatter,

@@ -76,6 +76,7 @@ def serve_settings(args: argparse.Namespace, security: SecurityOptions) -> Setti
         strict_readiness=args.strict_readiness,
         grps_default_model=args.grps_default_model,
         trust_request_chat_template=args.trust_request_chat_template,
+        responses_store=args.responses_store,
         log_level=args.log_level,
         log_format=args.log_format,
         access_log=args.access_log,

@@ -26,6 +26,7 @@ from collections.abc import AsyncIterator
 from time import perf_counter_ns
 from typing import Any, Protocol
 
+from rosettaserve.core.bounded_store import BoundedStore
 from rosettaserve.core.dataplane import RETRY_AFTER_S, DataPlane
 from rosettaserve.core.errors import (
     DeadlineExceeded,
@@ -56,6 +57,7 @@ INLINE_PROMPT_CHARS = 512
 # A chat whose request body is larger is rendered by its template on the request-work threads
 # (the body bounds the text of its messages).
 INLINE_CHAT_BYTES = 64 * 1024
+DEFAULT_RESPONSES_STORE = 1000  # the Responses API's stored responses (--responses-store)
 
 
 class Split(Protocol):
@@ -119,11 +121,19 @@ class Framer(Protocol):
 
 
 class GenerationPlane:
-    def __init__(self, dataplane: DataPlane, *, trust_request_chat_template: bool = False) -> None:
+    def __init__(
+        self,
+        dataplane: DataPlane,
+        *,
+        trust_request_chat_template: bool = False,
+        responses_store: int = DEFAULT_RESPONSES_STORE,
+    ) -> None:
         self.dataplane = dataplane  # its registry, limits and readiness
         self.observer: GenerationObserver | None = None
         # a chat request's own chat template is rendered (else refused: vLLM's flag)
         self.trust_request_chat_template = trust_request_chat_template
+        # the Responses API's responses, kept for previous_response_id, GET and DELETE
+        self.responses: BoundedStore[Any] = BoundedStore(responses_store)
 
     @property
     def registry(self) -> Any:

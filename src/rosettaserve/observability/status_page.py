@@ -74,6 +74,8 @@ PROTOCOLS = (  # name, endpoint ("http", "grpc", "metrics"), paths or service
     ("TensorFlow Serving (REST)", "http", "/v1/models/..."),
     ("grps (REST)", "http", "/grps/v1/..."),
     ("OpenAI", "http", "/v1/chat/completions, /v1/completions, /v1/models"),
+    ("OpenAI Responses", "http", "/v1/responses, /v1/responses/{id}"),
+    ("Anthropic Messages", "http", "/v1/messages, /v1/messages/count_tokens"),
     ("TGI and vLLM", "http", "/generate, /generate_stream"),
     ("Triton generate", "http", "/v2/models/{model}/generate"),
     ("MindIE", "http", "/infer, /infer_token"),

@@ -38,6 +38,8 @@ if TYPE_CHECKING:
     from rosettaserve.pd.prefill import PrefillRole
 
 log = logging.getLogger("rosettaserve.pd")
+# the routes a PD role splits: every family's POST endpoints (not the ones served whole)
+SPLIT = {("POST", pattern) for pattern in families.POSTS}
 
 
 class PdInstance:
@@ -87,7 +89,7 @@ class PdInstance:
 
     def wrap(self, llm_routes: list[Route]) -> list[Route]:
         """The LLM families' routes (served whole) as this role serves them."""
-        return [self._wrap(r) if r.method == "POST" else r for r in llm_routes]
+        return [self._wrap(r) if (r.method, r.pattern) in SPLIT else r for r in llm_routes]
 
     def _wrap(self, route: Route) -> Route:
         if self.prefill is None:

@@ -1,4 +1,4 @@
-"""The scheduler (coordinator): the five LLM families in, prefill and decode instances behind.
+"""The scheduler (coordinator): the LLM families in, prefill and decode instances behind.
 
 Per request: a fresh decimal ``req-id``; a prefill instance P and a decode instance D chosen
 (pool.py); the client's URL and body forwarded unchanged to P with the PD headers. P answers
@@ -40,7 +40,7 @@ from rosettaserve.pd.http_client import HttpClientError, PeerClient
 from rosettaserve.pd.options import SchedulerOptions
 from rosettaserve.pd.pool import Instance, Pool, Wanted, model_of
 from rosettaserve.pd.prefill import FAILED_HEADER
-from rosettaserve.protocols.families import POSTS, Family, family_of
+from rosettaserve.protocols.families import FAMILIES, POSTS, Family, family_of
 from rosettaserve.web.routing import HttpRequest, HttpResponse, Route, json_response
 
 log = logging.getLogger("rosettaserve.pd.scheduler")
@@ -127,6 +127,9 @@ class Scheduler:
     def routes(self) -> list[Route]:
         # every family's POST endpoint; POST /generate is TGI's unless the body says vLLM
         out = [Route("POST", p, self._handler(f), f.error_response) for p, (f, _) in POSTS.items()]
+        # the routes a family serves whole (count_tokens, ...): answered by a prefill instance
+        out += [Route(e.method, e.pattern, self._whole, f.error_response)
+                for f in FAMILIES for e in f.whole]  # fmt: skip
         return [
             *out,
             Route("GET", "/v1/models", self._models),
@@ -162,14 +165,33 @@ class Scheduler:
         )
 
     async def _models(self, req: HttpRequest) -> HttpResponse:
+        return await self._on_prefill("GET", "/v1/models", timeout=5.0)
+
+    async def _whole(self, req: HttpRequest) -> HttpResponse:
+        target = req.path + ("?" + req.query.decode("latin-1") if req.query else "")
+        headers = forwarding.to_prefill(req.headers)
+        return await self._on_prefill(req.method, target, headers, req.body)
+
+    async def _on_prefill(
+        self,
+        method: str,
+        target: str,
+        headers: dict[str, str] | None = None,
+        body: bytes | bytearray = b"",
+        timeout: float = 60.0,
+    ) -> HttpResponse:
+        """A request a healthy prefill instance answers whole, its reply as it is."""
         for p in [i for i in self.pool.prefill if i.healthy]:
             try:
-                found = await self.client.fetch(p.address, "GET", "/v1/models", timeout=5.0)
+                found = await self.client.fetch(
+                    p.address, method, target, headers=headers, body=body, timeout=timeout
+                )
             except HttpClientError:
                 continue
-            status, headers, body = found
-            body = forwarding.reply_body(p.address, headers, body)
-            return HttpResponse(status, body, headers.get("content-type", "application/json"))
+            status, got, answer = found
+            answer = forwarding.reply_body(p.address, got, answer)
+            media = got.get("content-type", "application/json")
+            return HttpResponse(status, answer, media, forwarding.error_headers(got))
         raise Unavailable("no prefill instance is available")
 
     # -- one request -----------------------------------------------------------------------------

@@ -1,9 +1,10 @@
-"""The five LLM API families, declared once: the server's routes (``routes``), the PD
+"""The LLM API families, declared once: the server's routes (``routes``), the PD
 instance's roles and the PD scheduler all read this table.
 
 Each family: its endpoints (served through the generation plane, with an optional PD split),
-its error reply, the last chunk of a stream that failed after it began, the media type of its
-streams, and the sampling table its requests are read with. vLLM's simple API has no route of
+the routes it serves whole on every instance (never split), its error reply, the last chunk of
+a stream that failed after it began, the media type of its streams, and the sampling table its
+requests are read with. vLLM's simple API has no route of
 its own: ``POST /generate`` is TGI's unless the body says vLLM (``prompt`` without ``inputs``).
 """
 
@@ -17,8 +18,11 @@ from rosettaserve.core.errors import ServingError
 from rosettaserve.core.generate import json_object
 from rosettaserve.core.generation_plane import GenerationPlane
 from rosettaserve.core.sampling_fields import SamplingTable
+from rosettaserve.protocols.anthropic import rest as anthropic
+from rosettaserve.protocols.anthropic import schema as anthropic_schema
 from rosettaserve.protocols.llm_http import SSE, Endpoint
 from rosettaserve.protocols.mindie import rest as mindie
+from rosettaserve.protocols.openai import responses, responses_schema
 from rosettaserve.protocols.openai import rest as openai
 from rosettaserve.protocols.openai import schema as openai_schema
 from rosettaserve.protocols.tgi import rest as tgi
@@ -37,6 +41,7 @@ class Family:
     stream_content_type: Callable[[bytes], str]  # a stream's media type, from its first chunk
     sampling: SamplingTable
     text_field: str = ""  # the prompt's field when no endpoint of its own says (vLLM's)
+    whole: tuple[Endpoint, ...] = ()  # routes that generate nothing, or read what is kept
 
 
 def _sse(first: bytes) -> str:
@@ -84,7 +89,25 @@ MINDIE = Family(
     _sse,
     mindie.SAMPLING,
 )
-FAMILIES = (OPENAI, TGI, VLLM, TRITON_GENERATE, MINDIE)
+RESPONSES = Family(
+    responses.FAMILY,
+    tuple(responses.ENDPOINTS),
+    responses.error_response,
+    responses.stream_error,
+    _sse,
+    responses_schema.SAMPLING,
+    whole=tuple(responses.WHOLE),
+)
+ANTHROPIC = Family(
+    anthropic.FAMILY,
+    tuple(anthropic.ENDPOINTS),
+    anthropic.error_response,
+    anthropic.stream_error,
+    _sse,
+    anthropic_schema.SAMPLING,
+    whole=tuple(anthropic.WHOLE),
+)
+FAMILIES = (OPENAI, TGI, VLLM, TRITON_GENERATE, MINDIE, RESPONSES, ANTHROPIC)
 # every POST endpoint by its path pattern, with its family (POST /generate: TGI's, see family_of)
 POSTS: dict[str, tuple[Family, Endpoint]] = {
     e.pattern: (f, e) for f in FAMILIES for e in f.endpoints if e.method == "POST"
@@ -126,7 +149,7 @@ def text_field(path: str, body: bytes | bytearray) -> str:
 def routes(plane: GenerationPlane) -> list[Route]:
     """Every family's endpoints as the server's routes, each request served whole (a PD role
     wraps the POST ones: pd/instance.py)."""
-    return [bind(plane, e, f) for f in FAMILIES for e in f.endpoints]
+    return [bind(plane, e, f) for f in FAMILIES for e in (*f.endpoints, *f.whole)]
 
 
 def bind(plane: GenerationPlane, endpoint: Endpoint, family: Family) -> Route:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rosettaserve.core.dtypes import DTYPES
+from rosettaserve.protocols.tools import PARSERS
 from rosettaserve.repository.declare import (
     Either,
     Flag,
@@ -27,6 +28,7 @@ from rosettaserve.repository.declare import (
 )
 
 ISOLATIONS = ("thread", "process")
+TOOL_PARSERS = tuple(sorted(PARSERS))
 TF_METHODS = ("predict", "classify", "regress")
 LLM_DTYPES = ("float32", "float16", "bfloat16", "float64")
 
@@ -110,6 +112,12 @@ LLM_PARAMETERS = Section(
             "vLLM /generate stream framing: vllm (current) or mindie (vLLM 0.2's, as MindIE)",
             "vllm",
         ),
+        Key(
+            "tool_parser",
+            Text(TOOL_PARSERS),
+            "how chat answers' tool calls are read (vLLM's names; none: no tool_choice auto)",
+            default_doc="none",
+        ),
     )
 )
 
@@ -176,6 +184,12 @@ VLLM_PARAMETERS = Section(
             Text(("vllm", "mindie")),
             "vLLM /generate stream framing: vllm (current) or mindie (vLLM 0.2's, as MindIE)",
             "vllm",
+        ),
+        Key(
+            "tool_parser",
+            Text(TOOL_PARSERS),
+            "how chat answers' tool calls are read (vLLM's names; none: no tool_choice auto)",
+            default_doc="none",
         ),
     )
 )

@@ -69,7 +69,9 @@ class Server:
         self.metrics = Metrics()
         self.dataplane.observer = self.metrics
         self.generation = GenerationPlane(  # the LLM families' plane
-            self.dataplane, trust_request_chat_template=settings.trust_request_chat_template
+            self.dataplane,
+            trust_request_chat_template=settings.trust_request_chat_template,
+            responses_store=settings.responses_store,
         )
         self.generation.observer = self.metrics
         self.grps = GrpsApi(self.dataplane, settings.grps_default_model)

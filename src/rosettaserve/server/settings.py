@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rosettaserve.core.generation_plane import DEFAULT_RESPONSES_STORE
 from rosettaserve.pd.options import PdOptions
 from rosettaserve.security.tls import TlsFiles
 from rosettaserve.transport.body_pace import BodyPace
@@ -54,6 +55,7 @@ class Settings:
     strict_readiness: bool = True
     grps_default_model: str = ""  # grps requests that name no model: `name` or `name-version`
     trust_request_chat_template: bool = False  # render a chat request's own template (vLLM's)
+    responses_store: int = DEFAULT_RESPONSES_STORE  # Responses API answers kept (oldest out)
     log_level: str = "info"
     log_format: str = "text"  # text | json: every line of the server (observability.logging_setup)
     access_log: bool = True  # one line per request (logger rosettaserve.access, at INFO)

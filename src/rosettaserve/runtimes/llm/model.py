@@ -99,9 +99,10 @@ class LlmModel(Model):
         chat = chat or ChatTemplate()
         if not chat.template and not getattr(self.tokenizer, "chat_template", None):
             raise InvalidInput(f"model '{self.name}' has no chat template; use completions")
+        tools = [dict(t) for t in chat.tools] if chat.tools else None
         try:
             text = self.tokenizer.apply_chat_template(
-                messages, tokenize=False, chat_template=chat.template, **chat.variables
+                messages, tools=tools, tokenize=False, chat_template=chat.template, **chat.variables
             )
         except Exception as exc:  # the template itself rejects the conversation
             raise InvalidInput(f"the chat template rejected the messages: {exc}") from exc
