@@ -11,9 +11,11 @@ import pytest
 from rosettaserve.core.errors import InvalidInput
 from rosettaserve.core.generate import Fields
 from rosettaserve.core.structured_output import (
+    OLLAMA_FORMS,
     ConstraintKind,
     OutputConstraint,
     prepare_constraint,
+    read_constraint,
 )
 from rosettaserve.protocols.openai import schema
 from rosettaserve.protocols.tgi.schema import tgi_request
@@ -245,3 +247,15 @@ def test_prepare_compiles_once_and_its_error_is_the_callers() -> None:
         await prepare_constraint(object(), REGEX)  # an engine that checks for itself
 
     asyncio.run(main())
+
+
+def test_ollamas_format_is_read_for_its_family() -> None:
+    def ollama(value: Any) -> OutputConstraint | None:
+        return read_constraint({"format": value}, OLLAMA_FORMS)
+
+    assert ollama("json") == OBJECT
+    assert ollama(SCHEMA) == JSON
+    assert ollama("") is None
+    assert ollama(None) is None
+    with pytest.raises(InvalidInput, match="'format' must be \"json\" or a JSON schema"):
+        ollama("yaml")

@@ -163,6 +163,18 @@ def tgi_grammar(value: Any, name: str) -> OutputConstraint | None:
     raise InvalidInput(f"'{name}.type' must be json or regex, got {kind!r:.100}")
 
 
+def ollama_format(value: Any, name: str) -> OutputConstraint | None:
+    """Ollama's ``format``: ``"json"`` (any JSON object, as its JSON mode writes) or a JSON
+    schema object; ``""`` is none."""
+    if value == "":
+        return None
+    if value == "json":
+        return json_object()
+    if isinstance(value, dict):
+        return json_schema(value, name)
+    raise InvalidInput(f"'{name}' must be \"json\" or a JSON schema object, got {value!r:.100}")
+
+
 @dataclass(frozen=True, slots=True)
 class Form:
     """A wire key that asks for a constraint, and the reader of its value."""
@@ -181,6 +193,7 @@ VLLM_FORMS = (
 )
 OPENAI_FORMS = (Form("response_format", response_format), *VLLM_FORMS)
 TGI_FORMS = (Form("grammar", tgi_grammar),)
+OLLAMA_FORMS = (Form("format", ollama_format),)  # for its family, when it is served
 
 
 def read_constraint(
