@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import re
 from collections.abc import Coroutine
 from typing import Any, TypeVar
@@ -250,3 +251,16 @@ def test_a_failing_matcher_fails_only_its_request(
     assert "the grammar refused token" in failed.message
     assert isinstance(fine, list)
     assert fine[0].text == alone
+
+
+def test_logprobs_are_the_masked_distributions_with_vllms_floor(llm: LlmModel) -> None:
+    c = CONSTRAINTS["choice"]
+    req = request("The quick brown", c, logprobs=True, top_logprobs=5)
+    (done,) = run(generate(llm, req))
+    first = done.logprobs[0]
+    allowed = {"yes", "no", "maybe so"}
+    finite = [t for t in first.top if t.logprob > -9999.0]
+    assert finite  # the allowed first tokens, with the whole probability between them
+    assert all(any(a.startswith(t.token) for a in allowed) for t in finite)
+    assert all(t.logprob == -9999.0 for t in first.top if t not in finite)
+    assert abs(sum(math.exp(t.logprob) for t in finite) - 1.0) < 1e-4

@@ -450,7 +450,8 @@ class Engine:
     def _advance(self, seqs: list[Sequence], logits: torch.Tensor) -> None:
         """Choose each sequence's next token and send what it produced."""
         matchers = [s.grammar for s in seqs]
-        tokens, failed = self.grammars.choose(logits, [s.tokens for s in seqs], matchers)
+        # (logits: the constrained rows masked, as vLLM's logprobs are)
+        tokens, failed, logits = self.grammars.choose(logits, [s.tokens for s in seqs], matchers)
         self.stats.tokens += len(tokens) - len(failed)
         want = [s.params.top_logprobs if s.params.logprobs else None for s in seqs]
         lps = logprobs(logits, tokens, want)

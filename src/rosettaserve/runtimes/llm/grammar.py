@@ -130,13 +130,13 @@ class Grammars:
 
     def choose(
         self, logits: torch.Tensor, states: list[TokenState], matchers: list[Matcher | None]
-    ) -> tuple[list[int], dict[int, Exception]]:
+    ) -> tuple[list[int], dict[int, Exception], torch.Tensor]:
         """sampling.choose over the logits the grammars allow (the constrained rows masked),
         each chosen token accepted by its row's matcher; a row whose mask or matcher fails
-        fails alone, as a row whose sampling fails does."""
+        fails alone, as a row whose sampling fails does. Also the logits chosen from."""
         rows = [i for i, m in enumerate(matchers) if m is not None]
         if not rows:
-            return choose(logits, states)
+            return (*choose(logits, states), logits)
         live = [m for m in matchers if m is not None]
         failed: dict[int, Exception] = {}
         try:
@@ -149,7 +149,7 @@ class Grammars:
             m = matchers[i]
             if i not in failed and m is not None and not m.accept(tokens[i]):
                 failed[i] = ValueError(f"the grammar refused token {tokens[i]}")
-        return tokens, failed
+        return tokens, failed, masked
 
     def mask(self, logits: torch.Tensor, rows: list[int], matchers: list[Matcher]) -> torch.Tensor:
         """A copy of ``logits`` [B, V] whose ``rows`` have their disallowed tokens at -inf."""
