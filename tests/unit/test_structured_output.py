@@ -158,6 +158,11 @@ ERRORS: list[tuple[dict[str, Any], str]] = [
     ({"guided_choice": ["a", 1]}, "'guided_choice' must be a non-empty list"),
     ({"guided_grammar": ["a"]}, "'guided_grammar' must be a non-empty string"),
     ({"structured_outputs": []}, "'structured_outputs' must be an object"),
+    ({"structured_outputs": {}}, "'structured_outputs' must set one of json, regex, choice"),
+    (
+        {"structured_outputs": {"disable_fallback": True}},
+        "'structured_outputs' must set one of json",
+    ),
     ({"structured_outputs": {"regex": 1}}, "'structured_outputs.regex' must be a non-empty"),
     ({"structured_outputs": {"json_object": "yes"}}, "'structured_outputs.json_object' must"),
     ({"structured_outputs": {"jsn": {}}}, "'structured_outputs.jsn' is not a field of"),

@@ -145,6 +145,8 @@ def structured_outputs(value: Any, name: str) -> OutputConstraint | None:
             raise InvalidInput(f"'{name}.{key}' is not a field of structured outputs")
         if doc[key] not in _STRUCTURED_NEUTRAL[key]:
             raise InvalidInput(f"'{name}.{key}' is not supported by this server")
+    if not found:  # (vLLM's rule)
+        raise InvalidInput(f"'{name}' must set one of {', '.join(_STRUCTURED)}")
     return _one([(f"{name}.{k}", c) for k, c in found], name)
 
 
