@@ -2,9 +2,9 @@
 to the schema protocols/tools/choice.py builds, so the answer always holds a call whose
 arguments validate against the function's schema.
 
-NEEDS THE CONSTRAINT ENGINE (issue 36's structured-output lane, SamplingParams.constraint
-honoured by the engine): without it the engine ignores the constraint, the tiny model writes
-its hermes habit instead of the JSON asked, and these tests fail. They run, never skipped."""
+The engine's grammar masks (runtimes/llm/grammar.py) make the output follow the schema:
+without them the tiny model writes its hermes habit instead of the JSON asked, and these tests
+fail."""
 
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ import orjson
 from rosettaserve.core.errors import InvalidInput
 from rosettaserve.core.generate import Fields, GenerateRequest
 from rosettaserve.core.sampling_fields import Field, SamplingTable, read_sampling
-from rosettaserve.core.structured_output import ConstraintKind, OutputConstraint
+from rosettaserve.core.structured_output import OutputConstraint, json_schema
 from rosettaserve.core.tools import ChoiceMode, ToolChoice, ToolSpec
 
 ROLES = ("user", "assistant")
@@ -93,8 +93,7 @@ def output_constraint(config: Fields) -> OutputConstraint | None:
         raise InvalidInput("output_config.format: must be {type: json_schema, schema}")
     if not isinstance(fmt.get("schema"), dict):
         raise InvalidInput("output_config.format.schema: must be a JSON schema object")
-    spec = orjson.dumps(fmt["schema"], option=orjson.OPT_SORT_KEYS).decode()
-    return OutputConstraint(ConstraintKind.JSON_SCHEMA, spec)
+    return json_schema(fmt["schema"], "output_config.format.schema")  # (its key order)
 
 
 # -- tools ---------------------------------------------------------------------------------------

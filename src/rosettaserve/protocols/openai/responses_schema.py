@@ -15,12 +15,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
 from rosettaserve.core.errors import InvalidInput
 from rosettaserve.core.generate import SEED_MAX, Fields, GenerateRequest
 from rosettaserve.core.sampling_fields import Field, SamplingTable, read_sampling
-from rosettaserve.core.structured_output import ConstraintKind, OutputConstraint
+from rosettaserve.core.structured_output import OutputConstraint, json_object, json_schema
 from rosettaserve.core.tools import ChoiceMode, ToolChoice, ToolSpec
 from rosettaserve.protocols.openai.schema import model_name, refuse_not_built
 
@@ -140,10 +138,9 @@ def _text_format(text: Fields) -> dict[str, Any]:
 def constraint(fmt: Mapping[str, Any]) -> OutputConstraint | None:
     """What ``text.format`` asks the output to match (None: free text)."""
     if fmt["type"] == "json_object":
-        return OutputConstraint(ConstraintKind.JSON_OBJECT, "")
-    if fmt["type"] == "json_schema":
-        spec = orjson.dumps(fmt["schema"], option=orjson.OPT_SORT_KEYS).decode()
-        return OutputConstraint(ConstraintKind.JSON_SCHEMA, spec)
+        return json_object()
+    if fmt["type"] == "json_schema":  # in its own key order, as chat's response_format
+        return json_schema(fmt["schema"], "text.format.schema")
     return None
 
 

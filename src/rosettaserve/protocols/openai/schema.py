@@ -25,6 +25,7 @@ from rosettaserve.core.sampling_fields import (
     read_sampling,
     refuse_unspaced_special_tokens,
 )
+from rosettaserve.core.structured_output import OPENAI_FORMS, read_constraint
 from rosettaserve.protocols.openai.chat_templates import chat_template
 from rosettaserve.protocols.openai.tools import ChatTools, message_extras, read_tools
 
@@ -37,7 +38,6 @@ NOT_BUILT: Mapping[str, tuple[Any, ...]] = {
     # OpenAI's
     "logit_bias": (),
     "suffix": (),
-    "response_format": ({"type": "text"},),
     "reasoning_effort": (),
     "modalities": (["text"],),
     "audio": (),
@@ -45,12 +45,7 @@ NOT_BUILT: Mapping[str, tuple[Any, ...]] = {
     "web_search_options": (),
     # vLLM's
     "use_beam_search": (),
-    "guided_json": (),
-    "guided_regex": (),
-    "guided_choice": (),
-    "guided_grammar": (),
     "structural_tag": (),
-    "structured_outputs": (),
     "allowed_token_ids": (),
     "bad_words": (),
     "logits_processors": (),
@@ -153,6 +148,7 @@ def chat_request(
     params = read_sampling(f, SAMPLING, max_stop)
     refuse_unspaced_special_tokens(f, params)
     params.logprobs, params.top_logprobs = want, top or 0
+    params.constraint = read_constraint(doc, OPENAI_FORMS)
     prompt_logprobs(f, params, stream)
     request = GenerateRequest(sampling=params, n=n, stream=stream)
     request.add_special_tokens = f.boolean("add_special_tokens", False)  # vLLM's chat default
@@ -202,6 +198,7 @@ def completion_request(doc: dict[str, Any], max_n: int, max_stop: int) -> OpenAI
     params = read_sampling(f, COMPLETIONS_SAMPLING, max_stop)
     refuse_unspaced_special_tokens(f, params)
     params.logprobs, params.top_logprobs = top is not None, top or 0
+    params.constraint = read_constraint(doc, OPENAI_FORMS)
     prompt_logprobs(f, params, stream)
     request = GenerateRequest(sampling=params, n=n, stream=stream)
     request.add_special_tokens = f.boolean("add_special_tokens", True)  # vLLM's default

@@ -13,15 +13,15 @@ every family (OpenAI chat and Responses, Anthropic Messages, Ollama).
 from __future__ import annotations
 
 import copy
-import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rosettaserve.core import structured_output
 from rosettaserve.core.errors import InvalidInput
 from rosettaserve.core.generate import SamplingParams
-from rosettaserve.core.structured_output import ConstraintKind, OutputConstraint
+from rosettaserve.core.structured_output import OutputConstraint
 from rosettaserve.core.tools import ChoiceMode, ToolChoice, ToolSpec
 from rosettaserve.protocols.tools import PARSERS, REQUIRED, ToolParser, named_parser
 
@@ -166,4 +166,5 @@ def required_schema(tools: Sequence[ToolSpec], choice: ToolChoice) -> dict[str, 
 
 
 def json_schema(schema: Mapping[str, Any]) -> OutputConstraint:
-    return OutputConstraint(ConstraintKind.JSON_SCHEMA, json.dumps(schema, sort_keys=True))
+    """In the schema's own key order: the arguments are written in it."""
+    return structured_output.json_schema(dict(schema), "tools")
