@@ -16,11 +16,15 @@ from tests.serverproc import ServerProcess
 __all__ = ["tools_server"]  # the fixture
 
 
-async def run_agent(base_url: str, question: str, stream: bool) -> tuple[str, list[str]]:
+async def run_agent(
+    base_url: str, question: str, stream: bool, responses: bool = False
+) -> tuple[str, list[str]]:
+    """``responses``: the SDK's default model, OpenAIResponsesModel (/v1/responses)."""
     from agents import (
         Agent,
         ModelSettings,
         OpenAIChatCompletionsModel,
+        OpenAIResponsesModel,
         Runner,
         function_tool,
         set_tracing_disabled,
@@ -40,7 +44,9 @@ async def run_agent(base_url: str, question: str, stream: bool) -> tuple[str, li
         name="weather",
         instructions="You answer questions about the weather.",
         tools=[get_weather],
-        model=OpenAIChatCompletionsModel(model=MODEL, openai_client=client),
+        model=(OpenAIResponsesModel if responses else OpenAIChatCompletionsModel)(
+            model=MODEL, openai_client=client
+        ),
         model_settings=ModelSettings(temperature=0, max_tokens=80),
     )
     if stream:

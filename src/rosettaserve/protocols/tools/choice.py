@@ -20,7 +20,7 @@ from typing import Any
 
 from rosettaserve.core import structured_output
 from rosettaserve.core.errors import InvalidInput
-from rosettaserve.core.generate import SamplingParams
+from rosettaserve.core.generate import ChatTemplate, SamplingParams
 from rosettaserve.core.structured_output import OutputConstraint
 from rosettaserve.core.tools import ChoiceMode, ToolChoice, ToolSpec
 from rosettaserve.protocols.tools import PARSERS, REQUIRED, ToolParser, named_parser
@@ -168,3 +168,36 @@ def required_schema(tools: Sequence[ToolSpec], choice: ToolChoice) -> dict[str, 
 def json_schema(schema: Mapping[str, Any]) -> OutputConstraint:
     """In the schema's own key order: the arguments are written in it."""
     return structured_output.json_schema(dict(schema), "tools")
+
+
+def template_tools(tools: Sequence[ToolSpec]) -> tuple[dict[str, Any], ...]:
+    """The tools in OpenAI chat's shape, the one chat templates are written for (a family
+    whose tools have another shape hands them to the template so)."""
+    return tuple(
+        {
+            "type": "function",
+            "function": {
+                "name": t.name,
+                "description": t.description,
+                "parameters": parameters_of(t),
+            },
+        }
+        for t in tools
+    )
+
+
+def family_plan(
+    tools: Sequence[ToolSpec],
+    choice: ToolChoice,
+    options: Mapping[str, Any],
+    model: str,
+    params: SamplingParams,
+) -> tuple[ToolPlan | None, ChatTemplate | None]:
+    """For a family that is not OpenAI chat (Responses, Messages): the request's plan, applied
+    to ``params``, and the chat template's variables offering the tools (None, None: no tools
+    or ``none``: the tools are not offered and the answer is text)."""
+    plan = tool_plan(tools, choice, options, model)
+    if plan.parser is None:
+        return None, None
+    plan.apply(params)
+    return plan, ChatTemplate(tools=template_tools(tools))
