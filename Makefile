@@ -8,6 +8,7 @@ HTTP_PORT ?= 8000
 GRPC_PORT ?= 8001
 SKLEARN_EXAMPLE := examples/models/iris_sklearn/model.joblib
 LLM_EXAMPLE := examples/models/tiny_llama/model.safetensors
+EMBED_EXAMPLE := examples/models/tiny_embedder/model.safetensors
 TOOLS_EXAMPLE := build/tiny_llama_tools/model.safetensors
 
 .PHONY: serve test lint format install install-test install-vllm native examples bytecode protos clean fuzz
@@ -67,11 +68,15 @@ $(SKLEARN_EXAMPLE): examples/build_examples.py $(VENV)/.installed
 $(LLM_EXAMPLE): | $(VENV)/.installed
 	$(PY) examples/build_llm.py
 
+# the tiny embedder and reranker (runtime: embedding) are built, not committed: a few seconds
+$(EMBED_EXAMPLE): examples/build_embedding.py | $(VENV)/.installed
+	$(PY) examples/build_embedding.py
+
 # the tiny LLM with hermes tool calls (tests/integration/test_chat_tools.py): built, not committed
 $(TOOLS_EXAMPLE): examples/build_llm.py | $(VENV)/.installed
 	$(PY) examples/build_llm.py --tools
 
-examples: $(SKLEARN_EXAMPLE) $(LLM_EXAMPLE) $(TOOLS_EXAMPLE)
+examples: $(SKLEARN_EXAMPLE) $(LLM_EXAMPLE) $(TOOLS_EXAMPLE) $(EMBED_EXAMPLE)
 
 # bytecode for the sources: an editable install has none, and where PYTHONDONTWRITEBYTECODE is
 # set (container images often set it) every start would compile them again (~0.15 s)

@@ -152,7 +152,7 @@ class GenerationPlane:
             for mv in sorted(versions, key=lambda v: (v.ready, int(v.version)), reverse=True):
                 if isinstance(mv.model, TextGenerator) and mv.ready:
                     return mv, mv.model
-                if mv.runtime in TEXT_RUNTIMES:  # loading (vLLM's takes ~30 s) or failed
+                if mv.runtime in TEXT_RUNTIMES and not mv.ready:  # loading (vLLM's: ~30 s), failed
                     why = f": {mv.reason}" if mv.reason else ""
                     raise ModelNotReady(f"model '{mv.name}' is not ready ({mv.state.value}){why}")
             if name:

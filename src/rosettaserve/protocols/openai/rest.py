@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from rosettaserve.core import embedding
 from rosettaserve.core.errors import ServingError
 from rosettaserve.core.generate import GenerateDelta, TextGenerator, Usage, json_object, total_usage
 from rosettaserve.core.generation_plane import (
@@ -86,6 +87,10 @@ async def completions(
 
 async def models(plane: GenerationPlane, req: HttpRequest, split: Split | None) -> HttpResponse:
     cards = [_card(mv, gen) for mv, gen in plane.generators()]
+    cards += [
+        convert.model_card(mv.name, info.created, info.max_tokens)
+        for mv, info in embedding.served(plane.dataplane)
+    ]
     return json_response({"object": "list", "data": cards})
 
 
