@@ -205,3 +205,14 @@ def test_the_family_row_and_its_error_shape() -> None:
     assert families.endpoint_of("/api/show") is None  # served whole, never split
     reply = rest.error_response(InvalidInput("bad"))
     assert (reply.status, orjson.loads(reply.body)) == (400, {"error": "bad"})
+
+
+@pytest.mark.parametrize("chat", [False, True])
+def test_a_text_line_is_the_line_a_dict_would_give(chat: bool) -> None:
+    shape = rest.Shape('m "q"', chat, 0)
+    text = 'say "hi"\n\\ ☃ \x00'
+    got = orjson.loads(shape.text_line(text))
+    want = shape.line(text, None, None)
+    assert got.keys() == want.keys()
+    assert got | {"created_at": ""} == want | {"created_at": ""}
+    assert got["created_at"].endswith("Z")

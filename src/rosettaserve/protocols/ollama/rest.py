@@ -13,7 +13,7 @@ stream that fails after it began ends with such a line.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from time import perf_counter_ns
+from time import perf_counter_ns, time_ns
 from typing import Any
 
 import orjson
@@ -57,8 +57,17 @@ def stream_content_type(first: bytes) -> str:
     return NDJSON
 
 
+_CLOCK: list[Any] = [-1, ""]  # (the millisecond, its RFC 3339 text): one format a millisecond
+
+
 def now() -> str:
-    return datetime.now(UTC).isoformat().replace("+00:00", "Z")
+    """The time as Ollama's ``created_at`` (RFC 3339, UTC), to the millisecond: a stream's
+    lines within one millisecond share it (formatting a time costs more than a line)."""
+    ms = time_ns() // 1_000_000
+    if ms != _CLOCK[0]:
+        moment = datetime.fromtimestamp(ms / 1000, UTC)
+        _CLOCK[:] = [ms, moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")]
+    return str(_CLOCK[1])
 
 
 def find(plane: GenerationPlane, name: str) -> tuple[ModelVersion, TextGenerator]:
@@ -133,6 +142,7 @@ class Shape:
     def __init__(self, model: str, chat: bool, start: int) -> None:
         self.model, self.chat, self.start = model, chat, start
         self.first = 0  # when the first delta came (prompt evaluated)
+        self.quoted = orjson.dumps(model)
 
     def line(
         self,
@@ -156,6 +166,19 @@ class Shape:
             | {"done": True, "done_reason": stopped[1] or reason(stopped[0])}
             | (self.timings(usage or Usage(0, 0)))
         )
+
+    def text_line(self, text: str) -> bytes:
+        """A delta's line (``line(text, None, None)`` as bytes), put together directly: one a
+        token."""
+        head = b'{"model":' + self.quoted + b',"created_at":"' + now().encode()
+        if self.chat:
+            return (
+                head
+                + b'","message":{"role":"assistant","content":'
+                + orjson.dumps(text)
+                + (b'},"done":false}\n')
+            )
+        return head + b'","response":' + orjson.dumps(text) + b',"done":false}\n'
 
     def loaded(self) -> dict[str, Any]:
         """The answer to a load request (nothing to generate), as Ollama's: no counts."""
@@ -219,9 +242,7 @@ class OllamaFramer:
         if self.tools is not None:
             text, pieces, _ = self.tools.feed(delta)
             self._gather(pieces)
-        out = b""
-        if text:
-            out = _ndjson(self.shape.line(text, None, None))
+        out = self.shape.text_line(text) if text else b""
         if delta.finish_reason is None:
             return out
         if self.calls:
