@@ -102,6 +102,10 @@ def openai_shape(doc: Any) -> bool:
     return {"message", "type", "code"} <= set(error) and error["code"] == "invalid_api_key"
 
 
+def ollama(doc: Any) -> bool:
+    return set(doc) == {"error"} and isinstance(doc["error"], str)
+
+
 def grps_shape(doc: Any) -> bool:
     return bool(doc["status"]["code"] == 401 and doc["status"]["status"] == "FAILURE")
 
@@ -125,6 +129,10 @@ FAMILIES: list[tuple[str, str, str, dict[str, Any] | None, Shape]] = [
     ("tei-embed", "POST", "/embed", {"inputs": "hi"}, with_type),
     ("tei-rerank", "POST", "/rerank", {"query": "q", "texts": ["a"]}, with_type),
     ("rerank", "POST", "/v1/rerank", {"query": "q", "documents": ["a"]}, openai_shape),
+    ("ollama-chat", "POST", "/api/chat", {"model": "tiny_llama", "stream": False,
+     "messages": [{"role": "user", "content": "hi"}], "options": {"num_predict": 2}}, ollama),
+    ("ollama-embed", "POST", "/api/embed", {"model": "tiny_embedder", "input": "hi"}, ollama),
+    ("ollama-tags", "GET", "/api/tags", None, ollama),
     ("metrics", "GET", "/metrics", None, lambda doc: True),
 ]  # fmt: skip
 

@@ -1,6 +1,7 @@
-"""The five LLM API families over one engine, on a real server: the official `openai` and
-`text-generation` clients, plain HTTP for vLLM, Triton generate and MindIE, each family's exact
-stream framing, and greedy output that is the same everywhere, alone and under concurrency."""
+"""The LLM API families over one engine, on a real server: the official `openai` and
+`text-generation` clients, plain HTTP for vLLM, Triton generate, MindIE and Ollama, each
+family's exact stream framing, and greedy output that is the same everywhere, alone and under
+concurrency."""
 
 from __future__ import annotations
 
@@ -144,6 +145,25 @@ def mindie_infer_stream(client: httpx.Client, prompt: str) -> str:
     return str(events[-1]["generated_text"])
 
 
+def ollama_generate(client: httpx.Client, prompt: str) -> str:
+    doc = {"model": "tiny_llama", "prompt": prompt, "raw": True, "stream": False}
+    doc["options"] = {"temperature": 0, "num_predict": MAX_NEW}
+    reply = post(client, "/api/generate", doc).json()
+    assert reply["done"]
+    assert reply["eval_count"] <= MAX_NEW
+    return str(reply["response"])
+
+
+def ollama_generate_stream(client: httpx.Client, prompt: str) -> str:
+    doc = {"model": "tiny_llama", "prompt": prompt, "raw": True}  # streamed unless told not to
+    doc["options"] = {"temperature": 0, "num_predict": MAX_NEW}
+    content_type, body = stream_body(client, "/api/generate", doc)
+    assert content_type == "application/x-ndjson"
+    lines = [orjson.loads(line) for line in body.splitlines()]
+    assert [x["done"] for x in lines] == [False] * (len(lines) - 1) + [True]
+    return "".join(x["response"] for x in lines)
+
+
 def oip_infer(client: httpx.Client, prompt: str) -> str:
     tensor = {"name": "text_input", "datatype": "BYTES", "shape": [1], "data": [prompt]}
     doc = {"inputs": [tensor], "parameters": {"max_tokens": MAX_NEW}}
@@ -162,6 +182,8 @@ FAMILIES: dict[str, Family] = {
     "triton-stream": triton_generate_stream,
     "mindie": mindie_infer,
     "mindie-stream": mindie_infer_stream,
+    "ollama": ollama_generate,
+    "ollama-stream": ollama_generate_stream,
     "oip": oip_infer,
 }
 LLM_FAMILIES = {k: v for k, v in FAMILIES.items() if k != "oip"}  # OIP is not an LLM API family

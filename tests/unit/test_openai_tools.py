@@ -16,7 +16,7 @@ from rosettaserve.core.generate import Completion, FinishReason, GenerateDelta, 
 from rosettaserve.core.structured_output import ConstraintKind
 from rosettaserve.core.tools import ChoiceMode
 from rosettaserve.protocols.openai import convert, schema, tools
-from rosettaserve.protocols.openai.rest import ChatFramer, _tool_plan
+from rosettaserve.protocols.openai.rest import ChatFramer, chat_tool_plan
 from rosettaserve.protocols.tools.choice import ToolPlan, tool_plan
 
 WEATHER: dict[str, Any] = {
@@ -44,7 +44,7 @@ def chat(**fields: Any) -> schema.OpenAIRequest:
 
 def plan_of(options: dict[str, Any] | None = None, **fields: Any) -> ToolPlan:
     oa = chat(**fields)
-    plan = _tool_plan(oa, options if options is not None else HERMES, "m")
+    plan = chat_tool_plan(oa, options if options is not None else HERMES, "m")
     assert plan is not None
     return plan
 
@@ -114,7 +114,7 @@ def test_legacy_functions_and_function_call() -> None:
 
 def test_auto_offers_the_tools_and_keeps_the_tool_tokens() -> None:
     oa = chat(tools=[WEATHER])
-    plan = _tool_plan(oa, HERMES, "m")
+    plan = chat_tool_plan(oa, HERMES, "m")
     assert plan is not None
     assert plan.parser is not None
     assert plan.parser.name == "hermes"
@@ -126,7 +126,7 @@ def test_auto_offers_the_tools_and_keeps_the_tool_tokens() -> None:
 
 def test_none_does_not_offer_the_tools() -> None:
     oa = chat(tools=[WEATHER], tool_choice="none")
-    plan = _tool_plan(oa, {}, "m")
+    plan = chat_tool_plan(oa, {}, "m")
     assert plan is not None
     assert plan.parser is None
     assert oa.chat is not None
@@ -340,7 +340,7 @@ TEXTS = [
 
 def test_streamed_tool_calls_add_up_to_the_answer_per_choice() -> None:
     oa = chat(tools=[WEATHER], n=2, stream=True)
-    plan = _tool_plan(oa, HERMES, "m")
+    plan = chat_tool_plan(oa, HERMES, "m")
     assert plan is not None
     pieces = [[t[k : k + 3] for k in range(0, len(t), 3)] for t in TEXTS]
     longest = max(len(p) for p in pieces)
@@ -383,7 +383,7 @@ def test_an_answer_cut_short_ends_with_length_not_tool_calls() -> None:
 
 def test_legacy_functions_are_answered_with_function_call() -> None:
     oa = chat(functions=[WEATHER["function"]], stream=True)
-    plan = _tool_plan(oa, HERMES, "m")
+    plan = chat_tool_plan(oa, HERMES, "m")
     assert plan is not None
     assert oa.tools is not None
     assert oa.tools.legacy

@@ -14,8 +14,9 @@ from rosettaserve.core.sampling_fields import REPETITION_PENALTY_MIN, SamplingTa
 from rosettaserve.pd.http_client import PeerClient
 from rosettaserve.pd.options import SchedulerOptions
 from rosettaserve.pd.scheduler import Scheduler
-from rosettaserve.protocols import families
+from rosettaserve.protocols import families, pooling
 from rosettaserve.protocols.mindie import rest as mindie
+from rosettaserve.protocols.ollama import models as ollama_models
 from rosettaserve.protocols.openai import schema as openai
 from rosettaserve.protocols.tgi import schema as tgi
 from rosettaserve.protocols.triton_generate import rest as triton
@@ -97,7 +98,9 @@ def test_a_bad_field_is_named_in_the_error(
 
 def test_one_table_of_families_feeds_the_server_and_the_scheduler() -> None:
     names = [f.name for f in families.FAMILIES]
-    assert names == ["openai", "tgi", "vllm", "triton", "mindie", "openai-responses", "anthropic"]
+    assert names == [
+        "openai", "tgi", "vllm", "triton", "mindie", "openai-responses", "anthropic", "ollama"
+    ]  # fmt: skip
     posts = [
         (e.pattern, f.name) for f in families.FAMILIES for e in f.endpoints if e.method == "POST"
     ]
@@ -107,8 +110,10 @@ def test_one_table_of_families_feeds_the_server_and_the_scheduler() -> None:
     options = SchedulerOptions(("http://127.0.0.1:1",), ("http://127.0.0.1:2",))
     scheduled = [r.pattern for r in Scheduler(options, PeerClient()).routes() if r.method == "POST"]
     whole = [e.pattern for f in families.FAMILIES for e in f.whole if e.method == "POST"]
-    assert whole == ["/v1/messages/count_tokens"]  # forwarded whole to a prefill instance
-    assert scheduled == [p for p, _ in posts] + whole
+    # forwarded whole to one instance: what generates nothing, and embeddings and rerank
+    assert whole == ["/v1/messages/count_tokens", "/api/show", *ollama_models.NOT_BUILT]
+    pooled = [e.path for e in pooling.ENDPOINTS]
+    assert scheduled == [p for p, _ in posts] + whole + pooled
     vllm_body = b'{"prompt": "hi"}'
     assert families.family_of(families.TGI, "/generate", vllm_body) is families.VLLM
     assert families.family_of(families.TGI, "/generate", b'{"inputs": "hi"}') is families.TGI

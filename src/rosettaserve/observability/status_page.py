@@ -79,6 +79,7 @@ PROTOCOLS = (  # name, endpoint ("http", "grpc", "metrics"), paths or service
     ("TGI and vLLM", "http", "/generate, /generate_stream"),
     ("Triton generate", "http", "/v2/models/{model}/generate"),
     ("MindIE", "http", "/infer, /infer_token"),
+    ("Ollama", "http", "/api/generate, /api/chat, /api/embed, /api/tags, /api/show, ..."),
     ("Prefill/decode instance status", "http", "/v1/status"),
     ("Status page", "http", "/, /status.json; grps: /grps/v1/monitor/metrics, .../series"),
     ("Prometheus metrics", "metrics", "/metrics"),

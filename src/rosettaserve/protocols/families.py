@@ -22,6 +22,9 @@ from rosettaserve.protocols.anthropic import rest as anthropic
 from rosettaserve.protocols.anthropic import schema as anthropic_schema
 from rosettaserve.protocols.llm_http import SSE, Endpoint
 from rosettaserve.protocols.mindie import rest as mindie
+from rosettaserve.protocols.ollama import models as ollama_models
+from rosettaserve.protocols.ollama import rest as ollama
+from rosettaserve.protocols.ollama import schema as ollama_schema
 from rosettaserve.protocols.openai import responses, responses_schema
 from rosettaserve.protocols.openai import rest as openai
 from rosettaserve.protocols.openai import schema as openai_schema
@@ -107,7 +110,16 @@ ANTHROPIC = Family(
     anthropic_schema.SAMPLING,
     whole=tuple(anthropic.WHOLE),
 )
-FAMILIES = (OPENAI, TGI, VLLM, TRITON_GENERATE, MINDIE, RESPONSES, ANTHROPIC)
+OLLAMA = Family(
+    ollama.FAMILY,
+    tuple(ollama.ENDPOINTS),
+    ollama.error_response,
+    ollama.stream_error,
+    ollama.stream_content_type,
+    ollama_schema.OPTIONS,
+    whole=tuple(ollama_models.WHOLE),
+)
+FAMILIES = (OPENAI, TGI, VLLM, TRITON_GENERATE, MINDIE, RESPONSES, ANTHROPIC, OLLAMA)
 # every POST endpoint by its path pattern, with its family (POST /generate: TGI's, see family_of)
 POSTS: dict[str, tuple[Family, Endpoint]] = {
     e.pattern: (f, e) for f in FAMILIES for e in f.endpoints if e.method == "POST"

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 
 from rosettaserve.core.dataplane import DataPlane
 from rosettaserve.core.errors import ServingError
+from rosettaserve.protocols.ollama import embed as ollama_embed
+from rosettaserve.protocols.ollama import rest as ollama_rest
 from rosettaserve.protocols.openai import embeddings as openai_embeddings
 from rosettaserve.protocols.openai import rest as openai_rest
 from rosettaserve.protocols.tei import rest as tei
@@ -30,6 +32,8 @@ ENDPOINTS = (
     PoolingEndpoint("/embed", tei.embed, tei.error_response),
     PoolingEndpoint("/rerank", tei.rerank, tei.error_response),
     PoolingEndpoint("/v1/rerank", vllm_rerank.rerank, openai_rest.error_response),
+    PoolingEndpoint("/api/embed", ollama_embed.embed, ollama_rest.error_response),
+    PoolingEndpoint("/api/embeddings", ollama_embed.embeddings, ollama_rest.error_response),
 )
 POSTS = {e.path: e for e in ENDPOINTS}
 

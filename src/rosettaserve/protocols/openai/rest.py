@@ -43,7 +43,7 @@ async def chat(plane: GenerationPlane, req: HttpRequest, split: Split | None) ->
     info = gen.info
     trusted = plane.trust_request_chat_template
     oa, messages = schema.chat_request(doc, info.max_n, info.max_stop_sequences, trusted)
-    plan = _tool_plan(oa, info.options, mv.name)
+    plan = chat_tool_plan(oa, info.options, mv.name)
     oa.generate.prompt = await chat_prompt(gen, messages, len(req.body), oa.chat)
     reply = Reply("chat", mv.name, *reply_identity(split, "chatcmpl"))
     oa.generate.request_id = reply.id
@@ -57,7 +57,7 @@ async def chat(plane: GenerationPlane, req: HttpRequest, split: Split | None) ->
     return json_response(body)
 
 
-def _tool_plan(oa: schema.OpenAIRequest, options: Any, model: str) -> ToolPlan | None:
+def chat_tool_plan(oa: schema.OpenAIRequest, options: Any, model: str) -> ToolPlan | None:
     """The request's tools: offered through the template, and how they are chosen."""
     if oa.tools is None or not oa.tools.specs:
         return None
