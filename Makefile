@@ -77,7 +77,7 @@ native: install
 serve: install native examples bytecode
 	$(VENV)/bin/rosettaserve serve examples/models --host $(HOST) --http-port $(HTTP_PORT) --grpc-port $(GRPC_PORT)
 
-LINTED := src tests tests_tritongrpc tests_vllm examples bench scripts deploy
+LINTED := src tests tests_tritongrpc tests_vllm tests_tfgrpc examples bench scripts deploy
 
 lint: install-test
 	$(VENV)/bin/ruff check $(LINTED)

@@ -1,0 +1,158 @@
+"""TensorFlow's TensorProto <-> numpy, with TensorFlow's rules. Pure functions.
+
+Reading (``Tensor::FromProto``): ``tensor_content`` holds every element, little-endian and
+row-major, and must be exactly the shape's size; otherwise the dtype's typed field holds them
+(``float_val``, ``int_val`` for the narrow ints, ``half_val`` for the bit patterns of half and
+bfloat16, ...): no values means zeros, fewer values than elements repeat the last one (so one
+value fills the shape), more is an error. Narrow ints are cast as TensorFlow casts them (wrapping).
+
+Writing (``Tensor::AsProtoTensorContent``, what TF Serving answers with): numeric and bool
+tensors in ``tensor_content``, string tensors in ``string_val``.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from typing import Any, Final
+
+import numpy as np
+
+from rosettaserve.core import dtypes
+from rosettaserve.core.errors import InvalidInput
+from rosettaserve.protocols.tfserving.pb import tensorflow_pb2 as tfpb
+
+_LITTLE: Final = sys.byteorder == "little"  # the wire's order is little-endian
+# DataType enum value -> our V2 datatype name (the dtypes a served model can take)
+FROM_DT: Final[dict[int, str]] = {
+    tfpb.DT_FLOAT: "FP32",
+    tfpb.DT_DOUBLE: "FP64",
+    tfpb.DT_INT32: "INT32",
+    tfpb.DT_UINT8: "UINT8",
+    tfpb.DT_INT16: "INT16",
+    tfpb.DT_INT8: "INT8",
+    tfpb.DT_STRING: "BYTES",
+    tfpb.DT_INT64: "INT64",
+    tfpb.DT_BOOL: "BOOL",
+    tfpb.DT_BFLOAT16: "BF16",
+    tfpb.DT_UINT16: "UINT16",
+    tfpb.DT_HALF: "FP16",
+    tfpb.DT_UINT32: "UINT32",
+    tfpb.DT_UINT64: "UINT64",
+}
+TO_DT: Final[dict[str, int]] = {name: dt for dt, name in FROM_DT.items()}
+# the typed field each dtype's values travel in, and the numpy type it reads as
+_FIELDS: Final[dict[str, tuple[str, Any]]] = {
+    "FP32": ("float_val", np.float32),
+    "FP64": ("double_val", np.float64),
+    "INT32": ("int_val", np.int32),
+    "INT16": ("int_val", np.int32),
+    "INT8": ("int_val", np.int32),
+    "UINT8": ("int_val", np.int32),
+    "UINT16": ("int_val", np.int32),
+    "INT64": ("int64_val", np.int64),
+    "UINT32": ("uint32_val", np.uint32),
+    "UINT64": ("uint64_val", np.uint64),
+    "BOOL": ("bool_val", np.bool_),
+    "FP16": ("half_val", np.int32),
+    "BF16": ("half_val", np.int32),
+    "BYTES": ("string_val", None),
+}
+
+
+def typed_count(proto: Any) -> int:
+    """How many values the proto's typed field holds (what reading it costs, element by
+    element); 0 for a dtype we do not read or for ``tensor_content``."""
+    name = FROM_DT.get(proto.dtype)
+    return 0 if name is None else len(getattr(proto, _FIELDS[name][0]))
+
+
+def datatype_of(proto: Any) -> str | None:
+    return FROM_DT.get(proto.dtype)
+
+
+def shape_of(proto: Any) -> tuple[int, ...] | None:
+    """The tensor's shape, or None when it cannot be a tensor's (unknown rank or dims)."""
+    shape = proto.tensor_shape
+    if shape.unknown_rank:
+        return None
+    dims = tuple(int(d.size) for d in shape.dim)
+    return None if any(d < 0 for d in dims) else dims
+
+
+def to_array(proto: Any, alias: str) -> tuple[str, np.ndarray]:
+    """The proto's datatype and values; TF Serving's ``tensor parsing error`` when it holds none
+    that TensorFlow would read."""
+    datatype, shape = datatype_of(proto), shape_of(proto)
+    if datatype is None or shape is None:
+        raise parse_error(alias)
+    count = math.prod(shape)
+    content = proto.tensor_content
+    if content and datatype != "BYTES":
+        return datatype, _from_content(content, datatype, shape, count, alias)
+    field, reads_as = _FIELDS[datatype]
+    values = getattr(proto, field)
+    if len(values) > count:
+        raise parse_error(alias)
+    if datatype == "BYTES":
+        flat = np.empty(count, dtype=object)
+        if count:
+            given = list(values) or [b""]
+            flat[: len(given)] = given
+            flat[len(given) :] = given[-1]
+        return datatype, flat.reshape(shape)
+    target = dtypes.DTYPES[datatype].numpy
+    if not values:
+        return datatype, np.zeros(shape, dtype=target)
+    read = np.array(values, dtype=reads_as)
+    if datatype in ("FP16", "BF16"):  # int32 holding the 16 bits
+        array = read.astype(np.uint16).view(target)
+    else:
+        array = read.astype(target, copy=False)
+    if len(array) < count:
+        array = np.concatenate([array, np.full(count - len(array), array[-1], dtype=target)])
+    return datatype, array.reshape(shape)
+
+
+def _from_content(
+    content: bytes, datatype: str, shape: tuple[int, ...], count: int, alias: str
+) -> np.ndarray:
+    dt = dtypes.DTYPES[datatype]
+    if len(content) != count * dt.itemsize:
+        raise parse_error(alias)
+    if datatype == "BOOL":  # any nonzero byte is true, as a C++ bool copied from bytes reads
+        bools: np.ndarray = np.frombuffer(content, dtype=np.uint8).reshape(shape) != 0
+        return bools
+    array = np.frombuffer(content, dtype=dt.numpy).reshape(shape)
+    return array if _LITTLE else array.byteswap()
+
+
+def parse_error(alias: str) -> InvalidInput:
+    return InvalidInput(f"tensor parsing error: {alias}")
+
+
+def fill(proto: Any, data: np.ndarray, datatype: str) -> None:
+    """Write ``data`` into an empty TensorProto as TF Serving answers: tensor_content, or
+    string_val for strings."""
+    proto.dtype = TO_DT[datatype]
+    dims = proto.tensor_shape.dim
+    for size in data.shape:
+        dims.add().size = size
+    if datatype == "BYTES":
+        proto.string_val.extend(_as_bytes(item) for item in data.reshape(-1))
+        return
+    array = np.ascontiguousarray(data, dtype=dtypes.DTYPES[datatype].numpy)
+    proto.tensor_content = (array if _LITTLE else array.byteswap()).tobytes()
+
+
+def _as_bytes(item: Any) -> bytes:
+    if isinstance(item, bytes):
+        return item
+    return str(item).encode() if not isinstance(item, (bytearray, memoryview)) else bytes(item)
+
+
+def make(data: np.ndarray, datatype: str) -> Any:
+    """A new TensorProto holding ``data``."""
+    proto = tfpb.TensorProto()
+    fill(proto, data, datatype)
+    return proto
