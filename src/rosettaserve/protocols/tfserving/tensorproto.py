@@ -23,6 +23,11 @@ from rosettaserve.core.errors import InvalidInput
 from rosettaserve.protocols.tfserving.pb import tensorflow_pb2 as tfpb
 
 _LITTLE: Final = sys.byteorder == "little"  # the wire's order is little-endian
+# the most elements a tensor may have when its typed values are fewer (the last value, or zero,
+# fills the rest: a few bytes on the wire could otherwise ask for any amount of memory)
+MAX_FILLED: Final = 1 << 24
+# the elements of a shape's nonzero dims: numpy counts its bytes in int64 even with a dim of 0
+_MAX_SIZE: Final = (2**63 - 1) // 16
 # DataType enum value -> our V2 datatype name (the dtypes a served model can take)
 FROM_DT: Final[dict[int, str]] = {
     tfpb.DT_FLOAT: "FP32",
@@ -77,7 +82,9 @@ def shape_of(proto: Any) -> tuple[int, ...] | None:
     if shape.unknown_rank:
         return None
     dims = tuple(int(d.size) for d in shape.dim)
-    return None if any(d < 0 for d in dims) else dims
+    if any(d < 0 for d in dims) or math.prod(d for d in dims if d) > _MAX_SIZE:
+        return None  # past what TensorFlow (int64 elements) and numpy (int64 bytes) hold
+    return dims
 
 
 def to_array(proto: Any, alias: str) -> tuple[str, np.ndarray]:
@@ -92,7 +99,7 @@ def to_array(proto: Any, alias: str) -> tuple[str, np.ndarray]:
         return datatype, _from_content(content, datatype, shape, count, alias)
     field, reads_as = _FIELDS[datatype]
     values = getattr(proto, field)
-    if len(values) > count:
+    if len(values) > count or (len(values) < count and count > MAX_FILLED):
         raise parse_error(alias)
     if datatype == "BYTES":
         flat = np.empty(count, dtype=object)
