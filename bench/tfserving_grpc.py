@@ -56,7 +56,7 @@ def tensor(shape: tuple[int, ...]) -> np.ndarray:
 def predict_message(data: np.ndarray) -> bytes:
     request = tfs.PredictRequest()
     request.model_spec.name = "identity"
-    tensorproto.fill(request.inputs["INPUT0"], data, "FP32")
+    request.inputs["INPUT0"].CopyFrom(tensorproto.make(data, "FP32"))
     return bytes(request.SerializeToString())
 
 

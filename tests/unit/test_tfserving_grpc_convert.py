@@ -10,7 +10,7 @@ import pytest
 
 from rosettaserve.core.errors import InvalidInput
 from rosettaserve.core.types import Tensor, TensorSpec
-from rosettaserve.protocols.tfserving import examples
+from rosettaserve.protocols.tfserving import examples, tensorproto
 from rosettaserve.protocols.tfserving import grpc_convert as conv
 from rosettaserve.protocols.tfserving.pb import serving_pb2 as pb
 from rosettaserve.protocols.tfserving.pb import tensorflow_pb2 as tfpb
@@ -121,10 +121,57 @@ def test_predict_response_names_the_version_and_signature() -> None:
         name, version = "m", "7"
 
     outputs = {"y": Tensor("y", "FP32", (1,), np.array([2.5], dtype=np.float32))}
-    response = conv.predict_response(Version(), SIGNATURE, outputs)  # type: ignore[arg-type]
+    written = conv.predict_response(Version(), SIGNATURE, outputs)  # type: ignore[arg-type]
+    response = pb.PredictResponse.FromString(written)
     assert (response.model_spec.name, response.model_spec.version.value) == ("m", 7)
     assert response.model_spec.signature_name == "serving_default"
     assert response.outputs["y"].tensor_content == np.float32(2.5).tobytes()
+    assert list(response.outputs["y"].tensor_shape.dim) == [tfpb.TensorShapeProto.Dim(size=1)]
+
+
+def by_protobuf(data: np.ndarray, datatype: str) -> Any:
+    """The TensorProto TF Serving answers, built with protobuf's own API."""
+    made = tfpb.TensorProto(dtype=tensorproto.TO_DT[datatype])
+    made.tensor_shape.dim.extend(tfpb.TensorShapeProto.Dim(size=d) for d in data.shape)
+    if datatype == "BYTES":
+        made.string_val.extend(data.reshape(-1).tolist())
+    else:
+        made.tensor_content = data.tobytes()
+    return made
+
+
+@pytest.mark.parametrize("version", ["0", "1", "300", str(2**63 - 1)])
+@pytest.mark.parametrize("datatype", ["FP32", "BYTES", "BOOL", "UINT64"])
+def test_the_hand_written_answer_is_the_message_protobuf_writes(
+    version: str, datatype: str
+) -> None:
+    class Version:
+        name = "model"
+
+    Version.version = version  # type: ignore[attr-defined]
+    rng = np.random.default_rng(3)
+    big = rng.integers(0, 255, (2, 200)).astype(np.uint8)  # sizes past one varint byte
+    data = big.astype(np.float32)
+    if datatype == "BYTES":
+        data = np.array([bytes([int(v)]) * int(v) for v in big.reshape(-1)], dtype=object)
+        data = data.reshape(big.shape)
+    elif datatype == "BOOL":
+        data = big > 100
+    elif datatype == "UINT64":
+        data = big.astype(np.uint64) * np.uint64(2**55)
+    empty = np.zeros((0, 3), dtype=np.float32) if datatype == "FP32" else data
+    outputs = {
+        "a": Tensor("a", datatype, data.shape, data),
+        "é": Tensor("b", datatype, empty.shape, empty),
+    }
+    expected = pb.PredictResponse()
+    expected.model_spec.name = "model"
+    expected.model_spec.version.value = int(version)
+    expected.model_spec.signature_name = "serving_default"
+    for alias, tensor in outputs.items():
+        expected.outputs[alias].CopyFrom(by_protobuf(tensor.data, datatype))
+    written = conv.predict_response(Version(), SIGNATURE, outputs)  # type: ignore[arg-type]
+    assert pb.PredictResponse.FromString(written) == expected
 
 
 def test_metadata_and_status_from_the_rest_documents() -> None:

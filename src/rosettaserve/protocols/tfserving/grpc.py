@@ -61,7 +61,7 @@ class PredictionServicer:
             arrays = conv.predict_inputs(request, signature)
         wanted = conv.output_specs(request, signature)
         outputs = await service.predict(self.dp, mv, signature, arrays, wanted, protocol=PROTOCOL)
-        return conv.predict_response(mv, signature, outputs)
+        return conv.predict_response(mv, signature, outputs)  # serialized
 
     async def Classify(self, request: Any, context: Any) -> Any:
         target = conv.target(request)
@@ -141,7 +141,7 @@ class ModelServicer:
 
 # rpc name -> (request type, response type, streaming)
 PREDICTION_RPCS: dict[str, tuple[Any, Any, bool | str]] = {
-    "Predict": (pb.PredictRequest, pb.PredictResponse, False),
+    "Predict": (pb.PredictRequest, bytes, False),  # the answer is written by hand
     "Classify": (pb.ClassificationRequest, pb.ClassificationResponse, False),
     "Regress": (pb.RegressionRequest, pb.RegressionResponse, False),
     "MultiInference": (pb.MultiInferenceRequest, pb.MultiInferenceResponse, False),

@@ -100,12 +100,30 @@ def output_specs(request: Any, signature: Signature) -> dict[str, TensorSpec]:
     return chosen
 
 
-def predict_response(mv: ModelVersion, signature: Signature, outputs: dict[str, Tensor]) -> Any:
-    response = pb.PredictResponse()
-    model_spec(response.model_spec, mv, signature.name)
+def predict_response(mv: ModelVersion, signature: Signature, outputs: dict[str, Tensor]) -> bytes:
+    """PredictResponse, serialized by hand (``tensorproto.wire_parts``): the outputs map, then
+    the model_spec served (name, version, signature)."""
+    parts: list[bytes] = []
     for alias, tensor in outputs.items():
-        tensorproto.fill(response.outputs[alias], tensor.data, tensor.datatype)
-    return response
+        tensor_parts = tensorproto.wire_parts(tensor.data, tensor.datatype)
+        key = _text_field(1, alias)
+        size = sum(len(p) for p in tensor_parts)
+        value_head = b"\x12" + tensorproto.varint(size)
+        entry_size = len(key) + len(value_head) + size
+        parts += [b"\x0a" + tensorproto.varint(entry_size), key, value_head, *tensor_parts]
+    version = int(mv.version)
+    number = b"\x08" + tensorproto.varint(version) if version else b""
+    spec = _text_field(1, mv.name) + _message(2, number) + _text_field(3, signature.name)
+    parts.append(_message(2, spec))
+    return b"".join(parts)
+
+
+def _text_field(number: int, text: str) -> bytes:
+    return _message(number, text.encode()) if text else b""
+
+
+def _message(number: int, payload: bytes) -> bytes:
+    return tensorproto.varint(number << 3 | 2) + tensorproto.varint(len(payload)) + payload
 
 
 # -- Classify, Regress, MultiInference --------------------------------------------------------

@@ -138,28 +138,41 @@ def parse_error(alias: str) -> InvalidInput:
     return InvalidInput(f"tensor parsing error: {alias}")
 
 
-def fill(proto: Any, data: np.ndarray, datatype: str) -> None:
-    """Write ``data`` into an empty TensorProto as TF Serving answers: tensor_content, or
-    string_val for strings."""
-    proto.dtype = TO_DT[datatype]
-    dims = proto.tensor_shape.dim
-    for size in data.shape:
-        dims.add().size = size
-    if datatype == "BYTES":
-        proto.string_val.extend(_as_bytes(item) for item in data.reshape(-1))
-        return
-    array = np.ascontiguousarray(data, dtype=dtypes.DTYPES[datatype].numpy)
-    proto.tensor_content = (array if _LITTLE else array.byteswap()).tobytes()
-
-
 def _as_bytes(item: Any) -> bytes:
     if isinstance(item, bytes):
         return item
     return str(item).encode() if not isinstance(item, (bytearray, memoryview)) else bytes(item)
 
 
+def wire_parts(data: np.ndarray, datatype: str) -> list[bytes]:
+    """``data`` as a serialized TensorProto, in parts, written as TF Serving answers:
+    ``tensor_content``, or ``string_val`` for strings. Written by hand: a large tensor's values
+    are copied once (into the reply), not into a message and again out of it."""
+    shape = b"".join(_field(2, b"\x08" + varint(d) if d else b"") for d in data.shape)
+    parts = [b"\x08" + varint(TO_DT[datatype]), _field(2, shape)]
+    if datatype == "BYTES":
+        parts.extend(_field(8, _as_bytes(item)) for item in data.reshape(-1))
+        return parts
+    array = np.ascontiguousarray(data, dtype=dtypes.DTYPES[datatype].numpy)
+    content = (array if _LITTLE else array.byteswap()).tobytes()
+    parts += [b"\x22" + varint(len(content)), content]
+    return parts
+
+
+def _field(number: int, payload: bytes) -> bytes:
+    """A length-delimited field (a message, bytes or a string) with its tag."""
+    return varint(number << 3 | 2) + varint(len(payload)) + payload
+
+
+def varint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
 def make(data: np.ndarray, datatype: str) -> Any:
-    """A new TensorProto holding ``data``."""
-    proto = tfpb.TensorProto()
-    fill(proto, data, datatype)
-    return proto
+    """A new TensorProto holding ``data``, as ``wire_parts`` writes it."""
+    return tfpb.TensorProto.FromString(b"".join(wire_parts(data, datatype)))
