@@ -113,17 +113,13 @@ def predict_response(mv: ModelVersion, signature: Signature, outputs: dict[str, 
         parts += [b"\x0a" + tensorproto.varint(entry_size), key, value_head, *tensor_parts]
     version = int(mv.version)
     number = b"\x08" + tensorproto.varint(version) if version else b""
-    spec = _text_field(1, mv.name) + _message(2, number) + _text_field(3, signature.name)
-    parts.append(_message(2, spec))
+    spec = _text_field(1, mv.name) + tensorproto.field(2, number) + _text_field(3, signature.name)
+    parts.append(tensorproto.field(2, spec))
     return b"".join(parts)
 
 
 def _text_field(number: int, text: str) -> bytes:
-    return _message(number, text.encode()) if text else b""
-
-
-def _message(number: int, payload: bytes) -> bytes:
-    return tensorproto.varint(number << 3 | 2) + tensorproto.varint(len(payload)) + payload
+    return tensorproto.field(number, text.encode()) if text else b""
 
 
 # -- Classify, Regress, MultiInference --------------------------------------------------------

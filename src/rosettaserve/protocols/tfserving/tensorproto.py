@@ -28,6 +28,7 @@ _LITTLE: Final = sys.byteorder == "little"  # the wire's order is little-endian
 MAX_FILLED: Final = 1 << 24
 # the elements of a shape's nonzero dims: numpy counts its bytes in int64 even with a dim of 0
 _MAX_SIZE: Final = (2**63 - 1) // 16
+_ONE_BYTE: Final = [bytes((i,)) for i in range(0x80)]  # the varints of one byte, made once
 # DataType enum value -> our V2 datatype name (the dtypes a served model can take)
 FROM_DT: Final[dict[int, str]] = {
     tfpb.DT_FLOAT: "FP32",
@@ -148,10 +149,10 @@ def wire_parts(data: np.ndarray, datatype: str) -> list[bytes]:
     """``data`` as a serialized TensorProto, in parts, written as TF Serving answers:
     ``tensor_content``, or ``string_val`` for strings. Written by hand: a large tensor's values
     are copied once (into the reply), not into a message and again out of it."""
-    shape = b"".join(_field(2, b"\x08" + varint(d) if d else b"") for d in data.shape)
-    parts = [b"\x08" + varint(TO_DT[datatype]), _field(2, shape)]
+    shape = b"".join(field(2, b"\x08" + varint(d) if d else b"") for d in data.shape)
+    parts = [b"\x08" + varint(TO_DT[datatype]), field(2, shape)]
     if datatype == "BYTES":
-        parts.extend(_field(8, _as_bytes(item)) for item in data.reshape(-1))
+        parts.extend(field(8, _as_bytes(item)) for item in data.reshape(-1))
         return parts
     array = np.ascontiguousarray(data, dtype=dtypes.DTYPES[datatype].numpy)
     content = (array if _LITTLE else array.byteswap()).tobytes()
@@ -159,12 +160,14 @@ def wire_parts(data: np.ndarray, datatype: str) -> list[bytes]:
     return parts
 
 
-def _field(number: int, payload: bytes) -> bytes:
+def field(number: int, payload: bytes) -> bytes:
     """A length-delimited field (a message, bytes or a string) with its tag."""
     return varint(number << 3 | 2) + varint(len(payload)) + payload
 
 
 def varint(value: int) -> bytes:
+    if value < 0x80:
+        return _ONE_BYTE[value]
     out = bytearray()
     while value > 0x7F:
         out.append(value & 0x7F | 0x80)
