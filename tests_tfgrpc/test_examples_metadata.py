@@ -164,3 +164,15 @@ def test_reload_config_is_not_served(models: Any) -> None:
     with pytest.raises(grpc.RpcError) as info:
         models.HandleReloadConfigRequest(model_management_pb2.ReloadConfigRequest(), timeout=30)
     assert info.value.code() == grpc.StatusCode.UNIMPLEMENTED
+
+
+def test_many_examples(predictions: Any) -> None:
+    """Past 64 KiB of examples, read on the request-work threads: the same answers."""
+    xs = [float(i) for i in range(20000)]
+    req = regression_pb2.RegressionRequest()
+    req.model_spec.name = "half_plus_two"
+    req.model_spec.signature_name = "regress_x_to_y"
+    req.input.CopyFrom(example_input(*xs))
+    assert req.input.ByteSize() > 64 * 1024
+    reply = predictions.Regress(req, timeout=60)
+    assert [r.value for r in reply.result.regressions] == [0.5 * x + 2 for x in xs]

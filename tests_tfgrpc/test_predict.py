@@ -184,3 +184,14 @@ def test_errors(predictions: object) -> None:
     )
     label = errors(predictions, request("versioned_python", proto, version_label="nope"))
     assert label.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_many_typed_values(predictions: object) -> None:
+    """Past 16 Ki typed values, read on the request-work threads: the same answer."""
+    sent = np.arange(40000, dtype=np.float32).reshape(200, 200)
+    typed = tensor_pb2.TensorProto(dtype=tf.float32.as_datatype_enum)
+    typed.tensor_shape.dim.add().size = 200
+    typed.tensor_shape.dim.add().size = 200
+    typed.float_val.extend(sent.reshape(-1).tolist())
+    reply = predictions.Predict(request("identity_fp32", typed), timeout=60)
+    assert np.array_equal(tf.make_ndarray(reply.outputs["OUTPUT0"]), sent)

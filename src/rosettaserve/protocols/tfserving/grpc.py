@@ -14,9 +14,10 @@ from typing import Any
 
 from rosettaserve.core.dataplane import DataPlane
 from rosettaserve.core.errors import InvalidInput
-from rosettaserve.core.executor import run_request_work
+from rosettaserve.core.executor import run_request_work, run_sized
 from rosettaserve.protocols.tfserving import grpc_convert as conv
 from rosettaserve.protocols.tfserving import schema, service, signatures
+from rosettaserve.protocols.tfserving.examples import ExamplesRequest
 from rosettaserve.protocols.tfserving.pb import serving_pb2 as pb
 from rosettaserve.protocols.tfserving.status import model_status, servable
 from rosettaserve.transport.grpc_context import Aborted
@@ -65,7 +66,7 @@ class PredictionServicer:
 
     async def Classify(self, request: Any, context: Any) -> Any:
         target = conv.target(request)
-        examples = conv.examples_request(request.input, request.model_spec.signature_name)
+        examples = await _examples(request.input, request.model_spec.signature_name)
         done = await service.classify(self.dp, target, examples, PROTOCOL)
         response = pb.ClassificationResponse()
         conv.model_spec(response.model_spec, done.mv, done.signature.name)
@@ -74,7 +75,7 @@ class PredictionServicer:
 
     async def Regress(self, request: Any, context: Any) -> Any:
         target = conv.target(request)
-        examples = conv.examples_request(request.input, request.model_spec.signature_name)
+        examples = await _examples(request.input, request.model_spec.signature_name)
         done = await service.regress(self.dp, target, examples, PROTOCOL)
         response = pb.RegressionResponse()
         conv.model_spec(response.model_spec, done.mv, done.signature.name)
@@ -88,7 +89,7 @@ class PredictionServicer:
         for task in tasks:
             target = conv.target(task)
             name = task.model_spec.signature_name
-            examples = conv.examples_request(request.input, name)
+            examples = await _examples(request.input, name)
             result = response.results.add()
             if _METHODS[task.method_name] == schema.CLASSIFY:
                 classified = await service.classify(self.dp, target, examples, PROTOCOL)
@@ -105,6 +106,12 @@ class PredictionServicer:
         target = conv.target(request)
         conv.check_metadata_fields(request)
         return conv.metadata_response(signatures.metadata(servable(self.dp, target)))
+
+
+async def _examples(input_: Any, signature_name: str) -> ExamplesRequest:
+    """The tf.Examples read as the REST path reads its JSON examples: on the request-work
+    threads past the size REST reads there (each value becomes a Python object)."""
+    return await run_sized(input_.ByteSize(), conv.examples_request, input_, signature_name)
 
 
 def _checked_tasks(request: Any) -> list[Any]:
