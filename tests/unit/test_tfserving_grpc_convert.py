@@ -120,6 +120,9 @@ def test_predict_response_names_the_version_and_signature() -> None:
     class Version:
         name, version = "m", "7"
 
+        def __init__(self) -> None:
+            self.extra: dict[str, Any] = {}  # the version's cache
+
     outputs = {"y": Tensor("y", "FP32", (1,), np.array([2.5], dtype=np.float32))}
     written = conv.predict_response(Version(), SIGNATURE, outputs)  # type: ignore[arg-type]
     response = pb.PredictResponse.FromString(written)
@@ -148,7 +151,9 @@ def test_the_hand_written_answer_is_the_message_protobuf_writes(
     class Version:
         name = "model"
 
-    Version.version = version  # type: ignore[attr-defined]
+        def __init__(self) -> None:
+            self.version, self.extra = version, {}
+
     rng = np.random.default_rng(3)
     big = rng.integers(0, 255, (2, 200)).astype(np.uint8)  # sizes past one varint byte
     data = big.astype(np.float32)

@@ -19,6 +19,7 @@ from rosettaserve.protocols.tfserving.status import Target
 
 SIGNATURE_DEF = "signature_def"  # the one metadata field TF Serving serves
 _ERROR_CODES = {"OK": 0, "UNKNOWN": 2}  # tensorflow.error.Code
+_SPEC_CACHE = "tfserving.grpc.model_spec"
 
 
 def target(request: Any) -> Target:
@@ -77,8 +78,11 @@ def predict_inputs(request: Any, signature: Signature) -> dict[str, np.ndarray]:
     return arrays
 
 
-def typed_values(request: Any) -> int:
-    """How many values the request's tensors hold in typed fields (read one by one)."""
+def typed_values(request: Any, at_least: int) -> int:
+    """How many values the request's tensors hold in typed fields (read one by one); 0 when
+    the whole request is smaller than ``at_least`` values could be."""
+    if request.ByteSize() < at_least:
+        return 0
     return sum(tensorproto.typed_count(proto) for proto in request.inputs.values())
 
 
@@ -111,11 +115,22 @@ def predict_response(mv: ModelVersion, signature: Signature, outputs: dict[str, 
         value_head = b"\x12" + tensorproto.varint(size)
         entry_size = len(key) + len(value_head) + size
         parts += [b"\x0a" + tensorproto.varint(entry_size), key, value_head, *tensor_parts]
-    version = int(mv.version)
-    number = b"\x08" + tensorproto.varint(version) if version else b""
-    spec = _text_field(1, mv.name) + tensorproto.field(2, number) + _text_field(3, signature.name)
-    parts.append(tensorproto.field(2, spec))
+    parts.append(_spec_field(mv, signature.name))
     return b"".join(parts)
+
+
+def _spec_field(mv: ModelVersion, signature_name: str) -> bytes:
+    """The answer's model_spec field, written once per version and signature."""
+    cache = mv.extra.setdefault(_SPEC_CACHE, {})
+    written: bytes | None = cache.get(signature_name)
+    if written is None:
+        version = int(mv.version)
+        number = b"\x08" + tensorproto.varint(version) if version else b""
+        spec = _text_field(1, mv.name) + tensorproto.field(2, number)
+        written = cache[signature_name] = tensorproto.field(
+            2, spec + _text_field(3, signature_name)
+        )
+    return written
 
 
 def _text_field(number: int, text: str) -> bytes:

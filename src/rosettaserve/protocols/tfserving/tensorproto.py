@@ -47,6 +47,9 @@ FROM_DT: Final[dict[int, str]] = {
     tfpb.DT_UINT64: "UINT64",
 }
 TO_DT: Final[dict[str, int]] = {name: dt for dt, name in FROM_DT.items()}
+# what a TensorProto's writer writes most: its dtype field, and a dim of a size under 128
+_DTYPE_FIELDS: Final = {name: bytes((0x08, dt)) for name, dt in TO_DT.items()}
+_DIMS: Final = [b"\x12\x02\x08" + bytes((d,)) if d else b"\x12\x00" for d in range(0x80)]
 # the typed field each dtype's values travel in, and the numpy type it reads as
 _FIELDS: Final[dict[str, tuple[str, Any]]] = {
     "FP32": ("float_val", np.float32),
@@ -149,8 +152,8 @@ def wire_parts(data: np.ndarray, datatype: str) -> list[bytes]:
     """``data`` as a serialized TensorProto, in parts, written as TF Serving answers:
     ``tensor_content``, or ``string_val`` for strings. Written by hand: a large tensor's values
     are copied once (into the reply), not into a message and again out of it."""
-    shape = b"".join(field(2, b"\x08" + varint(d) if d else b"") for d in data.shape)
-    parts = [b"\x08" + varint(TO_DT[datatype]), field(2, shape)]
+    shape = b"".join([_DIMS[d] if d < 0x80 else field(2, b"\x08" + varint(d)) for d in data.shape])
+    parts = [_DTYPE_FIELDS[datatype], field(2, shape)]
     if datatype == "BYTES":
         parts.extend(field(8, _as_bytes(item)) for item in data.reshape(-1))
         return parts
