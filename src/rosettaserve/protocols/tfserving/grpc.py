@@ -56,7 +56,7 @@ class PredictionServicer:
             raise Aborted(FAILED_PRECONDITION, f'Serving signature key "{name}" not found.', ())
         signature = signatures.find(mv, name, schema.PREDICT)
         conv.check_inputs(request, signature)
-        if conv.typed_values(request, INLINE_TYPED_VALUES) > INLINE_TYPED_VALUES:
+        if conv.typed_values(request) > INLINE_TYPED_VALUES:
             arrays = await run_request_work(conv.predict_inputs, request, signature)
         else:
             arrays = conv.predict_inputs(request, signature)

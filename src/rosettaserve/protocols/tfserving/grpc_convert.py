@@ -78,11 +78,8 @@ def predict_inputs(request: Any, signature: Signature) -> dict[str, np.ndarray]:
     return arrays
 
 
-def typed_values(request: Any, at_least: int) -> int:
-    """How many values the request's tensors hold in typed fields (read one by one); 0 when
-    the whole request is smaller than ``at_least`` values could be."""
-    if request.ByteSize() < at_least:
-        return 0
+def typed_values(request: Any) -> int:
+    """How many values the request's tensors hold in typed fields (read one by one)."""
     return sum(tensorproto.typed_count(proto) for proto in request.inputs.values())
 
 
@@ -107,7 +104,7 @@ def output_specs(request: Any, signature: Signature) -> dict[str, TensorSpec]:
 def predict_response(mv: ModelVersion, signature: Signature, outputs: dict[str, Tensor]) -> bytes:
     """PredictResponse, serialized by hand (``tensorproto.wire_parts``): the outputs map, then
     the model_spec served (name, version, signature)."""
-    parts: list[bytes] = []
+    parts: list[tensorproto.Part] = []
     for alias, tensor in outputs.items():
         tensor_parts = tensorproto.wire_parts(tensor.data, tensor.datatype)
         key = _text_field(1, alias)

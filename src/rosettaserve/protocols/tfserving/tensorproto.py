@@ -22,6 +22,7 @@ from rosettaserve.core import dtypes
 from rosettaserve.core.errors import InvalidInput
 from rosettaserve.protocols.tfserving.pb import tensorflow_pb2 as tfpb
 
+Part = bytes | memoryview  # of a serialized message: joined by the caller
 _LITTLE: Final = sys.byteorder == "little"  # the wire's order is little-endian
 # the most elements a tensor may have when its typed values are fewer (the last value, or zero,
 # fills the rest: a few bytes on the wire could otherwise ask for any amount of memory)
@@ -148,18 +149,21 @@ def _as_bytes(item: Any) -> bytes:
     return str(item).encode() if not isinstance(item, (bytearray, memoryview)) else bytes(item)
 
 
-def wire_parts(data: np.ndarray, datatype: str) -> list[bytes]:
+def wire_parts(data: np.ndarray, datatype: str) -> list[Part]:
     """``data`` as a serialized TensorProto, in parts, written as TF Serving answers:
     ``tensor_content``, or ``string_val`` for strings. Written by hand: a large tensor's values
     are copied once (into the reply), not into a message and again out of it."""
     shape = b"".join([_DIMS[d] if d < 0x80 else field(2, b"\x08" + varint(d)) for d in data.shape])
-    parts = [_DTYPE_FIELDS[datatype], field(2, shape)]
+    parts: list[Part] = [_DTYPE_FIELDS[datatype], field(2, shape)]
     if datatype == "BYTES":
         parts.extend(field(8, _as_bytes(item)) for item in data.reshape(-1))
         return parts
     array = np.ascontiguousarray(data, dtype=dtypes.DTYPES[datatype].numpy)
-    content = (array if _LITTLE else array.byteswap()).tobytes()
-    parts += [b"\x22" + varint(len(content)), content]
+    if not _LITTLE:
+        array = array.byteswap()
+    # the values themselves, not a copy: the caller's b"".join copies them into the reply
+    content = array.reshape(-1).view(np.uint8).data
+    parts += [b"\x22" + varint(content.nbytes), content]
     return parts
 
 
