@@ -1,6 +1,7 @@
 """TF Serving gRPC Predict vs OIP gRPC ModelInfer on the same model, side by side in one run.
 
-Run:  .venv/bin/python bench/tfserving_grpc.py [--duration 10] [--server-cpu 0] [--load-cpu 1]
+Run:  .venv/bin/python bench/tfserving_grpc.py [--duration 10] [--repeats 3] [--server-cpu 0]
+      [--load-cpu 1]
 
 One ``rosettaserve serve`` (bench/compare's ``identity`` model: python, FP32 [-1, -1], output =
 input) pinned to one core, h2load (bench/compare's loadgen, one thread) pinned to another. Each
@@ -12,8 +13,9 @@ case sends one request message over and over, as the clients write it:
 * 1 MiB: FP32 [1, 262144]. Predict: ``tensor_content``; ModelInfer: ``raw_input_contents``.
 
 Each answer is checked once (the input comes back) before a warm-up run and a measured run per
-connection count. The TensorProto is built here with the server's own messages (wire-identical
-to TensorFlow's), so the script needs no TensorFlow.
+connection count, every call in turn, --repeats times (medians reported): a busy spell on a
+shared machine hits every call alike. The TensorProto is built here with the server's own
+messages (wire-identical to TensorFlow's), so the script needs no TensorFlow.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -104,6 +107,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--duration", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--server-cpu", type=int, default=0)
     parser.add_argument("--load-cpu", type=int, default=1)
     args = parser.parse_args()
@@ -122,35 +126,44 @@ def main() -> None:
             ("OIP ModelInfer (raw)", INFER, infer_message(large, raw=True), large),
         ],
     }
-    rows: list[str] = []
+    measured: dict[tuple[str, int, str], list[Any]] = {}
     try:
         with grpc.insecure_channel(address, [("grpc.max_receive_message_length", 64 << 20)]) as ch:
             time.sleep(0.5)
-            for case, conns in RUNS:
-                for label, path, message, data in cases[case]:
-                    size = answer(ch, path, message, data)
-                    rows.append(run(load, address, (label, path, message, size), case, conns))
-                    print(rows[-1], flush=True)
+            for repeat in range(args.repeats):  # interleaved: a busy spell hits every call
+                for case, conns in RUNS:
+                    for label, path, message, data in cases[case]:
+                        size = answer(ch, path, message, data)
+                        m = run(load, address, (path, message, size), f"{case}-c{conns}-r{repeat}")
+                        measured.setdefault((case, conns, label), []).append(m)
+                        print(f"  r{repeat} {case} c{conns} {label}: {m.rps:.0f} req/s", flush=True)
     finally:
         proc.terminate()
         proc.wait(timeout=30)
-    print("\n| case | conns | call | req/s | p50 ms | p99 ms | errors |")
+    print(
+        f"\n| case | conns | call | req/s (median of {args.repeats}) | p50 ms | p99 ms | errors |"
+    )
     print("|---|---|---|---|---|---|---|")
-    print("\n".join(rows))
+    for (case, conns, label), ms in measured.items():
+        rps, p50, p99 = (
+            statistics.median(getattr(m, k) for m in ms) for k in ("rps", "p50", "p99")
+        )
+        errors = sum(m.errors for m in ms)
+        print(f"| {case} | {conns} | {label} | {rps:.0f} | {p50:.2f} | {p99:.2f} | {errors} |")
 
 
-def run(load: Load, address: str, call: tuple[str, str, bytes, int], case: str, conns: int) -> str:
-    """One table row: ``call`` is the case's (label, path, message, answer size)."""
-    label, path, message, size = call
-    tag = f"{case}-c{conns}-{'tf' if path == PREDICT else 'oip'}-{len(message)}"
+def run(load: Load, address: str, call: tuple[str, bytes, int], tag: str) -> Any:
+    """A warm-up run and a measured run of one call: ``call`` is (path, message, answer size)."""
+    path, message, size = call
+    tag = f"{tag}-{'tf' if path == PREDICT else 'oip'}-{len(message)}"
     frame = load.raw / f"{tag}.bin"
     frame.write_bytes(b"\x00" + len(message).to_bytes(4, "big") + message)
     headers = {"content-type": "application/grpc", "te": "trailers"}
     body = Body(frame, message, np.empty(0), headers)
     url = f"http://{address}{path}"
+    conns = int(tag.split("-c")[1].split("-")[0])
     h2load(load, url, body, conns=conns, seconds=load.warmup, tag=tag + "-w", answer_size=size)
-    m: Any = h2load(load, url, body, conns=conns, seconds=load.duration, tag=tag, answer_size=size)
-    return f"| {case} | {conns} | {label} | {m.rps:.0f} | {m.p50:.2f} | {m.p99:.2f} | {m.errors} |"
+    return h2load(load, url, body, conns=conns, seconds=load.duration, tag=tag, answer_size=size)
 
 
 if __name__ == "__main__":
