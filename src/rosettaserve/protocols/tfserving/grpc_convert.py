@@ -86,7 +86,7 @@ def typed_values(request: Any) -> int:
 def output_specs(request: Any, signature: Signature) -> dict[str, TensorSpec]:
     """The outputs ``output_filter`` asks for (all when empty), with TF Serving's errors."""
     if not request.output_filter:
-        return dict(signature.outputs)
+        return signature.outputs  # read, never changed
     chosen: dict[str, TensorSpec] = {}
     for alias in request.output_filter:
         spec = signature.outputs.get(alias)

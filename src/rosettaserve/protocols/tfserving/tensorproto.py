@@ -86,10 +86,17 @@ def shape_of(proto: Any) -> tuple[int, ...] | None:
     shape = proto.tensor_shape
     if shape.unknown_rank:
         return None
-    dims = tuple(int(d.size) for d in shape.dim)
-    if any(d < 0 for d in dims) or math.prod(d for d in dims if d) > _MAX_SIZE:
+    dims = tuple([d.size for d in shape.dim])
+    if not dims:
+        return dims
+    size = math.prod(dims)
+    if min(dims) < 0 or size > _MAX_SIZE or (size == 0 and _nonzero_size(dims) > _MAX_SIZE):
         return None  # past what TensorFlow (int64 elements) and numpy (int64 bytes) hold
     return dims
+
+
+def _nonzero_size(dims: tuple[int, ...]) -> int:
+    return math.prod([d for d in dims if d])
 
 
 def to_array(proto: Any, alias: str) -> tuple[str, np.ndarray]:
