@@ -11,7 +11,7 @@ LLM_EXAMPLE := examples/models/tiny_llama/model.safetensors
 EMBED_EXAMPLE := examples/models/tiny_embedder/model.safetensors
 TOOLS_EXAMPLE := build/tiny_llama_tools/model.safetensors
 
-.PHONY: serve test lint format install install-test install-vllm native examples bytecode protos clean fuzz
+.PHONY: serve test lint format install install-test install-vllm install-tf native examples bytecode protos clean fuzz
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -61,6 +61,21 @@ $(VLLM_TOOLS_MODEL): tests_vllm/build_model.py examples/build_llm.py | $(VENV)/.
 
 install-vllm: $(VLLM_VENV)/.installed $(VLLM_MODEL) $(VLLM_TOOLS_MODEL)
 
+# TF Serving's gRPC client (tensorflow-serving-api's stubs, tf.make_tensor_proto) runs from a
+# venv of its own: TensorFlow is large and registers the tensorflow.* messages our server
+# defines too. The CPU build; the serving API without its dependency on the full `tensorflow`
+# (tensorflow-cpu installs the same module). The server under test is the main venv's.
+TF_VENV ?= .venv-tf
+TF_PY := $(TF_VENV)/bin/python
+
+$(TF_VENV)/.installed:
+	$(PYTHON) -m venv $(TF_VENV)
+	$(TF_PY) -m pip install --quiet tensorflow-cpu==2.21.0 'pytest>=8' 'pytest-timeout>=2.3'
+	$(TF_PY) -m pip install --quiet --no-deps tensorflow-serving-api==2.21.0
+	touch $@
+
+install-tf: $(TF_VENV)/.installed
+
 $(SKLEARN_EXAMPLE): examples/build_examples.py $(VENV)/.installed
 	$(PY) examples/build_examples.py sklearn
 
@@ -91,7 +106,7 @@ native: install
 serve: install native examples bytecode
 	$(VENV)/bin/rosettaserve serve examples/models --host $(HOST) --http-port $(HTTP_PORT) --grpc-port $(GRPC_PORT)
 
-LINTED := src tests tests_tritongrpc tests_vllm examples bench scripts deploy
+LINTED := src tests tests_tritongrpc tests_vllm tests_tfgrpc examples bench scripts deploy
 
 lint: install-test
 	$(VENV)/bin/ruff check $(LINTED)
@@ -116,14 +131,15 @@ fuzz: install-test $(CLANG)
 
 # tritonclient.grpc and kserve cannot share a process (both register package `inference` in
 # protobuf's default pool), so the tritonclient.grpc suite runs as its own pytest invocation.
-test: install-test native examples lint $(CLANG) install-vllm
+test: install-test native examples lint $(CLANG) install-vllm install-tf
 	$(PY) -m pytest -q tests
 	$(PY) -m pytest -q tests_tritongrpc
 	$(VLLM_PY) -m pytest -q tests_vllm
+	ROSETTASERVE=$(abspath $(VENV))/bin/rosettaserve $(TF_PY) -m pytest -q tests_tfgrpc
 
 protos: install-test
 	$(PY) scripts/generate_protos.py
 
 clean:
 	$(PYTHON) scripts/compile_native.py --clean
-	rm -rf $(VENV) $(VLLM_VENV) $(SKLEARN_EXAMPLE) build .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(VLLM_VENV) $(TF_VENV) $(SKLEARN_EXAMPLE) build .pytest_cache .mypy_cache .ruff_cache

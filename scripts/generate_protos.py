@@ -19,6 +19,7 @@ PROTO_DIRS = [
     "rosettaserve/protocols/oip/pb",
     "rosettaserve/protocols/grps/pb",
     "rosettaserve/protocols/health/pb",
+    "rosettaserve/protocols/tfserving/pb",
 ]
 
 

@@ -20,6 +20,7 @@ from typing import Any
 import h2.config
 import h2.connection
 import hpack
+import ml_dtypes
 import numpy as np
 
 from tests.fuzz.targets.hpack_decoder import frame_blocks
@@ -202,6 +203,33 @@ def tfserving_bodies() -> dict[str, bytes]:
     }
 
 
+def tensor_protos() -> dict[str, bytes]:
+    """TensorProtos as tf.make_tensor_proto writes them: tensor_content, typed values, one
+    value standing for a shape, strings."""
+    from rosettaserve.protocols.tfserving import tensorproto
+    from rosettaserve.protocols.tfserving.pb import tensorflow_pb2 as tfpb
+
+    def typed(dtype: int, dims: list[int], **values: list[Any]) -> bytes:
+        proto = tfpb.TensorProto(dtype=dtype, **values)
+        proto.tensor_shape.dim.extend(tfpb.TensorShapeProto.Dim(size=d) for d in dims)
+        return proto.SerializeToString()
+
+    fp32 = np.array([[1.5, -0.0, np.inf]], dtype=np.float32)
+    return {
+        "content_fp32.pb": tensorproto.make(fp32, "FP32").SerializeToString(),
+        "content_bf16.pb": tensorproto.make(
+            fp32.astype(ml_dtypes.bfloat16), "BF16"
+        ).SerializeToString(),
+        "content_bool.pb": tensorproto.make(np.array([True, False]), "BOOL").SerializeToString(),
+        "strings.pb": typed(tfpb.DT_STRING, [2], string_val=[b"a", b"\x00\xff"]),
+        "one_float.pb": typed(tfpb.DT_FLOAT, [2, 3], float_val=[5.0]),
+        "int8_vals.pb": typed(tfpb.DT_INT8, [3], int_val=[-128, 127, 300]),
+        "half_vals.pb": typed(tfpb.DT_HALF, [2], half_val=[0x3C00, 0xFC00]),
+        "uint64_vals.pb": typed(tfpb.DT_UINT64, [1], uint64_val=[2**64 - 1]),
+        "no_values.pb": typed(tfpb.DT_INT64, [2, 2]),
+    }
+
+
 def grps_bodies() -> dict[str, bytes]:
     gtensors = {
         "tensors": [
@@ -368,6 +396,7 @@ def main() -> None:
         "json_numbers": number_arrays(),
         "tfserving_json": tfserving_bodies(),
         "grps_json": grps_bodies(),
+        "tfserving_tensorproto": tensor_protos(),
         "llm_sampling": sampling_requests(),
         "openai_request": openai_bodies(),
         "pd_scheduler": pd_scheduler_inputs(),

@@ -20,6 +20,7 @@ from rosettaserve.protocols.tfserving.examples import (
     classify_results,
     parse,
     regress_results,
+    regress_values,
     to_inputs,
 )
 from rosettaserve.protocols.tfserving.jsonio import load
@@ -136,9 +137,11 @@ def tensor(data: Any, datatype: str = "FP32", name: str = "y") -> Tensor:
 
 
 def test_regress_results() -> None:
-    assert regress_results(tensor([3.5, 4.0]), 2) == b'{"results":[3.5,4.0]}'
-    assert regress_results(tensor([[42.0]]), 1) == b'{"results":[42.0]}'
-    assert regress_results(tensor(np.array([0.1]), "FP64"), 1) == b'{"results":[0.1]}'
+    assert regress_results(regress_values(tensor([3.5, 4.0]), 2)) == b'{"results":[3.5,4.0]}'
+    assert regress_results(regress_values(tensor([[42.0]]), 1)) == b'{"results":[42.0]}'
+    assert (
+        regress_results(regress_values(tensor(np.array([0.1]), "FP64"), 1)) == b'{"results":[0.1]}'
+    )
 
 
 @pytest.mark.parametrize(
@@ -152,7 +155,7 @@ def test_regress_results() -> None:
 )  # fmt: skip
 def test_regress_result_errors(output: Tensor, message: str) -> None:
     with pytest.raises(InvalidInput) as err:
-        regress_results(output, 1)
+        regress_values(output, 1)
     assert err.value.message == message
 
 

@@ -85,6 +85,11 @@ PROTOCOLS = (  # name, endpoint ("http", "grpc", "metrics"), paths or service
     ("Prometheus metrics", "metrics", "/metrics"),
     ("KServe V2 / OIP (gRPC)", "grpc", "inference.GRPCInferenceService"),
     ("grps (gRPC)", "grpc", "grps.protos.v1.GrpsService"),
+    (
+        "TensorFlow Serving (gRPC)",
+        "grpc",
+        "tensorflow.serving.PredictionService, tensorflow.serving.ModelService",
+    ),
     ("gRPC health", "grpc", "grpc.health.v1.Health"),
 )
 

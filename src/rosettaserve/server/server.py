@@ -26,6 +26,7 @@ from rosettaserve.protocols.grps.api import GrpsApi
 from rosettaserve.protocols.health import grpc as health_grpc
 from rosettaserve.protocols.oip import grpc as oip_grpc
 from rosettaserve.protocols.oip import rest as oip_rest
+from rosettaserve.protocols.tfserving import grpc as tfserving_grpc
 from rosettaserve.protocols.tfserving import rest as tfserving_rest
 from rosettaserve.repository.manager import ModelRepository
 from rosettaserve.repository.watchdog import watch
@@ -111,7 +112,7 @@ class Server:
         self.grpc_address = ""
         self.metrics_url = ""  # set: --metrics-port, served by this process
         self.calls = CallTracker()
-        names = [oip_grpc.SERVICE, grps_grpc.SERVICE]
+        names = [oip_grpc.SERVICE, grps_grpc.SERVICE, *tfserving_grpc.SERVICES]
         self.health = health_grpc.HealthServicer(self.dataplane, names)  # grpc.health.v1
 
     def _grpc_server(self) -> GrpcServer:
@@ -120,6 +121,7 @@ class Server:
             (oip_grpc.SERVICE, oip_grpc.OipServicer(self.dataplane, self.calls), oip_grpc.RPCS),
             (health_grpc.SERVICE, self.health, health_grpc.RPCS),
             (grps_grpc.SERVICE, grps_grpc.GrpsServicer(self.grps), grps_grpc.RPCS),
+            *tfserving_grpc.services(self.dataplane),
         ]
         server = GrpcServer(
             services, s.grpc_max_message_size, self.calls, s.send_timeout, body_pace(s)

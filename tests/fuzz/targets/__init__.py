@@ -16,6 +16,7 @@ TARGETS = (
     "grpc_wire",
     "json_numbers",
     "tfserving_json",
+    "tfserving_tensorproto",
     "grps_json",
     "oip_rest",
     "llm_sampling",

@@ -180,7 +180,11 @@ def _wrapped(prefix: str) -> Iterator[None]:
 
 
 def inference_request(
-    mv: ModelVersion, signature: Signature, arrays: Arrays, outputs: list[TensorSpec]
+    mv: ModelVersion,
+    signature: Signature,
+    arrays: Arrays,
+    outputs: list[TensorSpec],
+    protocol: str = "tfserving_rest",
 ) -> InferenceRequest:
     """The arrays (keyed by signature alias) as the model's named inputs."""
     inputs = [
@@ -195,7 +199,7 @@ def inference_request(
         model_version=mv.version,
         inputs=inputs,
         outputs=None if everything else [RequestedOutput(n) for n in names],
-        context={PROTOCOL: "tfserving_rest"},
+        context={PROTOCOL: protocol},
     )
 
 

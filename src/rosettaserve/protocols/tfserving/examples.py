@@ -182,8 +182,11 @@ def _array(flat: list[Any], datatype: str) -> np.ndarray:
 # -- results ----------------------------------------------------------------------------------
 
 
-def classify_results(view: ClassifyView, outputs: dict[str, Tensor], batch: int) -> bytes:
-    """``{"results": [[[label, score], ...] per example]}``."""
+def classify_table(
+    view: ClassifyView, outputs: dict[str, Tensor], batch: int
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """The label (str) of every (example, class), and its score (float32) when the signature
+    has scores: what REST and gRPC answer, each in its own form."""
     scores = classes = None
     if view.scores is not None:
         tensor = outputs[view.scores[1].name]
@@ -195,8 +198,16 @@ def classify_results(view: ClassifyView, outputs: dict[str, Tensor], batch: int)
         if tensor.datatype != "BYTES":
             raise InvalidInput(f"Expected classes Tensor of DT_STRING. Got: {_enum(tensor)}")
         classes = _table(tensor, "classes", batch)
-    labels = _labels(view, classes, scores, batch)
-    width = labels.shape[1]
+    return _labels(view, classes, scores, batch), scores
+
+
+def classify_results(view: ClassifyView, outputs: dict[str, Tensor], batch: int) -> bytes:
+    """``{"results": [[[label, score], ...] per example]}``."""
+    return classify_json(*classify_table(view, outputs, batch))
+
+
+def classify_json(labels: np.ndarray, scores: np.ndarray | None) -> bytes:
+    batch, width = labels.shape
     texts = floats.array_rows_json(scores.reshape(-1)) if scores is not None else None
     results = [
         [
@@ -250,8 +261,8 @@ def _table(tensor: Tensor, what: str, batch: int) -> np.ndarray:
     return data
 
 
-def regress_results(tensor: Tensor, batch: int) -> bytes:
-    """``{"results": [value per example]}``."""
+def regress_values(tensor: Tensor, batch: int) -> np.ndarray:
+    """One float32 value per example, with TF's checks of the output."""
     if tensor.datatype not in ("FP32", "FP64"):
         raise InvalidInput(f"Expected output Tensor of DT_FLOAT.  Got: {_enum(tensor)}")
     shape = tensor.data.shape
@@ -264,7 +275,11 @@ def regress_results(tensor: Tensor, batch: int) -> bytes:
         raise InvalidInput(
             f"Input batch size did not match output batch size: {batch} vs. {shape[0]}"
         )
-    values = tensor.data.reshape(-1).astype(np.float32)
+    return tensor.data.reshape(-1).astype(np.float32)
+
+
+def regress_results(values: np.ndarray) -> bytes:
+    """``{"results": [value per example]}``."""
     return orjson.dumps({schema.RESULTS: orjson.Fragment(floats.array_json(values))})
 
 

@@ -23,7 +23,14 @@ from rosettaserve.core.generate import TextGenerator
 from rosettaserve.core.model import Arrays
 from rosettaserve.core.registry import ModelVersion
 from rosettaserve.protocols.openai.convert import model_card
-from rosettaserve.protocols.tfserving import convert, examples, jsonio, schema, signatures
+from rosettaserve.protocols.tfserving import (
+    convert,
+    examples,
+    jsonio,
+    schema,
+    service,
+    signatures,
+)
 from rosettaserve.protocols.tfserving.signatures import Signature
 from rosettaserve.protocols.tfserving.status import (
     Target,
@@ -41,6 +48,7 @@ _VERSIONED = r"(?:/versions/([0-9]+)|/labels/([^/:]+))?"
 _POST = re.compile(r"(?i)/v1/models/([^/:]+)" + _VERSIONED + r":(classify|regress|predict)")
 _GET = re.compile(r"(?i)/v1/models(?:/([^/:]+))?" + _VERSIONED + r"(?:/(metadata))?")
 _INT64_MAX = 2**63 - 1
+PROTOCOL = "tfserving_rest"  # the metrics label
 
 
 def routes(dp: DataPlane) -> list[Route]:
@@ -82,10 +90,8 @@ def _target(found: re.Match[str]) -> Target:
 async def _predict(dp: DataPlane, target: Target, raw: bytes | bytearray) -> HttpResponse:
     # a large body is read on the request-work threads: its values are read one by one
     mv, signature, fmt, arrays = await run_sized(len(raw), _predict_inputs, dp, target, raw)
-    outputs = list(signature.outputs.values())
-    response = await dp.infer(convert.inference_request(mv, signature, arrays, outputs))
-    tensors = convert.by_alias(signature.outputs, response.outputs)
-    return HttpResponse(200, convert.encode_predict(fmt, tensors))
+    outputs = await service.predict(dp, mv, signature, arrays, signature.outputs, protocol=PROTOCOL)
+    return HttpResponse(200, convert.encode_predict(fmt, outputs))
 
 
 def _predict_inputs(
@@ -101,26 +107,14 @@ def _predict_inputs(
 
 async def _classify(dp: DataPlane, target: Target, raw: bytes | bytearray) -> HttpResponse:
     request = await run_sized(len(raw), _examples, raw)
-    mv = servable(dp, target)
-    signature = signatures.find(mv, request.signature_name, schema.CLASSIFY)
-    view = signatures.classify_view(signature, mv)
-    wanted = [pair[1] for pair in (view.classes, view.scores) if pair is not None]
-    arrays = examples.to_inputs(request, signature.inputs)
-    response = await dp.infer(convert.inference_request(mv, signature, arrays, wanted))
-    named = {t.name: t for t in response.outputs}
-    body = examples.classify_results(view, named, len(request.examples))
-    return HttpResponse(200, body)
+    done = await service.classify(dp, target, request, PROTOCOL)
+    return HttpResponse(200, examples.classify_json(done.labels, done.scores))
 
 
 async def _regress(dp: DataPlane, target: Target, raw: bytes | bytearray) -> HttpResponse:
     request = await run_sized(len(raw), _examples, raw)
-    mv = servable(dp, target)
-    signature = signatures.find(mv, request.signature_name, schema.REGRESS)
-    _, spec = signatures.regress_output(signature)
-    arrays = examples.to_inputs(request, signature.inputs)
-    response = await dp.infer(convert.inference_request(mv, signature, arrays, [spec]))
-    named = {t.name: t for t in response.outputs}
-    return HttpResponse(200, examples.regress_results(named[spec.name], len(request.examples)))
+    done = await service.regress(dp, target, request, PROTOCOL)
+    return HttpResponse(200, examples.regress_results(done.values))
 
 
 def _examples(raw: bytes | bytearray) -> examples.ExamplesRequest:
