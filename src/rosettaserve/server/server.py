@@ -27,6 +27,7 @@ from rosettaserve.protocols.health import grpc as health_grpc
 from rosettaserve.protocols.oip import grpc as oip_grpc
 from rosettaserve.protocols.oip import rest as oip_rest
 from rosettaserve.protocols.tfserving import rest as tfserving_rest
+from rosettaserve.protocols.torchserve import rest as torchserve_rest
 from rosettaserve.repository.manager import ModelRepository
 from rosettaserve.repository.watchdog import watch
 from rosettaserve.runtimes import create_model
@@ -85,6 +86,7 @@ class Server:
         routes += status_page.routes(self.status) + grps_rest.monitor_routes(self.trend)
         if settings.metrics_port is None:
             routes.append(metrics_route(self.metrics_text))
+        routes += torchserve_rest.routes(self.dataplane)
         self.app = HttpApp(routes + tfserving_rest.routes(self.dataplane))
         self.guard = security.guard(settings.security)
         self.app.guard = self.guard
