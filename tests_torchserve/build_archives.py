@@ -39,7 +39,7 @@ def build_store(store: Path, work: Path) -> Path:
     weights = linear_model(work / "model.pt")
     for name, (handler, serialized, config) in ARCHIVES.items():
         handler_arg = str(HANDLERS / handler) if handler.endswith(".py") else handler
-        cmd = [archiver(), "--model-name", name, "--version", "1.0", "--handler", handler_arg,
+        cmd = [archiver(), "--model-name", name, "--version", "1", "--handler", handler_arg,
                "--export-path", str(store), "--force"]  # fmt: skip
         if serialized:
             cmd += ["--serialized-file", str(weights)]

@@ -33,7 +33,7 @@ def describe(i, item, value, context):
     return {
         "keys": sorted(item),
         "type": type(value).__name__,
-        "value": value if isinstance(value, (dict, list, str)) else len(value),
+        "value": len(value) if isinstance(value, (bytes, bytearray)) else value,
         "param_headers": {k: context.get_request_header(i, k) for k in sorted(item)},
         "x_trace": context.get_request_header(i, "x-trace"),
         "url_path": context.get_request_header(i, "url_path"),

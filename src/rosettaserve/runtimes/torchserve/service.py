@@ -89,9 +89,9 @@ def worker_request(request: TsRequest) -> dict[str, Any]:
 
 
 def _decoded(parameter: Parameter) -> dict[str, Any]:
-    """The worker's decoding: JSON bodies parsed, text decoded, anything else bytes (and the
-    bytes themselves where the decoding fails)."""
-    value: Any = parameter.value
+    """The worker's decoding: JSON bodies parsed, text decoded, anything else a bytearray (the
+    worker's read buffer, which handlers may rely on), as is where the decoding fails."""
+    value: Any = bytearray(parameter.value)
     if os.environ.get(DECODE_ENV, "true") == "true":
         try:
             if parameter.content_type == "application/json":
@@ -99,7 +99,7 @@ def _decoded(parameter: Parameter) -> dict[str, Any]:
             elif parameter.content_type.startswith("text"):
                 value = parameter.value.decode("utf-8")
         except ValueError:
-            value = parameter.value
+            value = bytearray(parameter.value)
     return {"name": parameter.name, "contentType": parameter.content_type, "value": value}
 
 
