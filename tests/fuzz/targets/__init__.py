@@ -23,6 +23,7 @@ TARGETS = (
     "pd_scheduler",
     "pd_handover",
     "content_coding",
+    "torchserve_request",
 )
 
 
