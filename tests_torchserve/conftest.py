@@ -9,6 +9,7 @@ The ``server`` fixture is each of them in turn, so every test asserts the same a
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -42,9 +43,9 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_store(work / "store", work)
 
 
-def ts_config(store: Path, inference: int, management: int) -> str:
-    """config.properties for a quick, quiet start: no token, no metrics, one worker a model,
-    every port a free one (its gRPC ports too: 7070 and 7071 may be taken)."""
+def ts_config(store: Path, inference: int, management: int, workers: int) -> str:
+    """config.properties for a quick, quiet start: no token, no metrics, ``workers`` workers a
+    model, every port a free one (its gRPC ports too: 7070 and 7071 may be taken)."""
     return f"""\
 inference_address=http://127.0.0.1:{inference}
 management_address=http://127.0.0.1:{management}
@@ -53,7 +54,7 @@ grpc_inference_port={free_port()}
 grpc_management_port={free_port()}
 disable_token_authorization=true
 enable_model_api=true
-default_workers_per_model=1
+default_workers_per_model={workers}
 model_store={store}
 load_models=all
 enable_metrics_api=false
@@ -62,12 +63,13 @@ install_py_dep_per_model=false
 """
 
 
-@pytest.fixture(scope="session")
-def torchserve_url(store: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    work = tmp_path_factory.mktemp("torchserve")
+@contextlib.contextmanager
+def run_torchserve(store: Path, work: Path, workers: int = 1) -> Iterator[str]:
+    """The real TorchServe serving ``store``'s archives: its inference URL, once every model
+    has a ready worker; stopped (with its workers) on exit."""
     inference, management = free_port(), free_port()
     config = work / "config.properties"
-    config.write_text(ts_config(store, inference, management))
+    config.write_text(ts_config(store, inference, management, workers))
     log = work / "torchserve.log"
     torchserve = str(Path(sys.executable).parent / "torchserve")
     cmd = [torchserve, "--start", "--foreground", "--ncs", "--disable-token-auth",
@@ -78,12 +80,17 @@ def torchserve_url(store: Path, tmp_path_factory: pytest.TempPathFactory) -> Ite
         proc = subprocess.Popen(
             cmd, stdout=out, stderr=subprocess.STDOUT, cwd=work, env=env, start_new_session=True
         )
-    url = f"http://127.0.0.1:{inference}"
     try:
-        wait_models(proc, url, f"http://127.0.0.1:{management}", log)
-        yield url
+        wait_models(proc, f"http://127.0.0.1:{management}", log)
+        yield f"http://127.0.0.1:{inference}"
     finally:
         stop_group(proc)
+
+
+@pytest.fixture(scope="session")
+def torchserve_url(store: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with run_torchserve(store, tmp_path_factory.mktemp("torchserve")) as url:
+        yield url
 
 
 def stop_group(proc: subprocess.Popen[bytes]) -> None:
@@ -100,7 +107,7 @@ def stop_group(proc: subprocess.Popen[bytes]) -> None:
     proc.wait()
 
 
-def wait_models(proc: subprocess.Popen[bytes], url: str, management: str, log: Path) -> None:
+def wait_models(proc: subprocess.Popen[bytes], management: str, log: Path) -> None:
     """Until every model has a READY worker (TorchServe's /ping is healthy before that)."""
     deadline = time.monotonic() + START_TIMEOUT_S
     waiting = set(MODELS)
@@ -115,7 +122,7 @@ def wait_models(proc: subprocess.Popen[bytes], url: str, management: str, log: P
             pass
         time.sleep(0.5)
     if waiting:
-        pytest.fail(f"TorchServe did not start {waiting}:\n{log.read_text()[-3000:]}")
+        raise RuntimeError(f"TorchServe did not start {waiting}:\n{log.read_text()[-3000:]}")
 
 
 @pytest.fixture(scope="session")

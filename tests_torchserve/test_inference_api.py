@@ -173,3 +173,32 @@ def test_requests_are_batched_up_to_batch_size(server: httpx.Client) -> None:
         answers = list(pool.map(send, range(4)))
     assert [a["value"] for a in answers] == [{"i": i} for i in range(4)]
     assert {a["batch"] for a in answers} == {4}
+
+
+def test_over_oip_an_archive_is_bytes_in_and_bytes_out(rosetta, tmp_path) -> None:
+    """The same handler over the Open Inference Protocol: each element of the BYTES input is a
+    request body (the request's ``content_type`` parameter its media type), each element of
+    the BYTES output the answer TorchServe would send."""
+    doc = {
+        "inputs": [
+            {
+                "name": "body",
+                "datatype": "BYTES",
+                "shape": [2],
+                "data": ["[1, 2, 3, 4]", "[0, 0, 0, 1]"],
+            }
+        ],
+        "parameters": {"content_type": "application/json"},
+    }
+    with httpx.Client(base_url=rosetta.http_url, timeout=120) as client:
+        r = client.post("/v2/models/linear/infer", json=doc)
+        assert r.status_code == 200, r.text
+        (output,) = r.json()["outputs"]
+        assert (output["name"], output["datatype"], output["shape"]) == ("output", "BYTES", [2])
+        answers = [json.loads(text) for text in output["data"]]
+        assert answers == [
+            expected_linear([[1.0, 2.0, 3.0, 4.0]], tmp_path),
+            expected_linear([[0.0, 0.0, 0.0, 1.0]], tmp_path),
+        ]
+        meta = client.get("/v2/models/linear").json()
+        assert meta["platform"] == "torchserve"

@@ -1,18 +1,12 @@
 """The ``torchserve`` runtime: a ``.mar`` archive served with its own handler.
 
-Requests are batched as TorchServe's worker batches them: a free worker takes the first waiting
-request and waits up to ``max_batch_delay`` milliseconds for ``batch_size`` of them, then calls
-the handler once on the batch (in a thread of its own: the event loop never waits on a handler).
-``workers`` workers each hold their own handler instance, as TorchServe's worker processes do.
+Requests are batched as TorchServe's worker batches them (``workers.Workers``); ``workers``
+workers each hold their own handler instance, as TorchServe's worker processes do.
 """
 
 from __future__ import annotations
 
-import asyncio
 import threading
-from collections.abc import AsyncIterator
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +14,6 @@ import numpy as np
 import yaml
 
 from rosettaserve.core.model import Arrays, Model
-from rosettaserve.core.timeouts import within
 from rosettaserve.core.types import TensorSpec
 from rosettaserve.protocols.torchserve.wire import (
     HandlerFailed,
@@ -31,18 +24,13 @@ from rosettaserve.protocols.torchserve.wire import (
 from rosettaserve.repository.config import ConfigError
 from rosettaserve.runtimes.torchserve import frames, service
 from rosettaserve.runtimes.torchserve.mar import DEFAULT_FILE, open_archive
+from rosettaserve.runtimes.torchserve.workers import Workers
 
 DEFAULT_BATCH_DELAY_MS = 100  # TorchServe's default maxBatchDelay
 
 
 def create(name: str, version: str, path: Path, config: dict[str, Any]) -> Model:
     return TorchServeModel(name=name, version=version, path=path, config=config)
-
-
-@dataclass
-class _Pending:
-    request: TsRequest
-    events: asyncio.Queue[frames.Frame | frames.Reply | None] = field(default_factory=asyncio.Queue)
 
 
 class TorchServeModel(Model):
@@ -60,18 +48,14 @@ class TorchServeModel(Model):
         ]
         self._free = list(self.services)  # for predict(): the OIP and grps path
         self._free_lock = threading.Lock()
-        self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix=f"ts-{self.name}")
-        self._queue: asyncio.Queue[_Pending] | None = None
-        self._tasks: list[asyncio.Task[None]] = []
+        self._workers = Workers(self.services, self.batch_size, self.max_batch_delay)
         if not self.inputs:
             self.inputs = [TensorSpec("body", "BYTES", (-1,))]
         if not self.outputs:
             self.outputs = [TensorSpec("output", "BYTES", (-1,))]
 
     def unload(self) -> None:
-        for task in self._tasks:
-            task.get_loop().call_soon_threadsafe(task.cancel)
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._workers.stop()
         self.archive.remove()
 
     @property
@@ -100,68 +84,7 @@ class TorchServeModel(Model):
         return merged | own
 
     async def serve(self, request: TsRequest) -> TsAnswer:
-        if self._queue is None:
-            self._start()
-        assert self._queue is not None
-        pending = _Pending(request)
-        self._queue.put_nowait(pending)
-        first = await pending.events.get()
-        if isinstance(first, frames.Frame):
-            raise HandlerFailed(first.code, first.message)
-        if first is None:
-            raise HandlerFailed(503, "Prediction failed")
-        answer = TsAnswer(first.status, first.content_type, first.headers, first.body)
-        if first.headers.get("ts_stream_next") == "true":
-            answer.stream = _rest_of_stream(pending)
-        return answer
-
-    def _start(self) -> None:
-        self._queue = asyncio.Queue()
-        self._tasks = [asyncio.create_task(self._worker(s)) for s in self.services]
-
-    async def _worker(self, handler: Any) -> None:
-        assert self._queue is not None
-        loop = asyncio.get_running_loop()
-        while True:
-            batch = await self._collect(self._queue, loop)
-            await loop.run_in_executor(self._pool, self._run, handler, batch, loop)
-
-    async def _collect(
-        self, queue: asyncio.Queue[_Pending], loop: asyncio.AbstractEventLoop
-    ) -> list[_Pending]:
-        batch = [await queue.get()]
-        deadline = loop.time() + self.max_batch_delay / 1000
-        while len(batch) < self.batch_size:
-            if not queue.empty():
-                batch.append(queue.get_nowait())
-                continue
-            left = deadline - loop.time()
-            if left <= 0:
-                break
-            try:
-                batch.append(await within(queue.get(), left))
-            except TimeoutError:
-                break
-        return batch
-
-    def _run(self, handler: Any, batch: list[_Pending], loop: asyncio.AbstractEventLoop) -> None:
-        def deliver(frame: frames.Frame, last: bool) -> None:
-            for i, pending in enumerate(batch):
-                if frame.code != 200:
-                    event: frames.Frame | frames.Reply | None = frame
-                else:
-                    event = frame.replies[i] if i < len(frame.replies) else None
-                loop.call_soon_threadsafe(pending.events.put_nowait, event)
-                if last and frame.code == 200:
-                    loop.call_soon_threadsafe(pending.events.put_nowait, None)
-
-        socket = service.FrameSocket(lambda frame: deliver(frame, last=False))
-        requests = [service.worker_request(p.request) for p in batch]
-        try:
-            final = service.run_batch(handler, requests, socket)
-        except Exception:  # a frame the handler broke: every request fails as one would
-            final = frames.Frame(503, "Prediction failed", [])
-        deliver(final, last=True)
+        return await self._workers.serve(request)
 
     def predict(self, inputs: Arrays, parameters: dict[str, Any] | None = None) -> Arrays:
         """The OIP and grps path: each element of the one BYTES input is a request body."""
@@ -194,12 +117,3 @@ class TorchServeModel(Model):
 
 def _as_bytes(value: Any) -> bytes:
     return value if isinstance(value, bytes) else str(value).encode()
-
-
-async def _rest_of_stream(pending: _Pending) -> AsyncIterator[bytes]:
-    while True:
-        event = await pending.events.get()
-        if not isinstance(event, frames.Reply):
-            return
-        if event.body:
-            yield event.body
