@@ -78,7 +78,7 @@ def main() -> None:
         store = build_store(work / "store", work)
         repo = build_repository(store, work / "repo")
         (work / "ts").mkdir()
-        with run_torchserve(store, work / "ts", workers=os.cpu_count() or 1) as url:
+        with run_torchserve(store, work / "ts", workers=os.cpu_count() or 1) as (url, _):
             ts = measure(url, work, args.duration)
         server = start_server(repo)
         ours = measure(server.http_url, work, args.duration)

@@ -18,7 +18,9 @@ ARCHIVES: dict[str, tuple[str, bool, str]] = {
     "echo": ("echo_handler.py", False, "custom:\n  greeting: hello\n"),
     "stream": ("stream_handler.py", False, ""),
     "batch": ("batch_handler.py", False, "batchSize: 4\nmaxBatchDelay: 5000\n"),
+    "extra": ("echo_handler.py", False, ""),  # registered by the tests (POST /models?url=)
 }
+UNLOADED = ("extra",)  # in the store, not loaded at the start
 MODEL_YAML = "runtime: torchserve\n"
 
 
@@ -52,7 +54,13 @@ def build_store(store: Path, work: Path) -> Path:
 
 
 def build_repository(store: Path, repo: Path) -> Path:
+    """Each archive in a model folder, but those the tests register, which stay at the
+    repository's top level as in TorchServe's model store."""
+    repo.mkdir(parents=True, exist_ok=True)
     for mar in store.glob("*.mar"):
+        if mar.stem in UNLOADED:
+            shutil.copyfile(mar, repo / mar.name)
+            continue
         version = repo / mar.stem / "1"
         version.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(mar, version / "model.mar")

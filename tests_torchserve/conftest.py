@@ -17,6 +17,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -56,7 +57,7 @@ disable_token_authorization=true
 enable_model_api=true
 default_workers_per_model={workers}
 model_store={store}
-load_models=all
+load_models={",".join(f"{m}.mar" for m in MODELS)}
 enable_metrics_api=false
 disable_system_metrics=true
 install_py_dep_per_model=false
@@ -64,9 +65,10 @@ install_py_dep_per_model=false
 
 
 @contextlib.contextmanager
-def run_torchserve(store: Path, work: Path, workers: int = 1) -> Iterator[str]:
-    """The real TorchServe serving ``store``'s archives: its inference URL, once every model
-    has a ready worker; stopped (with its workers) on exit."""
+def run_torchserve(store: Path, work: Path, workers: int = 1) -> Iterator[tuple[str, str]]:
+    """The real TorchServe serving ``store``'s archives (but those of UNLOADED): its inference
+    and management URLs, once every model has a ready worker; stopped (with its workers) on
+    exit."""
     inference, management = free_port(), free_port()
     config = work / "config.properties"
     config.write_text(ts_config(store, inference, management, workers))
@@ -82,15 +84,17 @@ def run_torchserve(store: Path, work: Path, workers: int = 1) -> Iterator[str]:
         )
     try:
         wait_models(proc, f"http://127.0.0.1:{management}", log)
-        yield f"http://127.0.0.1:{inference}"
+        yield f"http://127.0.0.1:{inference}", f"http://127.0.0.1:{management}"
     finally:
         stop_group(proc)
 
 
 @pytest.fixture(scope="session")
-def torchserve_url(store: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with run_torchserve(store, tmp_path_factory.mktemp("torchserve")) as url:
-        yield url
+def torchserve_urls(
+    store: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[str, str]]:
+    with run_torchserve(store, tmp_path_factory.mktemp("torchserve")) as urls:
+        yield urls
 
 
 def stop_group(proc: subprocess.Popen[bytes]) -> None:
@@ -128,15 +132,33 @@ def wait_models(proc: subprocess.Popen[bytes], management: str, log: Path) -> No
 @pytest.fixture(scope="session")
 def rosetta(store: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     repo = build_repository(store, tmp_path_factory.mktemp("repo"))
-    yield from served(start_server(repo))
+    yield from served(start_server(repo, "--enable-model-control"))
+
+
+@dataclass
+class Peer:
+    """One server's clients: its inference API and its management API."""
+
+    name: str
+    inference: httpx.Client
+    management: httpx.Client
 
 
 @pytest.fixture(scope="session", params=["torchserve", "rosettaserve"])
-def server(request: pytest.FixtureRequest) -> Iterator[httpx.Client]:
-    """A client of one server or the other: every test runs against both."""
+def peer(request: pytest.FixtureRequest) -> Iterator[Peer]:
+    """One server or the other: every test that takes it runs against both."""
     if request.param == "torchserve":
-        url = request.getfixturevalue("torchserve_url")
-    else:
-        url = request.getfixturevalue("rosetta").http_url
-    with httpx.Client(base_url=url, timeout=120) as client:
-        yield client
+        inference, management = request.getfixturevalue("torchserve_urls")
+    else:  # both APIs on the HTTP port
+        inference = management = request.getfixturevalue("rosetta").http_url
+    with (
+        httpx.Client(base_url=inference, timeout=120) as client,
+        httpx.Client(base_url=management, timeout=120) as control,
+    ):
+        yield Peer(request.param, client, control)
+
+
+@pytest.fixture(scope="session")
+def server(peer: Peer) -> httpx.Client:
+    """The inference API of one server or the other."""
+    return peer.inference

@@ -27,6 +27,7 @@ from rosettaserve.protocols.health import grpc as health_grpc
 from rosettaserve.protocols.oip import grpc as oip_grpc
 from rosettaserve.protocols.oip import rest as oip_rest
 from rosettaserve.protocols.tfserving import rest as tfserving_rest
+from rosettaserve.protocols.torchserve import management as torchserve_management
 from rosettaserve.protocols.torchserve import rest as torchserve_rest
 from rosettaserve.repository.manager import ModelRepository
 from rosettaserve.repository.watchdog import watch
@@ -87,6 +88,8 @@ class Server:
         if settings.metrics_port is None:
             routes.append(metrics_route(self.metrics_text))
         routes += torchserve_rest.routes(self.dataplane)
+        if control:  # TorchServe's management API; the repository is its model store
+            routes += torchserve_management.routes(self.dataplane, settings.repository)
         self.app = HttpApp(routes + tfserving_rest.routes(self.dataplane))
         self.guard = security.guard(settings.security)
         self.app.guard = self.guard

@@ -1,0 +1,144 @@
+"""TorchServe's management API on the HTTP port (with ``--enable-model-control``): list,
+describe, register (``POST /models?url=NAME.mar``) and unregister models.
+
+The repository is the model store: ``url=NAME.mar`` names an archive at its top level, which
+is registered by giving it a model folder (``NAME/1/model.mar`` beside a ``model.yaml`` of
+``runtime: torchserve``) and loading that, so it is served again after a restart. Models are
+listed and described as TorchServe lists them (sorted, ``limit`` and ``next_page_token``), with
+its JSON shapes and its errors.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from urllib.parse import parse_qs
+
+from rosettaserve.core.dataplane import DataPlane
+from rosettaserve.core.errors import InvalidInput
+from rosettaserve.core.registry import ModelVersion
+from rosettaserve.protocols.torchserve.rest import error, pretty, render_error
+from rosettaserve.web.routing import HttpRequest, HttpResponse, Route
+
+RUNTIME = "torchserve"
+MODEL = r"/models/(?P<model>[^/]+)"
+
+
+def routes(dp: DataPlane, store: Path) -> list[Route]:
+    async def list_models(req: HttpRequest) -> HttpResponse:
+        query = _query(req)
+        limit, token = _int(query, "limit", 100), _int(query, "next_page_token", 0)
+        limit = 100 if limit > 100 or limit < 0 else limit
+        names = sorted(n for n in dp.registry.model_names() if _versions(dp, n))
+        last = min(token + limit, len(names))
+        doc: dict[str, object] = {}
+        if token + limit <= len(names):  # as TorchServe: a token also when the page ends it
+            doc["nextPageToken"] = str(last)
+        doc["models"] = [
+            {"modelName": n, "modelUrl": _url(_versions(dp, n)[-1])} for n in names[token:last]
+        ]
+        return pretty(doc)
+
+    async def describe(req: HttpRequest) -> HttpResponse:
+        name, version = req.params["model"], req.params.get("version")
+        versions = _versions(dp, name)
+        if not versions:
+            return error(404, "ModelNotFoundException", f"Model not found: {name}")
+        if version == "all":
+            chosen = versions
+        else:
+            chosen = [v for v in versions if version in (None, v.version)][-1:]
+        if not chosen:
+            message = f"Model version: {version} does not exist for model: {name}"
+            return error(404, "ModelVersionNotFoundException", message)
+        return pretty([_describe(mv) for mv in chosen])
+
+    async def register(req: HttpRequest) -> HttpResponse:
+        url = (_query(req).get("url") or [""])[0]
+        if not url:
+            return error(400, "BadRequestException", "Parameter url is required.")
+        name = Path(url).stem
+        archive = store / Path(url).name
+        if _versions(dp, name):
+            message = f"Model version 1 for model {name} has already been registered."
+            return error(409, "ConflictStatusException", message)
+        if not archive.is_file() and not (store / name).is_dir():
+            return error(404, "ModelNotFoundException", f"Model not found in model store: {url}")
+        if not (store / name).is_dir():
+            _give_a_folder(archive, store / name)
+        await dp.load_model(name)
+        message = f'Model "{name}" Version: 1 registered with 1 initial workers'
+        return pretty({"status": message})
+
+    async def unregister(req: HttpRequest) -> HttpResponse:
+        """The model goes, all of it: our repository unloads whole models (a version named
+        must be one of them)."""
+        name, version = req.params["model"], req.params.get("version")
+        versions = _versions(dp, name)
+        if not versions:
+            return error(404, "ModelNotFoundException", f"Model not found: {name}")
+        if version is not None and version not in {v.version for v in versions}:
+            message = f"Model version: {version} does not exist for model: {name}"
+            return error(404, "ModelVersionNotFoundException", message)
+        await dp.unload_model(name)
+        return pretty({"status": f'Model "{name}" unregistered'})
+
+    version = MODEL + r"(?:/(?P<version>[^/]+))?"
+    return [
+        Route("GET", "/models", list_models, render_error),
+        Route("POST", "/models", register, render_error),
+        Route("GET", version, describe, render_error),
+        Route("DELETE", version, unregister, render_error),
+    ]
+
+
+def _versions(dp: DataPlane, name: str) -> list[ModelVersion]:
+    return [v for v in dp.registry.versions(name) or [] if v.runtime == RUNTIME and v.ready]
+
+
+def _url(mv: ModelVersion) -> str:
+    file = (mv.model.config.get("parameters") or {}).get("file") if mv.model else None
+    return f"{mv.name}/{mv.version}/{file or 'model.mar'}"
+
+
+def _describe(mv: ModelVersion) -> dict[str, object]:
+    model = mv.model
+    workers = int(getattr(model, "workers", 1))
+    return {
+        "modelName": mv.name,
+        "modelVersion": mv.version,
+        "modelUrl": _url(mv),
+        "runtime": "python",
+        "minWorkers": workers,
+        "maxWorkers": workers,
+        "batchSize": int(getattr(model, "batch_size", 1)),
+        "maxBatchDelay": int(getattr(model, "max_batch_delay", 100)),
+        "loadedAtStartup": True,
+        "workers": [
+            {"id": str(9000 + i), "status": "READY", "pid": os.getpid(), "gpu": False}
+            for i in range(workers)
+        ],
+        "jobQueueStatus": {"pendingRequests": mv.inflight},
+    }
+
+
+def _give_a_folder(archive: Path, folder: Path) -> None:
+    version = folder / "1"
+    version.mkdir(parents=True)
+    try:
+        os.link(archive, version / "model.mar")
+    except OSError:  # another file system
+        shutil.copyfile(archive, version / "model.mar")
+    (folder / "model.yaml").write_text(f"runtime: {RUNTIME}\n")
+
+
+def _query(req: HttpRequest) -> dict[str, list[str]]:
+    return parse_qs(req.query.decode("latin-1"))
+
+
+def _int(query: dict[str, list[str]], key: str, default: int) -> int:
+    try:
+        return int((query.get(key) or [str(default)])[0])
+    except ValueError:
+        raise InvalidInput(f"Invalid {key}") from None

@@ -1,0 +1,71 @@
+"""TorchServe's management API, asserted the same of the real TorchServe (its management port)
+and of rosettaserve (``--enable-model-control``, on the HTTP port)."""
+
+from __future__ import annotations
+
+from tests_torchserve.conftest import MODELS, Peer
+
+
+def test_models_are_listed_sorted_and_paged(peer: Peer) -> None:
+    r = peer.management.get("/models")
+    assert r.status_code == 200
+    names = [m["modelName"] for m in r.json()["models"]]
+    assert names == sorted(MODELS)
+    assert set(r.json()["models"][0]) == {"modelName", "modelUrl"}
+    page = peer.management.get("/models", params={"limit": 2}).json()
+    assert [m["modelName"] for m in page["models"]] == sorted(MODELS)[:2]
+    assert page["nextPageToken"] == "2"
+    rest = peer.management.get("/models", params={"limit": 2, "next_page_token": 4}).json()
+    assert [m["modelName"] for m in rest["models"]] == sorted(MODELS)[4:]
+    assert "nextPageToken" not in rest
+
+
+def test_a_model_is_described_as_torchserve_describes_it(peer: Peer) -> None:
+    r = peer.management.get("/models/batch")
+    assert r.status_code == 200
+    (doc,) = r.json()
+    assert {k: doc[k] for k in ("modelName", "modelVersion", "batchSize", "maxBatchDelay")} == {
+        "modelName": "batch",
+        "modelVersion": "1",
+        "batchSize": 4,
+        "maxBatchDelay": 5000,
+    }
+    assert [w["status"] for w in doc["workers"]] == ["READY"]
+    assert (doc["minWorkers"], doc["maxWorkers"], doc["loadedAtStartup"]) == (1, 1, True)
+    assert doc["runtime"] == "python"
+    assert [d["modelVersion"] for d in peer.management.get("/models/batch/all").json()] == ["1"]
+    assert peer.management.get("/models/batch/1").json()[0]["modelName"] == "batch"
+
+
+def test_describing_what_is_not_there(peer: Peer) -> None:
+    r = peer.management.get("/models/nope")
+    assert (r.status_code, r.json()) == (
+        404,
+        {"code": 404, "type": "ModelNotFoundException", "message": "Model not found: nope"},
+    )
+    r = peer.management.get("/models/batch/7")
+    assert r.status_code == 404
+    assert r.json()["type"] == "ModelVersionNotFoundException"
+
+
+def test_an_archive_of_the_store_is_registered_and_unregistered(peer: Peer) -> None:
+    assert peer.inference.post("/predictions/extra", json={}).status_code == 404
+    params = {"url": "extra.mar", "initial_workers": 1, "synchronous": "true"}
+    r = peer.management.post("/models", params=params)
+    assert r.status_code == 200, r.text
+    assert r.json() == {"status": 'Model "extra" Version: 1 registered with 1 initial workers'}
+    answer = peer.inference.post("/predictions/extra", json={"a": 1})
+    assert answer.status_code == 200
+    assert answer.json()["model_name"] == "extra"
+    again = peer.management.post("/models", params=params)
+    assert again.status_code == 409
+    assert again.json()["type"] == "ConflictStatusException"
+    r = peer.management.delete("/models/extra")
+    assert (r.status_code, r.json()) == (200, {"status": 'Model "extra" unregistered'})
+    assert peer.inference.post("/predictions/extra", json={}).status_code == 404
+    assert peer.management.delete("/models/extra").status_code == 404
+
+
+def test_registering_needs_a_url(peer: Peer) -> None:
+    r = peer.management.post("/models")
+    assert (r.status_code, r.json()["message"]) == (400, "Parameter url is required.")
