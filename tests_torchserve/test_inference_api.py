@@ -202,3 +202,20 @@ def test_over_oip_an_archive_is_bytes_in_and_bytes_out(rosetta, tmp_path) -> Non
         ]
         meta = client.get("/v2/models/linear").json()
         assert meta["platform"] == "torchserve"
+
+
+def test_predictions_are_counted_in_the_metrics(rosetta) -> None:
+    with httpx.Client(base_url=rosetta.http_url, timeout=120) as client:
+        assert client.post("/predictions/echo", json={"do": "raise"}).status_code == 503
+        assert client.post("/predictions/echo", json={}).status_code == 200
+        text = client.get("/metrics").text
+    labels = 'model="echo",version="1",protocol="torchserve",outcome="success"'
+    ok = "rosettaserve_requests_total{" + labels + "}"
+    failed = ok.replace("success", "internal")
+    counts = {
+        line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("rosettaserve_requests_total")
+    }
+    assert counts[ok] >= 1
+    assert counts[failed] >= 1

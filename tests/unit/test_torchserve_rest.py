@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 
+from rosettaserve.core.registry import ModelVersion, VersionState
 from rosettaserve.protocols.torchserve import rest
 from rosettaserve.protocols.torchserve.wire import HandlerFailed, TsAnswer, TsRequest
 from rosettaserve.web.routing import HttpRequest
@@ -67,17 +68,17 @@ class Servable:
         return self.answer
 
 
-class Version:
-    def __init__(self, model: object, version: str = "1") -> None:
-        self.model, self.version, self.ready = model, version, True
+def Version(model: object, version: str = "1") -> ModelVersion:
+    return ModelVersion("m", version, "torchserve", VersionState.READY, model=model)  # type: ignore[arg-type]
 
 
 class Plane:
-    def __init__(self, versions: dict[str, list[Version]]) -> None:
+    def __init__(self, versions: dict[str, list[ModelVersion]]) -> None:
         self.registry = self
+        self.observer = None
         self._versions = versions
 
-    def versions(self, name: str) -> list[Version] | None:
+    def versions(self, name: str) -> list[ModelVersion] | None:
         return self._versions.get(name)
 
 
@@ -92,12 +93,16 @@ def test_the_handlers_status_type_and_headers_are_answered() -> None:
     answer = TsAnswer(418, "", {"content-type": "x", "h": "v"}, b"body")
     plane = Plane({"m": [Version(Servable(answer))]})
     assert predict(plane, {"model": "m"}) == (418, b"body", "", {"h": "v"})
+    (version,) = plane.versions("m") or []
+    assert version.stats.success.count == 1  # counted as every protocol's requests
+    assert version.inflight == 0
 
 
 def test_a_failed_batch_is_an_internal_server_exception() -> None:
     plane = Plane({"m": [Version(Servable(HandlerFailed(503, "Prediction failed")))]})
     status, body, _, _ = predict(plane, {"model": "m"})
     assert status == 503
+    assert plane.versions("m")[0].stats.fail.count == 1  # type: ignore[index]
     assert json.loads(body)["type"] == "InternalServerException"
 
 

@@ -15,11 +15,14 @@ import email.parser
 import email.policy
 import json
 from collections.abc import AsyncIterator
+from time import perf_counter_ns
 from typing import Any
 from urllib.parse import parse_qsl
 
+from rosettaserve.core.call import Call
 from rosettaserve.core.dataplane import DataPlane
 from rosettaserve.core.errors import ServingError
+from rosettaserve.core.registry import ModelVersion
 from rosettaserve.protocols.torchserve.wire import (
     HandlerFailed,
     Parameter,
@@ -28,6 +31,7 @@ from rosettaserve.protocols.torchserve.wire import (
 )
 from rosettaserve.web.routing import HttpRequest, HttpResponse, Route
 
+PROTOCOL = "torchserve"  # the protocol label of its requests in the metrics
 PREDICT = r"/predictions/(?P<model>[^/]+)(?:/(?P<version>[^/]+)(?:/(?P<rest>.*))?)?"
 _FORM = "application/x-www-form-urlencoded"
 # TorchServe's exception class names, by our error's status (what its frontend answers)
@@ -62,13 +66,19 @@ def routes(dp: DataPlane) -> list[Route]:
 
     async def predict(req: HttpRequest) -> HttpResponse:
         name, version = req.params["model"], req.params.get("version")
-        model = _servable(dp, name, version)
-        if isinstance(model, HttpResponse):
-            return model
-        try:
-            answer = await model.serve(ts_request(req))
-        except HandlerFailed as exc:
-            return error(exc.code, "InternalServerException", exc.message)
+        mv = _servable(dp, name, version)
+        if isinstance(mv, HttpResponse):
+            return mv
+        model: TsServable = mv.model  # type: ignore[assignment]  # (checked by _servable)
+        call = Call(perf_counter_ns())
+        call.submitted = call.start
+        with mv.in_use():
+            try:
+                answer = await model.serve(ts_request(req))
+            except HandlerFailed as exc:
+                _count(dp, mv, call, "internal")
+                return error(exc.code, "InternalServerException", exc.message)
+        _count(dp, mv, call, "success")
         headers = {k: v for k, v in answer.headers.items() if k.lower() != "content-type"}
         if answer.stream is None:
             return HttpResponse(answer.status, answer.body, answer.content_type, headers)
@@ -86,19 +96,30 @@ def routes(dp: DataPlane) -> list[Route]:
     ]
 
 
-def _servable(dp: DataPlane, name: str, version: str | None) -> TsServable | HttpResponse:
-    """The model a prediction goes to, or TorchServe's 404 for it."""
+def _servable(dp: DataPlane, name: str, version: str | None) -> ModelVersion | HttpResponse:
+    """The version a prediction goes to, or TorchServe's 404 for it."""
     versions = [v for v in dp.registry.versions(name) or [] if v.ready]
     models = [v for v in versions if isinstance(v.model, TsServable)]
     if not models:
         return error(404, "ModelNotFoundException", f"Model not found: {name}")
     if version is None:
-        return models[-1].model  # type: ignore[return-value]
+        return models[-1]
     for found in models:
         if found.version == version:
-            return found.model  # type: ignore[return-value]
+            return found
     message = f"Model version: {version} does not exist for model: {name}"
     return error(404, "ModelVersionNotFoundException", message)
+
+
+def _count(dp: DataPlane, mv: ModelVersion, call: Call, outcome: str) -> None:
+    """The model's statistics and metrics count these requests as every protocol's."""
+    end = perf_counter_ns()
+    if outcome == "success":
+        mv.stats.record_success(1, call, end)
+    else:
+        mv.stats.record_failure(call.start)
+    if dp.observer is not None:
+        dp.observer.observe(mv, PROTOCOL, outcome, call, end)
 
 
 def ts_request(req: HttpRequest) -> TsRequest:
