@@ -3,6 +3,12 @@ and of rosettaserve (``--enable-model-control``, on the HTTP port)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import httpx
+
+from tests.serverproc import start_server, stop_cleanly
+from tests_torchserve.build_archives import build_repository
 from tests_torchserve.conftest import MODELS, Peer
 
 
@@ -69,3 +75,20 @@ def test_an_archive_of_the_store_is_registered_and_unregistered(peer: Peer) -> N
 def test_registering_needs_a_url(peer: Peer) -> None:
     r = peer.management.post("/models")
     assert (r.status_code, r.json()["message"]) == (400, "Parameter url is required.")
+
+
+def test_a_management_port_serves_the_management_api_only_there(
+    store: Path, tmp_path: Path
+) -> None:
+    repo = build_repository(store, tmp_path / "repo")
+    server = start_server(repo, "--management-port", "0")
+    try:
+        (line,) = [ln for ln in server.lines if ln.startswith("management: ")]
+        management = line.removeprefix("management: ")
+        names = [m["modelName"] for m in httpx.get(f"{management}/models").json()["models"]]
+        assert names == sorted(MODELS)
+        assert httpx.get(f"{server.http_url}/models").status_code == 404
+        assert httpx.post(f"{management}/predictions/echo", json={}).status_code == 404
+        assert httpx.post(f"{server.http_url}/predictions/echo", json={}).status_code == 200
+    finally:
+        stop_cleanly(server)
