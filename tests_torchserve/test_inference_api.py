@@ -219,3 +219,23 @@ def test_predictions_are_counted_in_the_metrics(rosetta) -> None:
     }
     assert counts[ok] >= 1
     assert counts[failed] >= 1
+
+
+def oip(rosetta, model: str, bodies: list[str], content_type: str = "") -> httpx.Response:
+    doc: dict = {
+        "inputs": [{"name": "body", "datatype": "BYTES", "shape": [len(bodies)], "data": bodies}]
+    }
+    if content_type:
+        doc["parameters"] = {"content_type": content_type}
+    with httpx.Client(base_url=rosetta.http_url, timeout=120) as client:
+        return client.post(f"/v2/models/{model}/infer", json=doc)
+
+
+def test_over_oip_streams_are_joined_and_failures_are_errors(rosetta) -> None:
+    r = oip(rosetta, "stream", ["x"])
+    assert r.status_code == 200, r.text
+    parts = "".join(f"part {i} of request 0;" for i in range(3))
+    assert r.json()["outputs"][0]["data"] == [parts + "end"]
+    r = oip(rosetta, "echo", ['{"do": "raise"}'], "application/json")
+    assert r.status_code == 500
+    assert "Prediction failed" in r.json()["error"]

@@ -6,7 +6,7 @@ workers each hold their own handler instance, as TorchServe's worker processes d
 
 from __future__ import annotations
 
-import threading
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -16,13 +16,12 @@ import yaml
 from rosettaserve.core.model import Arrays, Model
 from rosettaserve.core.types import TensorSpec
 from rosettaserve.protocols.torchserve.wire import (
-    HandlerFailed,
     Parameter,
     TsAnswer,
     TsRequest,
 )
 from rosettaserve.repository.config import ConfigError
-from rosettaserve.runtimes.torchserve import frames, service
+from rosettaserve.runtimes.torchserve import service
 from rosettaserve.runtimes.torchserve.mar import DEFAULT_FILE, open_archive
 from rosettaserve.runtimes.torchserve.workers import Workers
 
@@ -46,8 +45,6 @@ class TorchServeModel(Model):
             service.load_service(self.name, self.archive, self.batch_size)
             for _ in range(self.workers)
         ]
-        self._free = list(self.services)  # for predict(): the OIP and grps path
-        self._free_lock = threading.Lock()
         self._workers = Workers(self.services, self.batch_size, self.max_batch_delay)
         if not self.inputs:
             self.inputs = [TensorSpec("body", "BYTES", (-1,))]
@@ -86,33 +83,25 @@ class TorchServeModel(Model):
     async def serve(self, request: TsRequest) -> TsAnswer:
         return await self._workers.serve(request)
 
-    def predict(self, inputs: Arrays, parameters: dict[str, Any] | None = None) -> Arrays:
-        """The OIP and grps path: each element of the one BYTES input is a request body."""
+    async def predict(self, inputs: Arrays, parameters: dict[str, Any] | None = None) -> Arrays:
+        """The OIP and grps path: each element of the one BYTES input is a request body, sent
+        to the handler as a request of its own (batched with the others as TorchServe's are)."""
         (bodies,) = inputs.values()
         content_type = str((parameters or {}).get("content_type", ""))
         requests = [
-            service.worker_request(TsRequest([Parameter("body", content_type, _as_bytes(b))], {}))
+            TsRequest([Parameter("body", content_type, _as_bytes(b))], {})
             for b in np.asarray(bodies).reshape(-1)
         ]
-        chunks: list[list[bytes]] = [[] for _ in requests]
-
-        def collect(frame: frames.Frame) -> None:
-            for i, reply in enumerate(frame.replies):
-                chunks[i].append(reply.body)
-
-        with self._free_lock:
-            handler = self._free.pop() if self._free else self.services[0]
-        try:
-            final = service.run_batch(handler, requests, service.FrameSocket(collect))
-        finally:
-            with self._free_lock:
-                self._free.append(handler)
-        if final.code != 200:
-            raise HandlerFailed(final.code, final.message)
-        collect(final)
+        answers = await asyncio.gather(*(self._workers.serve(r) for r in requests))
         out = np.empty(len(requests), dtype=object)
-        out[:] = [b"".join(c) for c in chunks]
+        out[:] = [await _whole(answer) for answer in answers]
         return {"output": out}
+
+
+async def _whole(answer: TsAnswer) -> bytes:
+    if answer.stream is None:
+        return answer.body
+    return answer.body + b"".join([chunk async for chunk in answer.stream])
 
 
 def _as_bytes(value: Any) -> bytes:
