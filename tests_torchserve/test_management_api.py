@@ -92,3 +92,17 @@ def test_a_management_port_serves_the_management_api_only_there(
         assert httpx.post(f"{server.http_url}/predictions/echo", json={}).status_code == 200
     finally:
         stop_cleanly(server)
+
+
+def test_every_route_but_ping_needs_the_api_key(store: Path, tmp_path: Path) -> None:
+    repo = build_repository(store, tmp_path / "repo")
+    server = start_server(repo, "--enable-model-control", "--api-key", "sekrit")
+    try:
+        url, key = server.http_url, {"x-api-key": "sekrit"}
+        assert httpx.get(f"{url}/ping").status_code == 200
+        assert httpx.post(f"{url}/predictions/echo", json={}).status_code == 401
+        assert httpx.get(f"{url}/models").status_code == 401
+        assert httpx.post(f"{url}/predictions/echo", json={}, headers=key).status_code == 200
+        assert httpx.get(f"{url}/models", headers=key).status_code == 200
+    finally:
+        stop_cleanly(server)
