@@ -77,6 +77,24 @@ def test_registering_needs_a_url(peer: Peer) -> None:
     assert (r.status_code, r.json()["message"]) == (400, "Parameter url is required.")
 
 
+def test_workers_are_scaled(peer: Peer) -> None:
+    r = peer.management.put("/models/linear", params={"min_worker": 2, "synchronous": "true"})
+    assert (r.status_code, r.json()) == (200, {"status": "Workers scaled to 2 for model: linear"})
+    (doc,) = peer.management.get("/models/linear").json()
+    assert (doc["minWorkers"], len(doc["workers"])) == (2, 2)
+    assert peer.inference.post("/predictions/linear", json=[1, 2, 3, 4]).status_code == 200
+    r = peer.management.put("/models/linear/1", params={"min_worker": 1, "synchronous": "true"})
+    assert r.json() == {"status": "Workers scaled to 1 for model: linear, version: 1"}
+    r = peer.management.put("/models/linear", params={"min_worker": 1})
+    assert (r.status_code, r.json()) == (202, {"status": "Processing worker updates..."})
+    r = peer.management.put("/models/linear", params={"min_worker": 3, "max_worker": 2})
+    assert (r.status_code, r.json()["message"]) == (
+        400,
+        "max_worker cannot be less than min_worker.",
+    )
+    assert peer.management.put("/models/nope", params={"min_worker": 1}).status_code == 404
+
+
 def test_a_management_port_serves_the_management_api_only_there(
     store: Path, tmp_path: Path
 ) -> None:

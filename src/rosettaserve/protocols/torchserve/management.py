@@ -10,6 +10,7 @@ its JSON shapes and its errors.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 from pathlib import Path
@@ -19,30 +20,49 @@ from rosettaserve.core.dataplane import DataPlane
 from rosettaserve.core.errors import InvalidInput
 from rosettaserve.core.registry import ModelVersion
 from rosettaserve.protocols.torchserve.rest import error, pretty, render_error
+from rosettaserve.protocols.torchserve.wire import TsScalable
 from rosettaserve.web.routing import HttpRequest, HttpResponse, Route
 
 RUNTIME = "torchserve"
+_SCALING: set[asyncio.Task[None]] = set()  # scalings answered at once, running on
 MODEL = r"/models/(?P<model>[^/]+)"
 
 
 def routes(dp: DataPlane, store: Path) -> list[Route]:
-    async def list_models(req: HttpRequest) -> HttpResponse:
+    m = _Management(dp, store)
+    version = MODEL + r"(?:/(?P<version>[^/]+))?"
+    return [
+        Route("GET", "/models", m.list_models, render_error),
+        Route("POST", "/models", m.register, render_error),
+        Route("GET", version, m.describe, render_error),
+        Route("DELETE", version, m.unregister, render_error),
+        Route("PUT", version, m.scale, render_error),
+    ]
+
+
+class _Management:
+    """The routes' handlers over the data plane and the model store."""
+
+    def __init__(self, dp: DataPlane, store: Path) -> None:
+        self.dp, self.store = dp, store
+
+    async def list_models(self, req: HttpRequest) -> HttpResponse:
         query = _query(req)
         limit, token = _int(query, "limit", 100), _int(query, "next_page_token", 0)
         limit = 100 if limit > 100 or limit < 0 else limit
-        names = sorted(n for n in dp.registry.model_names() if _versions(dp, n))
+        names = sorted(n for n in self.dp.registry.model_names() if _versions(self.dp, n))
         last = min(token + limit, len(names))
         doc: dict[str, object] = {}
         if token + limit <= len(names):  # as TorchServe: a token also when the page ends it
             doc["nextPageToken"] = str(last)
         doc["models"] = [
-            {"modelName": n, "modelUrl": _url(_versions(dp, n)[-1])} for n in names[token:last]
+            {"modelName": n, "modelUrl": _url(_versions(self.dp, n)[-1])} for n in names[token:last]
         ]
         return pretty(doc)
 
-    async def describe(req: HttpRequest) -> HttpResponse:
+    async def describe(self, req: HttpRequest) -> HttpResponse:
         name, version = req.params["model"], req.params.get("version")
-        versions = _versions(dp, name)
+        versions = _versions(self.dp, name)
         if not versions:
             return error(404, "ModelNotFoundException", f"Model not found: {name}")
         if version == "all":
@@ -54,43 +74,58 @@ def routes(dp: DataPlane, store: Path) -> list[Route]:
             return error(404, "ModelVersionNotFoundException", message)
         return pretty([_describe(mv) for mv in chosen])
 
-    async def register(req: HttpRequest) -> HttpResponse:
+    async def register(self, req: HttpRequest) -> HttpResponse:
         url = (_query(req).get("url") or [""])[0]
         if not url:
             return error(400, "BadRequestException", "Parameter url is required.")
         name = Path(url).stem
-        archive = store / Path(url).name
-        if _versions(dp, name):
+        archive = self.store / Path(url).name
+        if _versions(self.dp, name):
             message = f"Model version 1 for model {name} has already been registered."
             return error(409, "ConflictStatusException", message)
-        if not archive.is_file() and not (store / name).is_dir():
+        if not archive.is_file() and not (self.store / name).is_dir():
             return error(404, "ModelNotFoundException", f"Model not found in model store: {url}")
-        if not (store / name).is_dir():
-            _give_a_folder(archive, store / name)
-        await dp.load_model(name)
+        if not (self.store / name).is_dir():
+            _give_a_folder(archive, self.store / name)
+        await self.dp.load_model(name)
         message = f'Model "{name}" Version: 1 registered with 1 initial workers'
         return pretty({"status": message})
 
-    async def unregister(req: HttpRequest) -> HttpResponse:
+    async def unregister(self, req: HttpRequest) -> HttpResponse:
         """The model goes, all of it: our repository unloads whole models (a version named
         must be one of them)."""
         name, version = req.params["model"], req.params.get("version")
-        versions = _versions(dp, name)
+        versions = _versions(self.dp, name)
         if not versions:
             return error(404, "ModelNotFoundException", f"Model not found: {name}")
         if version is not None and version not in {v.version for v in versions}:
             message = f"Model version: {version} does not exist for model: {name}"
             return error(404, "ModelVersionNotFoundException", message)
-        await dp.unload_model(name)
+        await self.dp.unload_model(name)
         return pretty({"status": f'Model "{name}" unregistered'})
 
-    version = MODEL + r"(?:/(?P<version>[^/]+))?"
-    return [
-        Route("GET", "/models", list_models, render_error),
-        Route("POST", "/models", register, render_error),
-        Route("GET", version, describe, render_error),
-        Route("DELETE", version, unregister, render_error),
-    ]
+    async def scale(self, req: HttpRequest) -> HttpResponse:
+        """Handler instances as TorchServe scales workers: ``synchronous=true`` answers once
+        they run, else at once with 202 while they start."""
+        name, version = req.params["model"], req.params.get("version")
+        query = _query(req)
+        workers = _int(query, "min_worker", 1)
+        if _int(query, "max_worker", workers) < workers:
+            return error(400, "BadRequestException", "max_worker cannot be less than min_worker.")
+        chosen = [v for v in _versions(self.dp, name) if version in (None, v.version)][-1:]
+        if not chosen:
+            return error(404, "ModelNotFoundException", f"Model not found: {name}")
+        model = chosen[0].model
+        if not isinstance(model, TsScalable) or workers < 1:
+            return error(400, "BadRequestException", "min_worker must be 1 or more here.")
+        if (query.get("synchronous") or [""])[0].lower() != "true":
+            task = asyncio.get_running_loop().create_task(model.scale(workers))
+            _SCALING.add(task)
+            task.add_done_callback(_SCALING.discard)
+            return pretty({"status": "Processing worker updates..."}, 202)
+        await model.scale(workers)
+        message = f"Workers scaled to {workers} for model: {name}"
+        return pretty({"status": message + (f", version: {version}" if version else "")})
 
 
 def _versions(dp: DataPlane, name: str) -> list[ModelVersion]:

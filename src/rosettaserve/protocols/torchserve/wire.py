@@ -51,3 +51,12 @@ class TsServable(Protocol):
     """A model that TorchServe's inference API can call: the ``torchserve`` runtime's."""
 
     async def serve(self, request: TsRequest) -> TsAnswer: ...
+
+
+@runtime_checkable
+class TsScalable(Protocol):
+    """A model whose handler instances the management API scales (``PUT /models/{m}``)."""
+
+    workers: int
+
+    async def scale(self, workers: int) -> None: ...

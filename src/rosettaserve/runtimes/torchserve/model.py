@@ -41,11 +41,11 @@ class TorchServeModel(Model):
         self.batch_size = max(1, int(settings.get("batch_size", 1)))
         self.max_batch_delay = float(settings.get("max_batch_delay", DEFAULT_BATCH_DELAY_MS))
         self.workers = max(1, int(settings.get("workers", 1)))
-        self.services = [
+        handlers = [
             service.load_service(self.name, self.archive, self.batch_size)
             for _ in range(self.workers)
         ]
-        self._workers = Workers(self.services, self.batch_size, self.max_batch_delay)
+        self._workers = Workers(handlers, self.batch_size, self.max_batch_delay)
         if not self.inputs:
             self.inputs = [TensorSpec("body", "BYTES", (-1,))]
         if not self.outputs:
@@ -82,6 +82,17 @@ class TorchServeModel(Model):
 
     async def serve(self, request: TsRequest) -> TsAnswer:
         return await self._workers.serve(request)
+
+    async def scale(self, workers: int) -> None:
+        """``workers`` handler instances from now on: new ones are loaded (and initialised)
+        off the event loop; those beyond the count stop after their batch in hand."""
+        while len(self._workers.handlers) < workers:
+            handler = await asyncio.to_thread(
+                service.load_service, self.name, self.archive, self.batch_size
+            )
+            self._workers.add(handler)
+        self._workers.shrink(len(self._workers.handlers) - workers)
+        self.workers = workers
 
     async def predict(self, inputs: Arrays, parameters: dict[str, Any] | None = None) -> Arrays:
         """The OIP and grps path: each element of the one BYTES input is a request body, sent

@@ -47,14 +47,29 @@ class Workers:
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
-        for i, handler in enumerate(self.handlers):
-            thread = threading.Thread(target=self._work, args=(handler,), name=f"ts-worker-{i}")
-            thread.daemon = True
-            thread.start()
-            self.threads.append(thread)
+        for handler in self.handlers:
+            self._spawn(handler)
+
+    def _spawn(self, handler: Any) -> None:
+        name = f"ts-worker-{len(self.threads)}"
+        thread = threading.Thread(target=self._work, args=(handler,), name=name, daemon=True)
+        thread.start()
+        self.threads.append(thread)
 
     def stop(self) -> None:
-        for _ in self.threads:
+        self.shrink(len(self.threads))
+
+    def add(self, handler: Any) -> None:
+        """One more worker (running once the first request started the others)."""
+        self.handlers.append(handler)
+        if self.loop is not None:
+            self._spawn(handler)
+
+    def shrink(self, count: int) -> None:
+        """``count`` workers fewer, each once its batch in hand is done."""
+        count = min(count, len(self.handlers))
+        del self.handlers[len(self.handlers) - count :]
+        for _ in range(count if self.loop is not None else 0):
             self.inbox.put(None)
 
     async def serve(self, request: TsRequest) -> TsAnswer:
