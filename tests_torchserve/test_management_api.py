@@ -3,12 +3,13 @@ and of rosettaserve (``--enable-model-control``, on the HTTP port)."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import httpx
 
 from tests.serverproc import start_server, stop_cleanly
-from tests_torchserve.build_archives import build_repository
+from tests_torchserve.build_archives import MODEL_YAML, build_repository
 from tests_torchserve.conftest import MODELS, Peer
 
 
@@ -93,6 +94,40 @@ def test_workers_are_scaled(peer: Peer) -> None:
         "max_worker cannot be less than min_worker.",
     )
     assert peer.management.put("/models/nope", params={"min_worker": 1}).status_code == 404
+
+
+def test_set_default(peer: Peer) -> None:
+    r = peer.management.put("/models/echo/1/set-default")
+    status = 'Default version successfully updated for model "echo" to "1"'
+    assert (r.status_code, r.json()) == (200, {"status": status})
+    r = peer.management.put("/models/echo/9/set-default")
+    assert (r.status_code, r.json()["type"]) == (404, "ModelVersionNotFoundException")
+    r = peer.management.put("/models/nope/1/set-default")
+    assert (r.status_code, r.json()["type"]) == (404, "ModelNotFoundException")
+
+
+def test_the_default_version_is_the_highest_until_set_default(store: Path, tmp_path: Path) -> None:
+    """Two archives as versions 1 (linear) and 2 (echo) of one model: the highest serves
+    until set-default names another."""
+    repo = tmp_path / "repo"
+    for version, archive in (("1", "linear"), ("2", "echo")):
+        (repo / "mixed" / version).mkdir(parents=True)
+        shutil.copyfile(store / f"{archive}.mar", repo / "mixed" / version / "model.mar")
+    (repo / "mixed" / "model.yaml").write_text(MODEL_YAML + "version_policy: {all: true}\n")
+    server = start_server(repo, "--enable-model-control")
+    try:
+        url = server.http_url
+        assert "keys" in httpx.post(f"{url}/predictions/mixed", json=[1, 2, 3, 4]).json()
+        assert httpx.get(f"{url}/models/mixed").json()[0]["modelVersion"] == "2"
+        assert httpx.put(f"{url}/models/mixed/1/set-default").status_code == 200
+        answer = httpx.post(f"{url}/predictions/mixed", json=[1, 2, 3, 4]).json()
+        assert len(answer) == 1
+        assert len(answer[0]) == 2  # linear's two outputs
+        assert httpx.get(f"{url}/models/mixed").json()[0]["modelVersion"] == "1"
+        versions = [d["modelVersion"] for d in httpx.get(f"{url}/models/mixed/all").json()]
+        assert versions == ["1", "2"]
+    finally:
+        stop_cleanly(server)
 
 
 def test_a_management_port_serves_the_management_api_only_there(

@@ -83,7 +83,7 @@ class Plane:
 
 
 def predict(plane: Plane, path_params: dict[str, str]) -> tuple[int, bytes, str, dict]:
-    (route,) = [r for r in rest.routes(plane) if r.method == "POST"]  # type: ignore[arg-type]
+    (route,) = [r for r in rest.routes(plane, {}) if r.method == "POST"]  # type: ignore[arg-type]
     req = HttpRequest("POST", "/predictions/m", b"", {}, b"x", params=path_params)
     response = asyncio.run(route.handler(req))
     return response.status, response.body, response.content_type, response.headers

@@ -87,11 +87,14 @@ class Server:
         routes += status_page.routes(self.status) + grps_rest.monitor_routes(self.trend)
         if settings.metrics_port is None:
             routes.append(metrics_route(self.metrics_text))
-        routes += torchserve_rest.routes(self.dataplane)
+        defaults: dict[str, str] = {}  # TorchServe's set-default choices, by model
+        routes += torchserve_rest.routes(self.dataplane, defaults)
         # TorchServe's management API (the repository is its model store): on the HTTP port,
         # or only on --management-port
         self.management = (
-            torchserve_management.routes(self.dataplane, settings.repository) if control else []
+            torchserve_management.routes(self.dataplane, settings.repository, defaults)
+            if control
+            else []
         )
         if settings.management_port is None:
             routes += self.management

@@ -20,7 +20,7 @@ from rosettaserve.core.dataplane import DataPlane
 from rosettaserve.core.errors import InvalidInput
 from rosettaserve.core.registry import ModelVersion
 from rosettaserve.protocols.torchserve.rest import error, pretty, render_error
-from rosettaserve.protocols.torchserve.wire import TsScalable
+from rosettaserve.protocols.torchserve.wire import TsScalable, default_version
 from rosettaserve.web.routing import HttpRequest, HttpResponse, Route
 
 RUNTIME = "torchserve"
@@ -28,8 +28,10 @@ _SCALING: set[asyncio.Task[None]] = set()  # scalings answered at once, running 
 MODEL = r"/models/(?P<model>[^/]+)"
 
 
-def routes(dp: DataPlane, store: Path) -> list[Route]:
-    m = _Management(dp, store)
+def routes(dp: DataPlane, store: Path, defaults: dict[str, str]) -> list[Route]:
+    """``defaults``: the versions ``set-default`` chose, by model (shared with the inference
+    routes)."""
+    m = _Management(dp, store, defaults)
     version = MODEL + r"(?:/(?P<version>[^/]+))?"
     return [
         Route("GET", "/models", m.list_models, render_error),
@@ -37,14 +39,15 @@ def routes(dp: DataPlane, store: Path) -> list[Route]:
         Route("GET", version, m.describe, render_error),
         Route("DELETE", version, m.unregister, render_error),
         Route("PUT", version, m.scale, render_error),
+        Route("PUT", MODEL + r"/(?P<version>[^/]+)/set-default", m.set_default, render_error),
     ]
 
 
 class _Management:
     """The routes' handlers over the data plane and the model store."""
 
-    def __init__(self, dp: DataPlane, store: Path) -> None:
-        self.dp, self.store = dp, store
+    def __init__(self, dp: DataPlane, store: Path, defaults: dict[str, str]) -> None:
+        self.dp, self.store, self.defaults = dp, store, defaults
 
     async def list_models(self, req: HttpRequest) -> HttpResponse:
         query = _query(req)
@@ -56,7 +59,11 @@ class _Management:
         if token + limit <= len(names):  # as TorchServe: a token also when the page ends it
             doc["nextPageToken"] = str(last)
         doc["models"] = [
-            {"modelName": n, "modelUrl": _url(_versions(self.dp, n)[-1])} for n in names[token:last]
+            {
+                "modelName": n,
+                "modelUrl": _url(default_version(_versions(self.dp, n), self.defaults)),
+            }
+            for n in names[token:last]
         ]
         return pretty(doc)
 
@@ -68,7 +75,8 @@ class _Management:
         if version == "all":
             chosen = versions
         else:
-            chosen = [v for v in versions if version in (None, v.version)][-1:]
+            default = default_version(versions, self.defaults)
+            chosen = [v for v in versions if v.version == (version or default.version)]
         if not chosen:
             message = f"Model version: {version} does not exist for model: {name}"
             return error(404, "ModelVersionNotFoundException", message)
@@ -103,6 +111,18 @@ class _Management:
             return error(404, "ModelVersionNotFoundException", message)
         await self.dp.unload_model(name)
         return pretty({"status": f'Model "{name}" unregistered'})
+
+    async def set_default(self, req: HttpRequest) -> HttpResponse:
+        name, version = req.params["model"], req.params["version"]
+        versions = _versions(self.dp, name)
+        if not versions:
+            return error(404, "ModelNotFoundException", f"Model not found: {name}")
+        if version not in {v.version for v in versions}:
+            message = f"Model version: {version} does not exist for model: {name}"
+            return error(404, "ModelVersionNotFoundException", message)
+        self.defaults[name] = version
+        message = f'Default version successfully updated for model "{name}" to "{version}"'
+        return pretty({"status": message})
 
     async def scale(self, req: HttpRequest) -> HttpResponse:
         """Handler instances as TorchServe scales workers: ``synchronous=true`` answers once

@@ -28,6 +28,7 @@ from rosettaserve.protocols.torchserve.wire import (
     Parameter,
     TsRequest,
     TsServable,
+    default_version,
 )
 from rosettaserve.web.routing import HttpRequest, HttpResponse, Route
 
@@ -60,13 +61,15 @@ def render_error(exc: ServingError) -> HttpResponse:
     return response
 
 
-def routes(dp: DataPlane) -> list[Route]:
+def routes(dp: DataPlane, defaults: dict[str, str]) -> list[Route]:
+    """``defaults``: the versions ``set-default`` chose, by model (shared with management)."""
+
     async def ping(req: HttpRequest) -> HttpResponse:
         return pretty({"status": "Healthy"})
 
     async def predict(req: HttpRequest) -> HttpResponse:
         name, version = req.params["model"], req.params.get("version")
-        mv = _servable(dp, name, version)
+        mv = _servable(dp, name, version, defaults)
         if isinstance(mv, HttpResponse):
             return mv
         model: TsServable = mv.model  # type: ignore[assignment]  # (checked by _servable)
@@ -96,14 +99,16 @@ def routes(dp: DataPlane) -> list[Route]:
     ]
 
 
-def _servable(dp: DataPlane, name: str, version: str | None) -> ModelVersion | HttpResponse:
+def _servable(
+    dp: DataPlane, name: str, version: str | None, defaults: dict[str, str]
+) -> ModelVersion | HttpResponse:
     """The version a prediction goes to, or TorchServe's 404 for it."""
     versions = [v for v in dp.registry.versions(name) or [] if v.ready]
     models = [v for v in versions if isinstance(v.model, TsServable)]
     if not models:
         return error(404, "ModelNotFoundException", f"Model not found: {name}")
     if version is None:
-        return models[-1]
+        return default_version(models, defaults)
     for found in models:
         if found.version == version:
             return found

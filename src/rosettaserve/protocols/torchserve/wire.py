@@ -12,6 +12,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
+from rosettaserve.core.registry import ModelVersion
+
 
 @dataclass(frozen=True)
 class Parameter:
@@ -60,3 +62,10 @@ class TsScalable(Protocol):
     workers: int
 
     async def scale(self, workers: int) -> None: ...
+
+
+def default_version(versions: list[ModelVersion], chosen: dict[str, str]) -> ModelVersion:
+    """The version TorchServe's APIs serve when none is named: the one ``set-default`` chose
+    (``chosen``, by model name) while it is served, else the highest."""
+    wanted = chosen.get(versions[-1].name)
+    return next((v for v in versions if v.version == wanted), versions[-1])
