@@ -22,7 +22,7 @@ from rosettaserve.protocols.torchserve.wire import (
 )
 from rosettaserve.repository.config import ConfigError
 from rosettaserve.runtimes.torchserve import service
-from rosettaserve.runtimes.torchserve.mar import DEFAULT_FILE, open_archive
+from rosettaserve.runtimes.torchserve.mar import DEFAULT_FILE, open_archive, safe_member_path
 from rosettaserve.runtimes.torchserve.workers import Workers
 
 DEFAULT_BATCH_DELAY_MS = 100  # TorchServe's default maxBatchDelay
@@ -37,14 +37,18 @@ class TorchServeModel(Model):
 
     def load(self) -> None:
         self.archive = open_archive(self._archive_path())
-        settings = self._settings()
-        self.batch_size = max(1, int(settings.get("batch_size", 1)))
-        self.max_batch_delay = float(settings.get("max_batch_delay", DEFAULT_BATCH_DELAY_MS))
-        self.workers = max(1, int(settings.get("workers", 1)))
-        handlers = [
-            service.load_service(self.name, self.archive, self.batch_size)
-            for _ in range(self.workers)
-        ]
+        try:
+            settings = self._settings()
+            self.batch_size = max(1, int(settings.get("batch_size", 1)))
+            self.max_batch_delay = float(settings.get("max_batch_delay", DEFAULT_BATCH_DELAY_MS))
+            self.workers = max(1, int(settings.get("workers", 1)))
+            handlers = [
+                service.load_service(self.name, self.archive, self.batch_size)
+                for _ in range(self.workers)
+            ]
+        except BaseException:  # a handler that fails to initialise leaves nothing behind
+            self._release()
+            raise
         self._workers = Workers(handlers, self.batch_size, self.max_batch_delay)
         if not self.inputs:
             self.inputs = [TensorSpec("body", "BYTES", (-1,))]
@@ -53,6 +57,10 @@ class TorchServeModel(Model):
 
     def unload(self) -> None:
         self._workers.stop()
+        self._release()
+
+    def _release(self) -> None:
+        service.forget(self.archive)
         self.archive.remove()
 
     @property
@@ -74,7 +82,8 @@ class TorchServeModel(Model):
         config_file = self.manifest["model"].get("configFile")
         archived: dict[str, Any] = {}
         if config_file:
-            archived = yaml.safe_load((self.archive.folder / config_file).read_text()) or {}
+            inside = safe_member_path(str(config_file)).parts  # (the manifest is user input)
+            archived = yaml.safe_load(self.archive.folder.joinpath(*inside).read_text()) or {}
         names = {"batchSize": "batch_size", "maxBatchDelay": "max_batch_delay"}
         names["minWorkers"] = "workers"
         merged = {ours: archived[theirs] for theirs, ours in names.items() if theirs in archived}

@@ -74,6 +74,13 @@ def load_service(name: str, archive: Archive, batch_size: int) -> Any:
     return service
 
 
+def forget(archive: Archive) -> None:
+    """Undo what loading left process-wide: the archive's folder on the import path."""
+    with _LOAD_LOCK:
+        while str(archive.folder) in sys.path:
+            sys.path.remove(str(archive.folder))
+
+
 def _inside(module: Any, folder: str) -> bool:
     file = getattr(module, "__file__", None)
     return isinstance(file, str) and Path(file).resolve().is_relative_to(Path(folder).resolve())
