@@ -8,6 +8,8 @@ HTTP_PORT ?= 8000
 GRPC_PORT ?= 8001
 SKLEARN_EXAMPLE := examples/models/iris_sklearn/model.joblib
 LLM_EXAMPLE := examples/models/tiny_llama/model.safetensors
+EMBED_EXAMPLE := examples/models/tiny_embedder/model.safetensors
+TOOLS_EXAMPLE := build/tiny_llama_tools/model.safetensors
 
 .PHONY: serve test lint format install install-test install-vllm install-torchserve native examples bytecode protos clean fuzz
 
@@ -42,6 +44,7 @@ install-test: $(VENV)/.installed-test
 VLLM_VENV ?= .venv-vllm
 VLLM_PY := $(VLLM_VENV)/bin/python
 VLLM_MODEL := build/tiny_llama_h32/model.safetensors
+VLLM_TOOLS_MODEL := build/tiny_llama_tools_h32/model.safetensors
 
 $(VLLM_VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VLLM_VENV)
@@ -53,7 +56,10 @@ $(VLLM_VENV)/.installed: pyproject.toml
 $(VLLM_MODEL): tests_vllm/build_model.py | $(VENV)/.installed
 	$(PY) tests_vllm/build_model.py build/tiny_llama_h32
 
-install-vllm: $(VLLM_VENV)/.installed $(VLLM_MODEL)
+$(VLLM_TOOLS_MODEL): tests_vllm/build_model.py examples/build_llm.py | $(VENV)/.installed
+	$(PY) tests_vllm/build_model.py --tools build/tiny_llama_tools_h32
+
+install-vllm: $(VLLM_VENV)/.installed $(VLLM_MODEL) $(VLLM_TOOLS_MODEL)
 
 # runtime: torchserve is tested against the real TorchServe (tests_torchserve/): its Python
 # package and torch-model-archiver from PyPI in a venv of their own, its Java frontend on
@@ -79,7 +85,15 @@ $(SKLEARN_EXAMPLE): examples/build_examples.py $(VENV)/.installed
 $(LLM_EXAMPLE): | $(VENV)/.installed
 	$(PY) examples/build_llm.py
 
-examples: $(SKLEARN_EXAMPLE) $(LLM_EXAMPLE)
+# the tiny embedder and reranker (runtime: embedding) are built, not committed: a few seconds
+$(EMBED_EXAMPLE): examples/build_embedding.py | $(VENV)/.installed
+	$(PY) examples/build_embedding.py
+
+# the tiny LLM with hermes tool calls (tests/integration/test_chat_tools.py): built, not committed
+$(TOOLS_EXAMPLE): examples/build_llm.py | $(VENV)/.installed
+	$(PY) examples/build_llm.py --tools
+
+examples: $(SKLEARN_EXAMPLE) $(LLM_EXAMPLE) $(TOOLS_EXAMPLE) $(EMBED_EXAMPLE)
 
 # bytecode for the sources: an editable install has none, and where PYTHONDONTWRITEBYTECODE is
 # set (container images often set it) every start would compile them again (~0.15 s)

@@ -37,9 +37,11 @@ parameters:
 """
 
 
-def model_folder(repo: Path, name: str = MODEL, model_yaml: str = MODEL_YAML) -> Path:
+def model_folder(
+    repo: Path, name: str = MODEL, model_yaml: str = MODEL_YAML, source: Path | None = None
+) -> Path:
     """``repo/name``: the built model's files (linked) with its own model.yaml."""
-    source = build(DEFAULT_OUT)
+    source = source or build(DEFAULT_OUT)
     folder = repo / name
     folder.mkdir(parents=True)
     for path in source.iterdir():
@@ -69,12 +71,17 @@ def free_port() -> int:
 @pytest.fixture(scope="session")
 def vllm_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """vLLM's own OpenAI server on the same model and engine settings."""
+    yield from vllm_server(build(DEFAULT_OUT), tmp_path_factory.mktemp("vllm_server"))
+
+
+def vllm_server(model: Path, logs: Path, *args: str) -> Iterator[str]:
+    """vLLM's own OpenAI server on ``model`` (``args``: more of its flags), until closed."""
     port = free_port()
-    log = tmp_path_factory.mktemp("vllm_server") / "server.log"
+    log = logs / "server.log"
     cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model",
-           str(build(DEFAULT_OUT)), "--served-model-name", MODEL, "--host", "127.0.0.1",
+           str(model), "--served-model-name", MODEL, "--host", "127.0.0.1",
            "--port", str(port), "--dtype", "float32", "--max-num-seqs", "8",
-           "--kv-cache-memory-bytes", str(KV_CACHE_BYTES)]  # fmt: skip
+           "--kv-cache-memory-bytes", str(KV_CACHE_BYTES), *args]  # fmt: skip
     with log.open("w") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"

@@ -52,7 +52,13 @@ def server(
     tmp_path_factory: pytest.TempPathFactory, pki: Pki, key_file: Path
 ) -> Iterator[ServerProcess]:
     repo = tmp_path_factory.mktemp("keys_repo")
-    for model in ("half_plus_two", "greeter_python", "tiny_llama"):
+    for model in (
+        "half_plus_two",
+        "greeter_python",
+        "tiny_llama",
+        "tiny_embedder",
+        "tiny_reranker",
+    ):
         shutil.copytree(EXAMPLES / model, repo / model)
     args = ["--api-key", FLAG_KEY, "--api-key-file", str(key_file)]
     args += ["--grps-default-model", "greeter_python"]
@@ -114,6 +120,11 @@ FAMILIES: list[tuple[str, str, str, dict[str, Any] | None, Shape]] = [
     ("triton-generate", "POST", "/v2/models/tiny_llama/generate",
      {"text_input": "hi", "parameters": {"max_tokens": 2}}, plain),
     ("mindie", "POST", "/infer", {"inputs": "hi", "stream": False}, with_type),
+    ("openai-embeddings", "POST", "/v1/embeddings", {"model": "tiny_embedder", "input": "hi"},
+     openai_shape),
+    ("tei-embed", "POST", "/embed", {"inputs": "hi"}, with_type),
+    ("tei-rerank", "POST", "/rerank", {"query": "q", "texts": ["a"]}, with_type),
+    ("rerank", "POST", "/v1/rerank", {"query": "q", "documents": ["a"]}, openai_shape),
     ("metrics", "GET", "/metrics", None, lambda doc: True),
 ]  # fmt: skip
 

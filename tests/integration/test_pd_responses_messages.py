@@ -23,7 +23,13 @@ REQUESTS = [  # path, body
     ("/v1/responses", {"model": MODEL, "input": "Tell me a story.", "temperature": 0}),
     (
         "/v1/responses",
-        {"model": MODEL, "input": STORY, "instructions": "Be terse.", "max_output_tokens": 9},
+        {
+            "model": MODEL,
+            "input": STORY,
+            "instructions": "Be terse.",
+            "max_output_tokens": 9,
+            "temperature": 0,  # Responses samples at 1 by default: the answers would differ
+        },
     ),
     ("/v1/messages", {"model": MODEL, "messages": STORY, "max_tokens": 60, "temperature": 0}),
     (

@@ -32,6 +32,7 @@ from rosettaserve.core.generation_plane import (
     frames,
 )
 from rosettaserve.core.registry import ModelVersion
+from rosettaserve.core.structured_output import regex
 from rosettaserve.protocols.vllm.rest import CumulativeFramer
 
 
@@ -234,3 +235,15 @@ def test_a_large_chat_is_rendered_off_the_loop() -> None:
     loop_thread = asyncio.run(main())
     assert gen.chats[0] == loop_thread
     assert gen.chats[1].startswith("model-request-work")
+
+
+def test_structured_outputs_through_pd_are_refused_on_vllms_engine_only() -> None:
+    """vLLM's decode side recomputes the prompt and the first token, and its grammar would
+    start again there: a 400 before anything is generated. The built-in engine replays the
+    tokens into its matcher and serves them."""
+    asked = GenerateRequest(sampling=SamplingParams(constraint=regex("[a-z]+", "r")))
+    vllm, llm = ModelVersion("m", "1", "vllm"), ModelVersion("m", "1", "llm")
+    with pytest.raises(InvalidInput, match="not supported with prefill/decode"):
+        can_serve(vllm, Generator(), asked, object())  # type: ignore[arg-type]
+    can_serve(vllm, Generator(), asked, None)  # type: ignore[arg-type]
+    can_serve(llm, Generator(), asked, object())  # type: ignore[arg-type]

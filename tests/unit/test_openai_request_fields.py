@@ -34,25 +34,15 @@ def refused(call: Any, *args: Any, **fields: Any) -> str:
 # -- fields not built ----------------------------------------------------------------------------
 
 NOT_BUILT_VALUES = {
-    "tools": [{"type": "function", "function": {"name": "f"}}],
-    "functions": [{"name": "f"}],
-    "tool_choice": "required",
-    "function_call": {"name": "f"},
     "logit_bias": {"1": 5},
     "suffix": "end",
-    "response_format": {"type": "json_object"},
     "reasoning_effort": "high",
     "modalities": ["text", "audio"],
     "audio": {"voice": "alloy", "format": "wav"},
     "prediction": {"type": "content", "content": "x"},
     "web_search_options": {"search_context_size": "low"},
     "use_beam_search": True,
-    "guided_json": {"type": "object"},
-    "guided_regex": "[a-z]+",
-    "guided_choice": ["yes", "no"],
-    "guided_grammar": "root ::= 'a'",
     "structural_tag": "{}",
-    "structured_outputs": {"json": {}},
     "allowed_token_ids": [1, 2],
     "bad_words": ["no"],
     "logits_processors": ["x"],
@@ -75,6 +65,19 @@ def test_the_table_lists_each_field_tested() -> None:
 def test_a_field_not_built_is_refused_in_chat_and_completions(key: str, value: Any) -> None:
     for call in (chat, completion):
         assert refused(call, **{key: value}) == f"'{key}' is not supported by this server"
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("tools", [{"type": "function", "function": {"name": "f"}}]),
+        ("functions", [{"name": "f"}]),
+        ("tool_choice", "required"),
+        ("function_call", {"name": "f"}),
+    ],
+)
+def test_chat_tools_are_refused_in_completions(key: str, value: Any) -> None:
+    assert refused(completion, **{key: value}) == f"'{key}' is not supported by this server"
 
 
 @pytest.mark.parametrize(

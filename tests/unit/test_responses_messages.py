@@ -24,9 +24,10 @@ from rosettaserve.core.generate import FinishReason, GenerateDelta, Usage
 from rosettaserve.core.structured_output import ConstraintKind, OutputConstraint
 from rosettaserve.core.tools import ChoiceMode
 from rosettaserve.protocols import families
+from rosettaserve.protocols.anthropic import output as anthropic_output
 from rosettaserve.protocols.anthropic import rest as anthropic
 from rosettaserve.protocols.anthropic.schema import messages_request
-from rosettaserve.protocols.openai import responses
+from rosettaserve.protocols.openai import responses, responses_output
 from rosettaserve.protocols.openai.responses_schema import responses_request
 from tests.unit.test_llm_protocols import drain, framed
 
@@ -91,7 +92,7 @@ def test_responses_text_format_is_the_output_constraint() -> None:
     schema = {"type": "object", "properties": {"a": {"type": "integer"}}}
     fmt = {"type": "json_schema", "name": "x", "schema": schema, "strict": True}
     rr = read_responses(text={"format": fmt})
-    spec = orjson.dumps(schema, option=orjson.OPT_SORT_KEYS).decode()
+    spec = orjson.dumps(schema).decode()  # its own key order: the output follows it
     assert rr.generate.sampling.constraint == OutputConstraint(ConstraintKind.JSON_SCHEMA, spec)
     assert rr.text_format == fmt
     json_object = read_responses(text={"format": {"type": "json_object"}})
@@ -130,11 +131,15 @@ def test_responses_tools_without_calls_are_accepted() -> None:
         ({"truncation": "auto"}, "'truncation' is not supported"),
         ({"include": ["message.output_text.logprobs"]}, "'include' is not supported"),
         ({"reasoning": {"effort": "high"}}, "'reasoning' is not supported"),
-        ({"tools": [{"type": "function", "name": "f"}]}, "not supported by this server yet"),
+        ({"tools": [{"type": "function", "name": "f g"}]}, "'tools[0].name' must be 1 to 64"),
+        (
+            {"tools": [{"type": "function", "name": "f", "parameters": {"type": 3}}]},
+            "'tools[0].parameters' is not a valid JSON schema",
+        ),
         ({"tools": [{"type": "web_search"}]}, "'tools[0]' must be a function tool"),
-        ({"tool_choice": {"type": "function", "name": "g"}}, "which 'tools' lacks"),
+        ({"tool_choice": {"type": "function", "name": "g"}}, "named needs 'tools'"),
         ({"tool_choice": "sometimes"}, "'tool_choice' must be"),
-        ({"tool_choice": "required"}, "'tool_choice': 'required' needs 'tools'"),
+        ({"tool_choice": "required"}, "'tool_choice' required needs 'tools'"),
     ],
 )
 def test_responses_refusals(doc: dict[str, Any], says: str) -> None:
@@ -231,7 +236,7 @@ def test_messages_tool_choices_are_read() -> None:
         ({"mcp_servers": [{"url": "x"}]}, "mcp_servers: not supported"),
         ({"output_config": {"effort": "high"}}, "output_config.effort"),
         ({"output_config": {"format": {"type": "regex"}}}, "output_config.format"),
-        ({"tools": [{"name": "calc", "input_schema": {}}]}, "not supported by this server yet"),
+        ({"tools": [{"name": "calc!", "input_schema": {}}]}, "'tools.0.name' must be 1 to 64"),
         ({"tools": [{"type": "bash_20250124", "name": "bash"}]}, "only client tools"),
         ({"tool_choice": {"type": "sometimes"}}, "tool_choice: must be"),
         ({"tool_choice": {"type": "tool", "name": "x"}}, "which tools lacks"),
@@ -297,11 +302,11 @@ def events(chunks: list[bytes]) -> list[tuple[str, dict[str, Any]]]:
     return out
 
 
-def responses_framer(store: BoundedStore[Any] | None = None) -> responses.ResponsesFramer:
+def responses_framer(store: BoundedStore[Any] | None = None) -> responses_output.ResponsesFramer:
     rr = read_responses(stream=True)
-    head = responses.Head("resp_1", "msg_1", 5, "m", rr, store is not None)
+    head = responses_output.Head("resp_1", "msg_1", 5, "m", rr, store is not None)
     plane: Any = type("Plane", (), {"responses": BoundedStore(0) if store is None else store})()
-    return responses.ResponsesFramer(head, responses.Keeper(plane, head, rr.input))
+    return responses_output.ResponsesFramer(head, None, responses.Keeper(plane, head, rr.input))
 
 
 def test_responses_stream_events() -> None:
@@ -400,7 +405,7 @@ def test_messages_stream_failure_is_an_error_event() -> None:
     ],
 )
 def test_anthropic_stop_reasons(finish: FinishReason, stop: Any, expected: Any) -> None:
-    assert anthropic.stop(finish, stop) == expected
+    assert anthropic_output.stop(finish, stop) == expected
 
 
 # -- the store and the families' table -------------------------------------------------------------

@@ -67,11 +67,12 @@ class GenerateRequest:
 class ChatTemplate:
     """How a conversation becomes a prompt beyond its messages: the variables the template is
     rendered with (``add_generation_prompt``, ``continue_final_message``, ``documents``, a
-    request's ``chat_template_kwargs``) and a template of the request's own (None: the
-    model's)."""
+    request's ``chat_template_kwargs``), a template of the request's own (None: the
+    model's) and the tools it offers (in OpenAI's shape, as templates take them; None: none)."""
 
     variables: Mapping[str, Any] = field(default_factory=lambda: {"add_generation_prompt": True})
     template: str | None = None
+    tools: tuple[Mapping[str, Any], ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,8 +11,10 @@ says how the request's deltas are made on this instance.
 
 Nothing long runs on the event loop: a text prompt longer than ``INLINE_PROMPT_CHARS`` is
 checked against the window first (a prompt that cannot fit, whatever its tokens, is refused
-before it is tokenized) and tokenized on the request-work threads (core/executor.py), and a
-chat whose body is larger than ``INLINE_CHAT_BYTES`` is rendered by its template there too.
+before it is tokenized) and tokenized on the request-work threads (core/executor.py), a
+chat whose body is larger than ``INLINE_CHAT_BYTES`` is rendered by its template there too, and
+so is a structured output's grammar compiled, unless the engine has it already
+(core/structured_output.py).
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from rosettaserve.core.generate import (
 )
 from rosettaserve.core.registry import ModelVersion
 from rosettaserve.core.run_at_once import bounded
+from rosettaserve.core.structured_output import prepare_constraint
 
 TEXT_RUNTIMES = ("llm", "vllm")  # the runtimes whose models generate text
 # A longer text prompt is tokenized on the request-work threads, where its tokenizing costs
@@ -149,7 +152,7 @@ class GenerationPlane:
             for mv in sorted(versions, key=lambda v: (v.ready, int(v.version)), reverse=True):
                 if isinstance(mv.model, TextGenerator) and mv.ready:
                     return mv, mv.model
-                if mv.runtime in TEXT_RUNTIMES:  # loading (vLLM's takes ~30 s) or failed
+                if mv.runtime in TEXT_RUNTIMES and not mv.ready:  # loading (vLLM's: ~30 s), failed
                     why = f": {mv.reason}" if mv.reason else ""
                     raise ModelNotReady(f"model '{mv.name}' is not ready ({mv.state.value}){why}")
             if name:
@@ -188,6 +191,7 @@ class GenerationPlane:
             can_serve(mv, generator, request, split)
             with mv:  # in flight while a long prompt is tokenized: unloading waits for it
                 await tokenize_long_prompt(generator, request)
+                await prepare_constraint(generator, request.sampling.constraint)
             stream = split.start(generator, request) if split else generator.generate(request)
         except ServingError as exc:
             if series is not None:
@@ -231,6 +235,11 @@ def can_serve(
 ) -> None:
     """What a request asks that only some engines compute: refused (400) where it would not be
     computed, never served as if it had not been asked."""
+    if request.sampling.constraint is not None and split is not None and mv.runtime == "vllm":
+        raise InvalidInput(  # its decode side recomputes the prompt: vLLM's grammar would restart
+            "structured outputs are not supported with prefill/decode disaggregation on "
+            f"model '{mv.name}' (runtime: vllm); runtime: llm supports them"
+        )
     if request.sampling.prompt_logprobs is not None:
         if split is not None:  # the hand-over between instances does not carry them
             raise InvalidInput(

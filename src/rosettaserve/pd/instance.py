@@ -23,6 +23,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
+from rosettaserve.core.embedding import EMBEDDING_RUNTIMES
 from rosettaserve.core.errors import InvalidInput
 from rosettaserve.core.generation_plane import TEXT_RUNTIMES, GenerationPlane
 from rosettaserve.core.pd_engine import pd_engine
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
     from rosettaserve.pd.prefill import PrefillRole
 
 log = logging.getLogger("rosettaserve.pd")
+SERVED_RUNTIMES = TEXT_RUNTIMES + EMBEDDING_RUNTIMES  # the models the scheduler routes to
 # the routes a PD role splits: every family's POST endpoints (not the ones served whole)
 SPLIT = {("POST", pattern) for pattern in families.POSTS}
 
@@ -128,12 +130,12 @@ class PdInstance:
         return json_response(self.status())
 
     def models(self) -> dict[str, dict[str, str]]:
-        """Every LLM model's versions and their states (READY, LOADING, ...): the scheduler
-        sends a request only where its model is READY."""
+        """Every LLM and embedding model's versions and their states (READY, LOADING, ...):
+        the scheduler sends a request only where its model is READY."""
         registry = self.plane.registry
         found: dict[str, dict[str, str]] = {}
         for name in sorted(registry.model_names()):
-            versions = [v for v in registry.versions(name) or [] if v.runtime in TEXT_RUNTIMES]
+            versions = [v for v in registry.versions(name) or [] if v.runtime in SERVED_RUNTIMES]
             if versions:
                 found[name] = {v.version: v.state.value for v in versions}
         return found

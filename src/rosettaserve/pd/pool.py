@@ -184,6 +184,13 @@ class Pool:
     def pick_decode(self, exclude: set[Instance], wanted: WantedOf = _any_model) -> Instance | None:
         return self._pick(self.decode, exclude, lambda i: (i.active, i.kv_tokens), wanted)
 
+    def pick_any(self, exclude: set[Instance], wanted: WantedOf) -> Instance | None:
+        """For a request one instance serves whole (embeddings, rerank): an instance of either
+        role where its model is READY, the one with the fewest request bytes outstanding."""
+        members = [i for i in self.prefill + self.decode if i.healthy and i.listed]
+        ok = [i for i in self.serving(members, wanted) if i not in exclude]
+        return min(ok, key=lambda i: i.outstanding) if ok else None
+
     def _pick(
         self,
         pool: list[Instance],

@@ -16,6 +16,10 @@ stream breaks fails its requests at once. While no prefill or no decode instance
 request's model READY, the request is refused at once with 503 and ``Retry-After`` (as a
 loading MindIE or vLLM instance answers), in the family's error form.
 
+The routes a family serves whole (``count_tokens``, ...) and the embedding and rerank routes
+(protocols/pooling.py) are not split: each request goes whole to one instance of either role
+that has its model READY, its reply forwarded unchanged.
+
 Header fields between the client and P: forwarding.py. A frame on ``/dresult`` is taken only
 from the decode instance its request was assigned to; any other D's is dropped and logged.
 """
@@ -40,6 +44,7 @@ from rosettaserve.pd.http_client import HttpClientError, PeerClient
 from rosettaserve.pd.options import SchedulerOptions
 from rosettaserve.pd.pool import Instance, Pool, Wanted, model_of
 from rosettaserve.pd.prefill import FAILED_HEADER
+from rosettaserve.protocols import pooling
 from rosettaserve.protocols.families import FAMILIES, POSTS, Family, family_of
 from rosettaserve.web.routing import HttpRequest, HttpResponse, Route, json_response
 
@@ -127,9 +132,11 @@ class Scheduler:
     def routes(self) -> list[Route]:
         # every family's POST endpoint; POST /generate is TGI's unless the body says vLLM
         out = [Route("POST", p, self._handler(f), f.error_response) for p, (f, _) in POSTS.items()]
-        # the routes a family serves whole (count_tokens, ...): answered by a prefill instance
+        # the routes a family serves whole (count_tokens, ...), and embeddings and rerank: no
+        # prefill/decode split, one instance serves each whole
         out += [Route(e.method, e.pattern, self._whole, f.error_response)
                 for f in FAMILIES for e in f.whole]  # fmt: skip
+        out += [Route("POST", e.path, self._whole, e.error_response) for e in pooling.ENDPOINTS]
         return [
             *out,
             Route("GET", "/v1/models", self._models),
@@ -167,11 +174,6 @@ class Scheduler:
     async def _models(self, req: HttpRequest) -> HttpResponse:
         return await self._on_prefill("GET", "/v1/models", timeout=5.0)
 
-    async def _whole(self, req: HttpRequest) -> HttpResponse:
-        target = req.path + ("?" + req.query.decode("latin-1") if req.query else "")
-        headers = forwarding.to_prefill(req.headers)
-        return await self._on_prefill(req.method, target, headers, req.body)
-
     async def _on_prefill(
         self,
         method: str,
@@ -193,6 +195,36 @@ class Scheduler:
             media = got.get("content-type", "application/json")
             return HttpResponse(status, answer, media, forwarding.error_headers(got))
         raise Unavailable("no prefill instance is available")
+
+    async def _whole(self, req: HttpRequest) -> HttpResponse:
+        """A request served whole by an instance of either role that has its model READY, its
+        reply (or error reply) forwarded unchanged; an instance that cannot be reached is marked
+        down and the next one is tried."""
+        tried: set[Instance] = set()
+        last_error = "no instance was tried"
+        headers = forwarding.to_prefill(req.headers)
+        target = quote(req.path, safe="/:@!$&'()*+,;=-._~")
+        target += f"?{req.query.decode('latin-1')}" if req.query else ""
+        self.stats["whole"] += 1
+        while (i := self.pool.pick_any(tried, lambda: model_of(req))) is not None:
+            i.outstanding += len(req.body)
+            try:
+                status, got, body = await self.client.fetch(
+                    i.address, req.method, target, headers=headers, body=req.body,
+                    timeout=self.options.prefill_timeout_s,
+                )  # fmt: skip
+            except HttpClientError as exc:
+                i.down(str(exc))
+                tried.add(i)
+                last_error = f"instance {i.address}: {exc}"
+                continue
+            finally:
+                i.outstanding -= len(req.body)
+            body = forwarding.reply_body(i.address, got, body)
+            media = got.get("content-type", "application/json")
+            return HttpResponse(status, body, media, forwarding.error_headers(got))
+        why = self.pool.unavailable("prefill", tried, lambda: model_of(req))
+        raise Unavailable(f"{why}; last: {last_error}" if tried else why)
 
     # -- one request -----------------------------------------------------------------------------
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rosettaserve.core.dtypes import DTYPES
+from rosettaserve.protocols.tools import PARSERS
 from rosettaserve.repository.declare import (
     Either,
     Flag,
@@ -27,6 +28,7 @@ from rosettaserve.repository.declare import (
 )
 
 ISOLATIONS = ("thread", "process")
+TOOL_PARSERS = tuple(sorted(PARSERS))
 TF_METHODS = ("predict", "classify", "regress")
 LLM_DTYPES = ("float32", "float16", "bfloat16", "float64")
 
@@ -110,6 +112,63 @@ LLM_PARAMETERS = Section(
             "vLLM /generate stream framing: vllm (current) or mindie (vLLM 0.2's, as MindIE)",
             "vllm",
         ),
+        Key(
+            "tool_parser",
+            Text(TOOL_PARSERS),
+            "how chat answers' tool calls are read (vLLM's names; none: no tool_choice auto)",
+            default_doc="none",
+        ),
+    )
+)
+
+EMBEDDING_PARAMETERS = Section(
+    (
+        Key("path", Text(), "a save_pretrained folder elsewhere", default_doc="the version folder"),
+        Key(
+            "task",
+            Text(("embed", "rerank")),
+            "embed: texts to vectors; rerank: a cross-encoder",
+            "embed",
+        ),
+        Key(
+            "pooling",
+            Text(("mean", "cls", "last", "max", "mean_sqrt_len")),
+            "token vectors to one (embed)",
+            default_doc="the sentence-transformers folder's, else mean",
+        ),
+        Key(
+            "normalize",
+            Flag(),
+            "unit-length vectors (embed)",
+            default_doc="the folder's Normalize module, else true",
+        ),
+        Key(
+            "max_length",
+            Integer(1),
+            "tokens read per text; the rest is cut",
+            default_doc="sentence_bert_config's max_seq_length, else the tokenizer's",
+        ),
+        Key(
+            "matryoshka_dimensions",
+            ListOf(Integer(1)),
+            "sizes OpenAI's `dimensions` may cut a vector to",
+            default_doc="config.json's matryoshka_dimensions, else none",
+        ),
+        Key("batch_tokens", Integer(1), "rows x longest row of one forward pass", 8192),
+        Key(
+            "max_chars",
+            Integer(0),
+            "a longer text is refused (400), not tokenized whole (0: no limit)",
+            default_doc="64 x max_length, at least 16384",
+        ),
+        Key("device", Text(), "torch device, e.g. cuda", "cpu"),
+        Key("dtype", Text(("float32", "float16", "bfloat16")), "weights' dtype", "float32"),
+        Key(
+            "threads",
+            Integer(1, 1024),
+            "torch intra-op threads (process-wide)",
+            default_doc="torch's default",
+        ),
     )
 )
 
@@ -143,6 +202,12 @@ VLLM_DTYPES = ("auto", "float32", "float16", "bfloat16")
 VLLM_PARAMETERS = Section(
     (
         Key("path", Text(), "a save_pretrained folder elsewhere", default_doc="the version folder"),
+        Key(
+            "task",
+            Text(("generate", "embed", "rerank")),
+            "generate: an LLM; embed, rerank: a pooling model on the embedding routes",
+            "generate",
+        ),
         Key("dtype", Text(VLLM_DTYPES), "weights' dtype (vLLM's auto: bfloat16 on CPU)", "float32"),
         Key(
             "max_model_len",
@@ -201,6 +266,12 @@ VLLM_PARAMETERS = Section(
             "vLLM /generate stream framing: vllm (current) or mindie (vLLM 0.2's, as MindIE)",
             "vllm",
         ),
+        Key(
+            "tool_parser",
+            Text(TOOL_PARSERS),
+            "how chat answers' tool calls are read (vLLM's names; none: no tool_choice auto)",
+            default_doc="none",
+        ),
     )
 )
 
@@ -237,8 +308,16 @@ RUNTIMES: dict[str, Runtime] = {
             "llm",
         ),
         Runtime(
+            "embedding",
+            "rosettaserve.runtimes.embedding:EmbeddingModel",
+            "a transformers or sentence-transformers folder: texts to vectors, or a cross-encoder",
+            EMBEDDING_PARAMETERS,
+            ("torch", "transformers"),
+            "llm",
+        ),
+        Runtime(
             "vllm",
-            "rosettaserve.runtimes.vllm:VllmModel",
+            "rosettaserve.runtimes.vllm:create",
             "the same folder served by vLLM's engine (V1 AsyncLLM), in a venv of its own",
             VLLM_PARAMETERS,
             ("vllm",),

@@ -19,7 +19,7 @@ from rosettaserve.observability.metrics import Metrics, Snapshot, metrics_route,
 from rosettaserve.observability.startup import model_line, say, summary_line
 from rosettaserve.observability.trend import Trend
 from rosettaserve.pd.instance import PdInstance
-from rosettaserve.protocols import families
+from rosettaserve.protocols import families, pooling
 from rosettaserve.protocols.grps import grpc as grps_grpc
 from rosettaserve.protocols.grps import rest as grps_rest
 from rosettaserve.protocols.grps.api import GrpsApi
@@ -83,6 +83,7 @@ class Server:
         peers = security.peer_client(settings.security)
         self.pd = PdInstance(settings.role, settings.pd, self.generation, peers)
         routes += self.pd.wrap(families.routes(self.generation)) + self.pd.routes()
+        routes += pooling.routes(self.dataplane)  # embeddings and rerank: tensor models
         self.trend = Trend(self.snapshots)  # grps's monitor series, sampled once asked
         routes += status_page.routes(self.status) + grps_rest.monitor_routes(self.trend)
         if settings.metrics_port is None:

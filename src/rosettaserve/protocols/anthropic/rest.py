@@ -4,18 +4,16 @@ The messages are rendered and generated as a chat completion of the same message
 greedy text is the same. Errors are Anthropic's ``{"type": "error", "error": {"type",
 "message"}}`` with its status codes (a full queue is its 529 ``overloaded_error``); a stream
 that fails after it began ends with an ``error`` event. The answer holds one ``text`` block;
-``tool_use`` blocks wait for the tool parsers (requests that would need them are refused in
-schema.py).
+with ``tools`` the request gets the tool plan chat gets (protocols/tools/choice.py), and
+the calls are ``tool_use`` blocks (output.py).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import orjson
-
 from rosettaserve.core.errors import Overloaded, ServingError
-from rosettaserve.core.generate import FinishReason, GenerateDelta, Usage, json_object
+from rosettaserve.core.generate import ChatTemplate, Usage, json_object
 from rosettaserve.core.generation_plane import (
     GenerationPlane,
     Split,
@@ -23,9 +21,12 @@ from rosettaserve.core.generation_plane import (
     reply_identity,
     tokenized,
 )
+from rosettaserve.core.tools import ChoiceMode
 from rosettaserve.protocols.anthropic import schema
+from rosettaserve.protocols.anthropic.output import Framer, event, whole
 from rosettaserve.protocols.llm_http import SSE_HEADERS, Endpoint, streamed
 from rosettaserve.protocols.openai.schema import chat_messages
+from rosettaserve.protocols.tools.choice import family_plan, template_tools
 from rosettaserve.web.routing import HttpRequest, HttpResponse, json_response
 
 FAMILY = "anthropic"
@@ -56,47 +57,9 @@ def error_response(exc: ServingError) -> HttpResponse:
     return json_response(error_doc(exc), error_status(exc), exc.headers)
 
 
-def event(kind: str, doc: dict[str, Any]) -> bytes:
-    return b"event: " + kind.encode() + b"\ndata: " + orjson.dumps(doc) + b"\n\n"
-
-
 def stream_error(exc: ServingError, first: bytes) -> bytes:
     """The last event of a stream that failed after it began."""
     return event("error", error_doc(exc))
-
-
-def stop(reason: FinishReason | None, stop_reason: str | int | None) -> tuple[str, str | None]:
-    """Anthropic's ``stop_reason`` and ``stop_sequence``."""
-    if reason is FinishReason.LENGTH:
-        return "max_tokens", None
-    if reason is FinishReason.STOP and isinstance(stop_reason, str):
-        return "stop_sequence", stop_reason
-    return "end_turn", None
-
-
-def _usage(input_tokens: int, output_tokens: int) -> dict[str, int]:
-    return {
-        "input_tokens": input_tokens,
-        "output_tokens": output_tokens,
-        "cache_creation_input_tokens": 0,
-        "cache_read_input_tokens": 0,
-    }
-
-
-def message(
-    msg_id: str, model: str, text: str | None, stopped: tuple[str | None, str | None], usage: Usage
-) -> dict[str, Any]:
-    """The message object (``text`` None: its content not begun, as message_start has it)."""
-    return {
-        "id": msg_id,
-        "type": "message",
-        "role": "assistant",
-        "model": model,
-        "content": [] if text is None else [{"type": "text", "text": text}],
-        "stop_reason": stopped[0],
-        "stop_sequence": stopped[1],
-        "usage": _usage(usage.prompt_tokens, usage.completion_tokens),
-    }
 
 
 # -- the routes ----------------------------------------------------------------------------------
@@ -106,8 +69,11 @@ async def messages(plane: GenerationPlane, req: HttpRequest, split: Split | None
     doc = json_object(req.body)
     mv, gen = plane.find(schema.model_name(doc))
     mr = schema.messages_request(doc, gen.info.max_stop_sequences)
+    plan, chat = family_plan(
+        mr.tools, mr.tool_choice, gen.info.options, mv.name, mr.generate.sampling
+    )
     # read as chat's messages are, so the template renders what the chat completion would
-    prompt = await chat_prompt(gen, chat_messages(mr.messages), len(req.body))
+    prompt = await chat_prompt(gen, chat_messages(mr.messages), len(req.body), chat)
     # message_start says how many tokens the prompt has: it is tokenized here, once
     mr.generate.prompt_token_ids = await tokenized(gen, prompt, False)
     raw, _ = reply_identity(split, "msg")
@@ -115,13 +81,11 @@ async def messages(plane: GenerationPlane, req: HttpRequest, split: Split | None
     mr.generate.request_id = msg_id
     generation = await plane.generate(FAMILY, mv, gen, mr.generate, split)
     if mr.generate.stream:
-        framer = MessagesFramer(msg_id, mv.name, len(mr.generate.prompt_token_ids))
+        framer = MessagesFramer(msg_id, mv.name, len(mr.generate.prompt_token_ids), plan)
         return streamed(framer, generation, headers=SSE_HEADERS)
     c = (await generation.collect())[0]
     usage = c.usage or Usage(len(mr.generate.prompt_token_ids), len(c.token_ids))
-    return json_response(
-        message(msg_id, mv.name, c.text, stop(c.finish_reason, c.stop_reason), usage)
-    )
+    return json_response(whole(msg_id, mv.name, plan, c, usage))
 
 
 async def count_tokens(
@@ -130,8 +94,10 @@ async def count_tokens(
     doc = json_object(req.body)
     mv, gen = plane.find(schema.model_name(doc))
     mr = schema.messages_request(doc, gen.info.max_stop_sequences, counting=True)
+    offered = mr.tools and mr.tool_choice.mode is not ChoiceMode.NONE  # as messages renders them
+    chat = ChatTemplate(tools=template_tools(mr.tools)) if offered else None
     with mv:  # in flight while it is rendered and tokenized: unloading waits for it
-        prompt = await chat_prompt(gen, chat_messages(mr.messages), len(req.body))
+        prompt = await chat_prompt(gen, chat_messages(mr.messages), len(req.body), chat)
         ids = await tokenized(gen, prompt, False)
     return json_response({"input_tokens": len(ids)})
 
@@ -140,43 +106,8 @@ ENDPOINTS = [Endpoint("POST", "/v1/messages", messages, "messages")]
 WHOLE = [Endpoint("POST", "/v1/messages/count_tokens", count_tokens)]  # generates nothing
 
 
-class MessagesFramer:
-    """message_start, the text block's start and a ping, its text deltas, then its stop,
-    message_delta (stop_reason, output tokens) and message_stop."""
-
-    def __init__(self, msg_id: str, model: str, input_tokens: int) -> None:
-        self.msg_id, self.model, self.input_tokens = msg_id, model, input_tokens
-
-    def head(self) -> bytes:
-        start = message(self.msg_id, self.model, None, (None, None), Usage(self.input_tokens, 0))
-        return (
-            event("message_start", {"type": "message_start", "message": start})
-            + event("content_block_start", {"type": "content_block_start", "index": 0,
-                                            "content_block": {"type": "text", "text": ""}})
-            + event("ping", {"type": "ping"})
-        )  # fmt: skip
-
-    def seen(self, delta: GenerateDelta) -> None:
-        """Nothing to remember: the usage comes with the last delta."""
-
-    def chunk(self, delta: GenerateDelta) -> bytes:
-        out = b""
-        if delta.text:
-            text = {"type": "text_delta", "text": delta.text}
-            out = event("content_block_delta", {"type": "content_block_delta", "index": 0,
-                                                "delta": text})  # fmt: skip
-        if delta.finish_reason is None:
-            return out
-        reason, sequence = stop(delta.finish_reason, delta.stop_reason)
-        tokens = delta.usage.completion_tokens if delta.usage else 0
-        return (
-            out
-            + event("content_block_stop", {"type": "content_block_stop", "index": 0})
-            + event("message_delta", {"type": "message_delta",
-                                      "delta": {"stop_reason": reason, "stop_sequence": sequence},
-                                      "usage": {"output_tokens": tokens}})
-            + event("message_stop", {"type": "message_stop"})
-        )  # fmt: skip
+class MessagesFramer(Framer):
+    """The stream's events (output.py), and the ``error`` event of a stream that failed."""
 
     def tail(self) -> bytes:
         return b""

@@ -21,8 +21,9 @@ import orjson
 from rosettaserve.core.errors import InvalidInput
 from rosettaserve.core.generate import Fields, GenerateRequest
 from rosettaserve.core.sampling_fields import Field, SamplingTable, read_sampling
-from rosettaserve.core.structured_output import ConstraintKind, OutputConstraint
+from rosettaserve.core.structured_output import OutputConstraint, json_schema
 from rosettaserve.core.tools import ChoiceMode, ToolChoice, ToolSpec
+from rosettaserve.protocols.tools.choice import check_choice, check_tool
 
 ROLES = ("user", "assistant")
 SKIPPED_BLOCKS = ("thinking", "redacted_thinking")
@@ -73,11 +74,6 @@ def messages_request(doc: dict[str, Any], max_stop: int, counting: bool = False)
     request = GenerateRequest(sampling=params, stream=f.boolean("stream", False))
     request.add_special_tokens = False  # the chat template's text has them (as chat's default)
     tools, choice = tools_of(doc.get("tools"), doc.get("tool_choice"))
-    if tools and choice.mode is not ChoiceMode.NONE and not counting:
-        raise InvalidInput(
-            "tools: a tool_choice other than none is not supported by this server yet on "
-            "/v1/messages (tool_use blocks are not produced)"
-        )
     messages = system_messages(doc.get("system")) + chat_messages(doc.get("messages"))
     return MessagesRequest(model, request, messages, tools, choice)
 
@@ -93,8 +89,7 @@ def output_constraint(config: Fields) -> OutputConstraint | None:
         raise InvalidInput("output_config.format: must be {type: json_schema, schema}")
     if not isinstance(fmt.get("schema"), dict):
         raise InvalidInput("output_config.format.schema: must be a JSON schema object")
-    spec = orjson.dumps(fmt["schema"], option=orjson.OPT_SORT_KEYS).decode()
-    return OutputConstraint(ConstraintKind.JSON_SCHEMA, spec)
+    return json_schema(fmt["schema"], "output_config.format.schema")  # (its key order)
 
 
 # -- tools ---------------------------------------------------------------------------------------
@@ -102,10 +97,13 @@ def output_constraint(config: Fields) -> OutputConstraint | None:
 
 def tools_of(tools: Any, choice: Any) -> tuple[tuple[ToolSpec, ...], ToolChoice]:
     """``tools`` (``{name, description, input_schema}``) and ``tool_choice`` (``{type: auto |
-    any | tool | none, name, disable_parallel_tool_use}``)."""
+    any | tool | none, name, disable_parallel_tool_use}``; auto by default), checked as chat's
+    are."""
     if tools is not None and not isinstance(tools, list):
         raise InvalidInput("tools: must be a list of tools")
     specs = tuple(_tool(i, t) for i, t in enumerate(tools or []))
+    for i, spec in enumerate(specs):
+        check_tool(spec, f"tools.{i}")
     if choice is None:
         return specs, ToolChoice()
     kind = choice.get("type") if isinstance(choice, dict) else None
@@ -120,7 +118,9 @@ def tools_of(tools: Any, choice: Any) -> tuple[tuple[ToolSpec, ...], ToolChoice]
     name = choice.get("name") if kind == "tool" else ""
     if kind == "tool" and not any(s.name == name for s in specs):
         raise InvalidInput(f"tool_choice: names tool {name!r}, which tools lacks")
-    return specs, ToolChoice(modes[kind], str(name), parallel)
+    picked = ToolChoice(modes[kind], str(name), parallel)
+    check_choice(specs, picked, "tool_choice")
+    return specs, picked
 
 
 def _tool(i: int, tool: Any) -> ToolSpec:

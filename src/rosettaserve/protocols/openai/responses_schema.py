@@ -15,14 +15,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
 from rosettaserve.core.errors import InvalidInput
 from rosettaserve.core.generate import SEED_MAX, Fields, GenerateRequest
 from rosettaserve.core.sampling_fields import Field, SamplingTable, read_sampling
-from rosettaserve.core.structured_output import ConstraintKind, OutputConstraint
+from rosettaserve.core.structured_output import OutputConstraint, json_object, json_schema
 from rosettaserve.core.tools import ChoiceMode, ToolChoice, ToolSpec
 from rosettaserve.protocols.openai.schema import model_name, refuse_not_built
+from rosettaserve.protocols.tools.choice import check_choice, check_tool
 
 ROLES = ("user", "system", "developer", "assistant")
 TEXT_PARTS = ("input_text", "output_text", "text")
@@ -79,13 +78,9 @@ def responses_request(doc: dict[str, Any], max_stop: int) -> ResponsesRequest:
     params.constraint = constraint(text_format)
     request = GenerateRequest(sampling=params, stream=f.boolean("stream", False))
     request.add_special_tokens = False  # the chat template's text has them (as chat's default)
-    tools, choice = tools_of(doc.get("tools"), doc.get("tool_choice"))
-    if tools and choice.mode is not ChoiceMode.NONE:  # (the model's tool parser reads calls)
-        raise InvalidInput(
-            "'tools' with a 'tool_choice' other than 'none' is not supported by this server yet "
-            "on /v1/responses: function_call output items are not produced"
-        )
-    choice = ToolChoice(choice.mode, choice.name, f.boolean("parallel_tool_calls", True))
+    tools, choice = tools_of(
+        doc.get("tools"), doc.get("tool_choice"), f.boolean("parallel_tool_calls", True)
+    )
     out = ResponsesRequest(
         model,
         request,
@@ -140,33 +135,34 @@ def _text_format(text: Fields) -> dict[str, Any]:
 def constraint(fmt: Mapping[str, Any]) -> OutputConstraint | None:
     """What ``text.format`` asks the output to match (None: free text)."""
     if fmt["type"] == "json_object":
-        return OutputConstraint(ConstraintKind.JSON_OBJECT, "")
-    if fmt["type"] == "json_schema":
-        spec = orjson.dumps(fmt["schema"], option=orjson.OPT_SORT_KEYS).decode()
-        return OutputConstraint(ConstraintKind.JSON_SCHEMA, spec)
+        return json_object()
+    if fmt["type"] == "json_schema":  # in its own key order, as chat's response_format
+        return json_schema(fmt["schema"], "text.format.schema")
     return None
 
 
 # -- tools ---------------------------------------------------------------------------------------
 
 
-def tools_of(tools: Any, choice: Any) -> tuple[tuple[ToolSpec, ...], ToolChoice]:
-    """``tools`` (function tools: ``{type: function, name, description, parameters}``) and
-    ``tool_choice`` (none | auto | required | ``{type: function, name}``)."""
+def tools_of(
+    tools: Any, choice: Any, parallel: bool = True
+) -> tuple[tuple[ToolSpec, ...], ToolChoice]:
+    """``tools`` (function tools: ``{type: function, name, description, parameters, strict}``)
+    and ``tool_choice`` (none | auto | required | ``{type: function, name}``; auto by default),
+    checked as chat's are."""
     if tools is not None and not isinstance(tools, list):
         raise InvalidInput("'tools' must be a list of function tools")
     specs = tuple(_tool(i, t) for i, t in enumerate(tools or []))
-    if choice == "required" and not specs:
-        raise InvalidInput("'tool_choice': 'required' needs 'tools'")
+    for i, spec in enumerate(specs):
+        check_tool(spec, f"tools[{i}]")
     if choice is None or choice in ("auto", "none", "required"):
-        mode = ChoiceMode(choice or "auto")
-        return specs, ToolChoice(mode)
-    if isinstance(choice, dict) and choice.get("type") == "function":
-        name = choice.get("name")
-        if not any(s.name == name for s in specs):
-            raise InvalidInput(f"'tool_choice' names function {name!r}, which 'tools' lacks")
-        return specs, ToolChoice(ChoiceMode.NAMED, str(name))
-    raise InvalidInput("'tool_choice' must be none, auto, required or {type: function, name}")
+        picked = ToolChoice(ChoiceMode(choice or "auto"), parallel=parallel)
+    elif isinstance(choice, dict) and choice.get("type") == "function":
+        picked = ToolChoice(ChoiceMode.NAMED, str(choice.get("name")), parallel)
+    else:
+        raise InvalidInput("'tool_choice' must be none, auto, required or {type: function, name}")
+    check_choice(specs, picked, "tool_choice")
+    return specs, picked
 
 
 def _tool(i: int, tool: Any) -> ToolSpec:

@@ -6,6 +6,10 @@ clients (protocols/tfserving/rest.py, with ``convert.model_card`` from here).
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import Any
+
+from rosettaserve.core import embedding
 from rosettaserve.core.errors import ServingError
 from rosettaserve.core.generate import GenerateDelta, TextGenerator, Usage, json_object, total_usage
 from rosettaserve.core.generation_plane import (
@@ -16,8 +20,9 @@ from rosettaserve.core.generation_plane import (
 )
 from rosettaserve.core.registry import ModelVersion
 from rosettaserve.protocols.llm_http import SSE_HEADERS, Endpoint, streamed
-from rosettaserve.protocols.openai import convert, schema
+from rosettaserve.protocols.openai import convert, schema, tools
 from rosettaserve.protocols.openai.convert import Reply
+from rosettaserve.protocols.tools.choice import ToolPlan, tool_plan
 from rosettaserve.web.routing import HttpRequest, HttpResponse, json_response
 
 FAMILY = "openai"
@@ -38,15 +43,29 @@ async def chat(plane: GenerationPlane, req: HttpRequest, split: Split | None) ->
     info = gen.info
     trusted = plane.trust_request_chat_template
     oa, messages = schema.chat_request(doc, info.max_n, info.max_stop_sequences, trusted)
+    plan = _tool_plan(oa, info.options, mv.name)
     oa.generate.prompt = await chat_prompt(gen, messages, len(req.body), oa.chat)
     reply = Reply("chat", mv.name, *reply_identity(split, "chatcmpl"))
     oa.generate.request_id = reply.id
     generation = await plane.generate(FAMILY, mv, gen, oa.generate, split)
     if oa.generate.stream:
-        return streamed(ChatFramer(reply, oa), generation, headers=SSE_HEADERS)
+        return streamed(ChatFramer(reply, oa, plan), generation, headers=SSE_HEADERS)
     done = await generation.collect()
     body = convert.chat_completion(reply, done, total_usage(done), oa.top_logprobs is not None)
+    if plan is not None and plan.parser is not None:
+        tools.answer_choices(body, done, plan, oa.tools is not None and oa.tools.legacy)
     return json_response(body)
+
+
+def _tool_plan(oa: schema.OpenAIRequest, options: Any, model: str) -> ToolPlan | None:
+    """The request's tools: offered through the template, and how they are chosen."""
+    if oa.tools is None or not oa.tools.specs:
+        return None
+    plan = tool_plan(oa.tools.specs, oa.tools.choice, options, model)
+    plan.apply(oa.generate.sampling)
+    if plan.offered and oa.chat is not None:
+        oa.chat = replace(oa.chat, tools=oa.tools.wire)
+    return plan
 
 
 async def completions(
@@ -68,6 +87,10 @@ async def completions(
 
 async def models(plane: GenerationPlane, req: HttpRequest, split: Split | None) -> HttpResponse:
     cards = [_card(mv, gen) for mv, gen in plane.generators()]
+    cards += [
+        convert.model_card(mv.name, info.created, info.max_tokens)
+        for mv, info in embedding.served(plane.dataplane)
+    ]
     return json_response({"object": "list", "data": cards})
 
 
@@ -92,10 +115,14 @@ def _echo(gen: TextGenerator, oa: schema.OpenAIRequest) -> str:
 class ChatFramer:
     """chat.completion.chunk events: the role first, then the content, then usage and [DONE]."""
 
-    def __init__(self, reply: Reply, oa: schema.OpenAIRequest) -> None:
+    def __init__(
+        self, reply: Reply, oa: schema.OpenAIRequest, plan: ToolPlan | None = None
+    ) -> None:
         self.reply, self.n = reply, oa.generate.n
         self.logprobs, self.with_usage = oa.top_logprobs is not None, oa.include_usage
         self.usages: dict[int, Usage] = {}
+        self.calls = tools.ToolDeltas(plan) if plan is not None and plan.parser else None
+        self.legacy = oa.tools is not None and oa.tools.legacy  # answered as function_call
 
     def head(self) -> bytes:
         roles = [convert.chat_role_choice(i) for i in range(self.n)]
@@ -104,13 +131,32 @@ class ChatFramer:
     def seen(self, delta: GenerateDelta) -> None:
         if delta.usage is not None:
             self.usages[delta.index] = delta.usage
+        if self.calls is not None:
+            self.calls.feed(delta)
 
     def chunk(self, delta: GenerateDelta) -> bytes:
+        if self.calls is not None:
+            return self._tool_chunk(delta)
         self.seen(delta)
         if delta.text or delta.finish_reason is not None or self.logprobs:
             choice = convert.chat_delta_choice(delta, self.logprobs)
             return convert.chat_chunk(self.reply, [choice], self.with_usage)
         return b""
+
+    def _tool_chunk(self, delta: GenerateDelta) -> bytes:
+        """The delta read by the tool parser: its content and its call pieces."""
+        assert self.calls is not None
+        if delta.usage is not None:
+            self.usages[delta.index] = delta.usage
+        content, calls, called = self.calls.feed(delta)
+        pieces = tools.delta_calls(calls, self.legacy)
+        if not (content or pieces or delta.finish_reason is not None or self.logprobs):
+            return b""
+        choice = convert.chat_delta_choice(replace(delta, text=content), self.logprobs)
+        choice["delta"] |= pieces
+        if called and delta.finish_reason is not None:
+            choice["finish_reason"] = "function_call" if self.legacy else "tool_calls"
+        return convert.chat_chunk(self.reply, [choice], self.with_usage)
 
     def tail(self) -> bytes:
         if not self.with_usage:

@@ -3,8 +3,9 @@
 Every field of OpenAI's API and of vLLM's OpenAI server is either built as vLLM builds it or,
 set to anything that would change the answer, refused with a 400 (``NOT_BUILT``); fields that
 change nothing of the answer (``user``, ``store``, ``metadata``, ``service_tier``,
-``parallel_tool_calls``, ``request_id``, ``length_penalty`` without beam search, ...) are
-accepted. vLLM's chat template fields (``chat_templates.py``) are built.
+``request_id``, ``length_penalty`` without beam search, ...) are
+accepted. vLLM's chat template fields (``chat_templates.py``) and chat's tools (``tools.py``)
+are built.
 """
 
 from __future__ import annotations
@@ -24,7 +25,9 @@ from rosettaserve.core.sampling_fields import (
     read_sampling,
     refuse_unspaced_special_tokens,
 )
+from rosettaserve.core.structured_output import OPENAI_FORMS, read_constraint
 from rosettaserve.protocols.openai.chat_templates import chat_template
+from rosettaserve.protocols.openai.tools import ChatTools, message_extras, read_tools
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
 MAX_TOP_LOGPROBS = 20  # vLLM's default max_logprobs
@@ -33,13 +36,8 @@ COMPLETIONS_DEFAULT_MAX_TOKENS = 16  # OpenAI's default for /v1/completions
 # the neutral values listed, which change nothing; anything else is a 400.
 NOT_BUILT: Mapping[str, tuple[Any, ...]] = {
     # OpenAI's
-    "tools": (),
-    "functions": (),
-    "tool_choice": ("none", "auto"),  # without tools, as good as none
-    "function_call": ("none", "auto"),
     "logit_bias": (),
     "suffix": (),
-    "response_format": ({"type": "text"},),
     "reasoning_effort": (),
     "modalities": (["text"],),
     "audio": (),
@@ -47,12 +45,7 @@ NOT_BUILT: Mapping[str, tuple[Any, ...]] = {
     "web_search_options": (),
     # vLLM's
     "use_beam_search": (),
-    "guided_json": (),
-    "guided_regex": (),
-    "guided_choice": (),
-    "guided_grammar": (),
     "structural_tag": (),
-    "structured_outputs": (),
     "allowed_token_ids": (),
     "bad_words": (),
     "logits_processors": (),
@@ -66,6 +59,13 @@ NOT_BUILT: Mapping[str, tuple[Any, ...]] = {
     "vllm_xargs": (),
 }
 CHAT_NOT_BUILT: Mapping[str, tuple[Any, ...]] = {"echo": ()}  # vLLM's chat echo
+# chat's tools (tools.py) have no meaning for a completion
+COMPLETIONS_NOT_BUILT: Mapping[str, tuple[Any, ...]] = {
+    "tools": (),
+    "functions": (),
+    "tool_choice": ("none", "auto"),  # without tools, as good as none
+    "function_call": ("none", "auto"),
+}
 
 
 @dataclass
@@ -76,6 +76,7 @@ class OpenAIRequest:
     echo: bool = False  # completions: the prompt comes first in the text
     top_logprobs: int | None = None  # None: no logprobs asked
     chat: ChatTemplate | None = None  # chat: how the messages become the prompt
+    tools: ChatTools | None = None  # chat: the tools offered and how to choose among them
 
 
 # OpenAI's sampling fields, with the extras vLLM's OpenAI server accepts (top_k, penalties...)
@@ -147,12 +148,14 @@ def chat_request(
     params = read_sampling(f, SAMPLING, max_stop)
     refuse_unspaced_special_tokens(f, params)
     params.logprobs, params.top_logprobs = want, top or 0
+    params.constraint = read_constraint(doc, OPENAI_FORMS)
     prompt_logprobs(f, params, stream)
     request = GenerateRequest(sampling=params, n=n, stream=stream)
     request.add_special_tokens = f.boolean("add_special_tokens", False)  # vLLM's chat default
     chat = chat_template(f, trusted_template)
     top_logprobs = (top or 0) if want else None
     oa = OpenAIRequest(model, request, include_usage, top_logprobs=top_logprobs, chat=chat)
+    oa.tools = read_tools(f)
     return oa, messages
 
 
@@ -168,7 +171,9 @@ def _message(i: int, message: Any) -> dict[str, Any]:
     role = message.get("role")
     if role not in ROLES:
         raise InvalidInput(f"'messages[{i}].role' must be one of {', '.join(ROLES)}, got {role!r}")
-    return {"role": role, "content": _content(i, message.get("content"))}
+    return {"role": role, "content": _content(i, message.get("content"))} | message_extras(
+        i, message
+    )
 
 
 def _content(i: int, content: Any) -> str:
@@ -188,11 +193,12 @@ def _content(i: int, content: Any) -> str:
 
 def completion_request(doc: dict[str, Any], max_n: int, max_stop: int) -> OpenAIRequest:
     f = Fields(doc)
-    model, n, stream, include_usage = _common(f, max_n)
+    model, n, stream, include_usage = _common(f, max_n, {**NOT_BUILT, **COMPLETIONS_NOT_BUILT})
     top = f.integer("logprobs", None, 0, MAX_TOP_LOGPROBS)
     params = read_sampling(f, COMPLETIONS_SAMPLING, max_stop)
     refuse_unspaced_special_tokens(f, params)
     params.logprobs, params.top_logprobs = top is not None, top or 0
+    params.constraint = read_constraint(doc, OPENAI_FORMS)
     prompt_logprobs(f, params, stream)
     request = GenerateRequest(sampling=params, n=n, stream=stream)
     request.add_special_tokens = f.boolean("add_special_tokens", True)  # vLLM's default

@@ -18,6 +18,7 @@ from rosettaserve.core.sampling_fields import (
     SamplingTable,
     read_sampling,
 )
+from rosettaserve.core.structured_output import TGI_FORMS, read_constraint
 
 DEFAULT_MAX_NEW_TOKENS = 100  # TGI's router default
 MAX_TOP_N_TOKENS = 20
@@ -66,8 +67,6 @@ def tgi_request(doc: dict[str, Any], max_stop: int, stream: bool | None = None) 
     p = f.object("parameters")
     if (p.integer("best_of", None, 1) or 1) > 1:
         raise InvalidInput("'parameters.best_of' above 1 is not supported by this server")
-    if p.doc.get("grammar") is not None:
-        raise InvalidInput("'parameters.grammar' is not supported by this server")
     streaming = f.boolean("stream", False) if stream is None else stream
     decoder_input_details = p.boolean("decoder_input_details", False)
     if streaming and decoder_input_details:
@@ -75,6 +74,7 @@ def tgi_request(doc: dict[str, Any], max_stop: int, stream: bool | None = None) 
     params = read_sampling(p, SAMPLING, max_stop)
     top_n = p.integer("top_n_tokens", 0, 0, MAX_TOP_N_TOKENS) or 0
     params.logprobs, params.top_logprobs = True, top_n
+    params.constraint = read_constraint(p.doc, TGI_FORMS, "parameters")
     request = GenerateRequest(prompt=inputs_text(doc), sampling=params, stream=streaming)
     return TgiRequest(
         generate=request,

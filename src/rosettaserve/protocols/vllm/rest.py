@@ -27,6 +27,7 @@ from rosettaserve.core.sampling_fields import (
     read_sampling,
     refuse_unspaced_special_tokens,
 )
+from rosettaserve.core.structured_output import VLLM_FORMS, read_constraint
 from rosettaserve.protocols.llm_http import streamed
 from rosettaserve.web.routing import HttpResponse, json_response
 
@@ -38,6 +39,7 @@ ACCEPTED = {
     "presence_penalty", "frequency_penalty", "repetition_penalty", "max_tokens", "min_tokens",
     "stop", "stop_token_ids", "ignore_eos", "seed", "logprobs", "prompt_logprobs",
     "skip_special_tokens", "include_stop_str_in_output", "spaces_between_special_tokens",
+    *(form.key for form in VLLM_FORMS),
 }  # fmt: skip
 SAMPLING = SamplingTable(
     fields=(
@@ -89,6 +91,7 @@ def sampling(f: Fields, max_n: int, max_stop: int) -> tuple[SamplingParams, int]
     f.integer("logprobs", None, 0, MAX_LOGPROBS)  # accepted: the simple API never returns them
     # asked of the engine (which computes them, as vLLM does, or refuses), never returned either
     params.prompt_logprobs = f.integer("prompt_logprobs", None, 0, MAX_LOGPROBS)
+    params.constraint = read_constraint(f.doc, VLLM_FORMS)
     return params, n
 
 

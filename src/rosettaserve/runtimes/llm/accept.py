@@ -37,6 +37,8 @@ class Deltas:
             text, stop = seq.text.push(seq.detok.push(token))
             if stop is not None:
                 finish, stop_reason = FinishReason.STOP, stop
+            elif seq.grammar is not None and seq.grammar.ended:  # (it took a stop token)
+                finish = FinishReason.STOP
             elif len(seq.output_ids) >= seq.max_new_tokens:
                 finish = FinishReason.LENGTH
         if finish is not None and not isinstance(stop_reason, str):

@@ -36,11 +36,7 @@ from typing import Any
 import torch
 
 from rosettaserve.core.errors import InvalidInput, ModelError, Overloaded, ServingError
-from rosettaserve.core.generate import (
-    GenerateRequest,
-    GeneratorInfo,
-    SamplingParams,
-)
+from rosettaserve.core.generate import GenerateRequest, GeneratorInfo, SamplingParams
 from rosettaserve.runtimes.llm.accept import Deltas
 from rosettaserve.runtimes.llm.batch import KV, DecodeBatch, Runner
 from rosettaserve.runtimes.llm.detok import (
@@ -50,6 +46,7 @@ from rosettaserve.runtimes.llm.detok import (
     encoder,
     eos_ids,
 )
+from rosettaserve.runtimes.llm.grammar import Grammars
 from rosettaserve.runtimes.llm.kv_port import KvPort
 from rosettaserve.runtimes.llm.prefill import PrefillJob, plan, run
 from rosettaserve.runtimes.llm.prefix_cache import PrefixCache
@@ -63,7 +60,7 @@ from rosettaserve.runtimes.llm.resume import (
     set_generator_state,
     victims,
 )
-from rosettaserve.runtimes.llm.sampling import TokenState, choose, logprobs
+from rosettaserve.runtimes.llm.sampling import TokenState, logprobs
 from rosettaserve.runtimes.llm.state import EngineConfig, EngineStats, Group, Sequence
 from rosettaserve.runtimes.llm.stream import GenerationStream, Item, caught_up, hand_over
 from rosettaserve.runtimes.llm.switch import SWITCH_INTERVAL_S, SwitchInterval
@@ -100,6 +97,8 @@ class Engine:
         self._decode_all = decoder(tokenizer, skip_special_tokens=False)
         self.deltas = Deltas(self.eos_ids, self.special_ids, self._decode_all)
         self._encode = encoder(tokenizer)
+        rows = max(config.max_num_seqs, config.max_n)  # a decode step's, a prefill's
+        self.grammars = Grammars(tokenizer, self.vocab, self.eos_ids, rows)
         self.info = GeneratorInfo(
             model_id=config.model_id,
             max_model_len=config.max_model_len,
@@ -222,6 +221,7 @@ class Engine:
             tokens=TokenState.create(params, seed, prompt_ids, self.vocab),
             detok=IncrementalDetokenizer(decode, prompt_ids),
             text=StopText(params.stop, params.include_stop_str_in_output),
+            grammar=self.grammars.matcher(params.constraint) if params.constraint else None,
         )
 
     def _wake(self) -> None:
@@ -393,6 +393,8 @@ class Engine:
     def _replay(self, seq: Sequence, prior: list[int], logits: Any, emit: bool) -> None:
         """Accept tokens chosen before (elsewhere) as if they had just been chosen here."""
         for i, token in enumerate(prior):
+            if seq.grammar is not None and not seq.grammar.accept(token):
+                log.warning("a token made before does not follow the request's grammar")
             want: list[int | None] = [seq.params.top_logprobs]
             lp = logprobs(logits[i : i + 1], [token], want)[0] if logits is not None else None
             delta = self.deltas.accept(seq, token, lp)
@@ -447,7 +449,9 @@ class Engine:
 
     def _advance(self, seqs: list[Sequence], logits: torch.Tensor) -> None:
         """Choose each sequence's next token and send what it produced."""
-        tokens, failed = choose(logits, [s.tokens for s in seqs])
+        matchers = [s.grammar for s in seqs]
+        # (logits: the constrained rows masked, as vLLM's logprobs are)
+        tokens, failed, logits = self.grammars.choose(logits, [s.tokens for s in seqs], matchers)
         self.stats.tokens += len(tokens) - len(failed)
         want = [s.params.top_logprobs if s.params.logprobs else None for s in seqs]
         lps = logprobs(logits, tokens, want)

@@ -28,6 +28,7 @@ from rosettaserve.core.generation_plane import tokenize_long_prompt
 from rosettaserve.core.model import Arrays, Model
 from rosettaserve.core.pd_engine import PdEngine
 from rosettaserve.core.sampling_fields import PENALTIES, Field, SamplingTable, read_sampling
+from rosettaserve.core.structured_output import OutputConstraint
 from rosettaserve.core.types import TensorSpec
 from rosettaserve.repository.config import ConfigError
 
@@ -81,6 +82,13 @@ class LlmModel(Model):
     def generate(self, request: GenerateRequest) -> DeltaStream:
         return self.engine.generate(request)
 
+    def constraint_ready(self, constraint: OutputConstraint) -> bool:
+        return self.engine.grammars.ready(constraint)
+
+    def compile_constraint(self, constraint: OutputConstraint) -> None:
+        """Compiled and cached (runtimes/llm/grammar.py); InvalidInput if it cannot be."""
+        self.engine.grammars.compiled(constraint)
+
     def pd_engine(self) -> PdEngine | None:
         """The engine as prefill/decode disaggregation reaches it (core/pd_engine.py)."""
         return self.engine
@@ -91,9 +99,10 @@ class LlmModel(Model):
         chat = chat or ChatTemplate()
         if not chat.template and not getattr(self.tokenizer, "chat_template", None):
             raise InvalidInput(f"model '{self.name}' has no chat template; use completions")
+        tools = [dict(t) for t in chat.tools] if chat.tools else None
         try:
             text = self.tokenizer.apply_chat_template(
-                messages, tokenize=False, chat_template=chat.template, **chat.variables
+                messages, tools=tools, tokenize=False, chat_template=chat.template, **chat.variables
             )
         except Exception as exc:  # the template itself rejects the conversation
             raise InvalidInput(f"the chat template rejected the messages: {exc}") from exc

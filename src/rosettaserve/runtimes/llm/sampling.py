@@ -107,6 +107,11 @@ def choose(
     return tokens, failed
 
 
+# The least logprob answered: a token a grammar refused (-inf) is answered with it, as vLLM's
+# OpenAI server answers it (JSON has no infinity).
+LOGPROB_FLOOR = -9999.0
+
+
 @dataclass(frozen=True, slots=True)
 class Logprobs:
     chosen: float
@@ -116,13 +121,14 @@ class Logprobs:
 def logprobs(
     logits: torch.Tensor, tokens: list[int], want: list[int | None]
 ) -> list[Logprobs | None]:
-    """The model's log-probabilities (before penalties and temperature) of the chosen tokens,
-    and the ``k`` most likely alternatives, for the rows with ``want[i] = k`` (None: skip)."""
+    """The model's log-probabilities (before penalties and temperature; after a grammar's
+    mask, as vLLM's) of the chosen tokens, and the ``k`` most likely alternatives, for the rows
+    with ``want[i] = k`` (None: skip)."""
     rows = [i for i, k in enumerate(want) if k is not None]
     out: list[Logprobs | None] = [None] * len(tokens)
     if not rows:
         return out
-    lp = torch.log_softmax(logits[rows].float(), dim=-1)
+    lp = torch.log_softmax(logits[rows].float(), dim=-1).clamp_(min=LOGPROB_FLOOR)
     for j, i in enumerate(rows):
         k = want[i] or 0
         top = torch.topk(lp[j], k) if k else None

@@ -8,6 +8,7 @@ from typing import Any
 
 from rosettaserve.core.generate import SamplingParams
 from rosettaserve.runtimes.llm.detok import IncrementalDetokenizer, StopText
+from rosettaserve.runtimes.llm.grammar import Matcher
 from rosettaserve.runtimes.llm.resume import Resume, kv_usage
 from rosettaserve.runtimes.llm.sampling import TokenState
 from rosettaserve.runtimes.llm.stream import GenerationStream
@@ -60,6 +61,7 @@ class Sequence:
     tokens: TokenState
     detok: IncrementalDetokenizer
     text: StopText
+    grammar: Matcher | None = None  # what the output must match (None: anything)
     output_ids: list[int] = field(default_factory=list)
     last_token: int = -1
     finished: bool = False

@@ -5,5 +5,6 @@ when a model of this runtime loads.
 """
 
 from rosettaserve.runtimes.vllm.model import VllmModel
+from rosettaserve.runtimes.vllm.pooling import create
 
-__all__ = ["VllmModel"]
+__all__ = ["VllmModel", "create"]

@@ -10,7 +10,7 @@ from rosettaserve.repository.config import ConfigError
 
 DTYPES = ("auto", "float32", "float16", "bfloat16")
 # parameters read here, not handed to vLLM as engine arguments
-OWN = ("path", "max_waiting", "max_n", "engine_args")
+OWN = ("path", "task", "max_waiting", "max_n", "engine_args")
 MAX_WAITING, MAX_N = 64, 8
 
 

@@ -99,6 +99,11 @@ class VllmEngine:
         left = self.max_new_tokens(request.sampling, len(prompt_ids)) - len(prior)
         if request.n != 1 or left < 1:
             raise InvalidInput("a resumed request has n = 1 and room for one more token")
+        if prior and request.sampling.constraint is not None:  # vLLM's grammar would restart
+            raise InvalidInput(
+                "structured outputs are not supported when runtime vllm resumes a sequence "
+                "(prefill/decode disaggregation): its grammar cannot start past the prior tokens"
+            )
         stream = self.submit(request, ids, left, prompt_tokens=len(prompt_ids), prior=len(prior))
         if prior and emit_prior:
             text = self.tokenizer.decode(ids)[len(self.tokenizer.decode(prompt_ids)) :]

@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 from rosettaserve.core.generate import Fields, GeneratorInfo
+from rosettaserve.core.structured_output import OutputConstraint
 from rosettaserve.core.types import TensorSpec
 from rosettaserve.repository.config import ConfigError
 from rosettaserve.runtimes.llm.model import INPUT, OUTPUT, LlmModel
@@ -24,10 +25,14 @@ from rosettaserve.runtimes.vllm.args import (
     model_folder,
 )
 from rosettaserve.runtimes.vllm.engine import VllmConfig, VllmEngine
+from rosettaserve.runtimes.vllm.stream import check_constraint
+
+CHECKED_CONSTRAINTS = 256
 
 
 class VllmModel(LlmModel):
     platform = "vllm"
+    _checked: dict[OutputConstraint, None]
 
     def load(self) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing is downloaded at run time
@@ -47,8 +52,22 @@ class VllmModel(LlmModel):
         # the built-in engine's surface, which LlmModel and the metrics use (engine.py)
         engine: Any = vllm_engine(self.name, params, llm, self.tokenizer)
         self.engine = engine
+        self._checked = {}  # constraints vLLM's checks passed (the oldest go first)
         self.inputs = [TensorSpec(INPUT, "BYTES", (-1,))]
         self.outputs = [TensorSpec(OUTPUT, "BYTES", (-1,))]
+
+    # vLLM compiles a constraint itself; its checks run here first (cached), so what it cannot
+    # compile is a 400 before a stream begins, as on the built-in engine
+
+    def constraint_ready(self, constraint: OutputConstraint) -> bool:
+        return constraint in self._checked
+
+    def compile_constraint(self, constraint: OutputConstraint) -> None:
+        engine: Any = self.engine  # a VllmEngine (engine.py)
+        check_constraint(engine.llm, constraint)
+        self._checked[constraint] = None
+        while len(self._checked) > CHECKED_CONSTRAINTS:
+            del self._checked[next(iter(self._checked))]
 
 
 def quiet_vllm_logging() -> None:

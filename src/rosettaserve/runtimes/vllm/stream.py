@@ -13,6 +13,8 @@ from collections import deque
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+import orjson
+
 from rosettaserve.core.errors import InvalidInput, ModelError, ServingError
 from rosettaserve.core.generate import (
     FinishReason,
@@ -24,6 +26,7 @@ from rosettaserve.core.generate import (
     TopLogprob,
     Usage,
 )
+from rosettaserve.core.structured_output import ConstraintKind, OutputConstraint
 
 log = logging.getLogger("rosettaserve.vllm")
 
@@ -57,9 +60,54 @@ def vllm_sampling(p: SamplingParams, n: int, max_tokens: int) -> Any:
             prompt_logprobs=p.prompt_logprobs,
             skip_special_tokens=p.skip_special_tokens,
             output_kind=RequestOutputKind.DELTA,
+            structured_outputs=structured_outputs(p.constraint),
         )
     except ValueError as exc:
         raise InvalidInput(f"vLLM refused the sampling parameters: {str(exc)[:500]}") from None
+
+
+def structured_outputs(c: OutputConstraint | None) -> Any:
+    """vLLM's own structured outputs for ``c`` (its backend compiles and checks it: a
+    constraint it cannot compile fails the request with its message, a 400)."""
+    if c is None:
+        return None
+    from vllm.sampling_params import StructuredOutputsParams
+
+    field, value = VLLM_FIELDS[c.kind]
+    spec: Any = value if value is not None else c.spec
+    if c.kind is ConstraintKind.CHOICE:
+        spec = orjson.loads(c.spec)
+    return StructuredOutputsParams(**{field: spec})
+
+
+def check_constraint(llm: Any, c: OutputConstraint) -> None:
+    """vLLM's own checks of ``c`` (those its processor runs when a request is added: its
+    structured-output backend converts the grammar); InvalidInput with vLLM's message."""
+    from vllm.sampling_params import SamplingParams as VllmSamplingParams
+
+    processor = llm.input_processor
+    try:
+        params = VllmSamplingParams(max_tokens=1, structured_outputs=structured_outputs(c))
+        params.verify(
+            processor.model_config,
+            processor.speculative_config,
+            processor.structured_outputs_config,
+            processor.tokenizer,
+        )
+    except Exception as exc:  # vLLM's client errors are the caller's (serving_error)
+        if not isinstance(serving_error(exc), InvalidInput):
+            raise
+        raise InvalidInput(f"vLLM cannot use the constraint: {str(exc)[:500]}") from None
+
+
+# each kind's StructuredOutputsParams field, and its value when not the spec itself
+VLLM_FIELDS: dict[ConstraintKind, tuple[str, Any]] = {
+    ConstraintKind.JSON_SCHEMA: ("json", None),
+    ConstraintKind.JSON_OBJECT: ("json_object", True),
+    ConstraintKind.REGEX: ("regex", None),
+    ConstraintKind.CHOICE: ("choice", None),
+    ConstraintKind.GRAMMAR: ("grammar", None),
+}
 
 
 def finish(reason: str | None, stop_reason: int | str | None) -> FinishReason | None:

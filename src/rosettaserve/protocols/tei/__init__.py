@@ -1,0 +1,1 @@
+"""Hugging Face text-embeddings-inference (TEI): ``POST /embed`` and ``POST /rerank``."""
