@@ -11,7 +11,7 @@ LLM_EXAMPLE := examples/models/tiny_llama/model.safetensors
 EMBED_EXAMPLE := examples/models/tiny_embedder/model.safetensors
 TOOLS_EXAMPLE := build/tiny_llama_tools/model.safetensors
 
-.PHONY: serve test lint format install install-test install-vllm install-tf native examples bytecode protos clean fuzz
+.PHONY: serve test lint format install install-test install-vllm install-tf install-torchserve test-peers test-tritongrpc test-vllm test-tf test-torchserve native examples bytecode protos clean fuzz
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -76,6 +76,23 @@ $(TF_VENV)/.installed:
 
 install-tf: $(TF_VENV)/.installed
 
+# runtime: torchserve is tested against the real TorchServe (tests_torchserve/): its Python
+# package and torch-model-archiver from PyPI in a venv of their own, its Java frontend on
+# Debian's JRE. rosettaserve is installed there too, with the [torchserve] extra it serves with.
+TS_VENV ?= .venv-torchserve
+TS_PY := $(TS_VENV)/bin/python
+
+$(TS_VENV)/.installed: pyproject.toml
+	command -v java >/dev/null || (apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless)
+	$(PYTHON) -m venv $(TS_VENV)
+	$(TS_PY) -m pip install --quiet --upgrade pip
+	$(TS_PY) -m pip install --quiet -e '.[torchserve]' 'torch-model-archiver==0.12.0' \
+		'pytest>=8' 'pytest-timeout>=2.3' 'httpx>=0.27'
+	touch $@
+
+install-torchserve: $(TS_VENV)/.installed
+
 $(SKLEARN_EXAMPLE): examples/build_examples.py $(VENV)/.installed
 	$(PY) examples/build_examples.py sklearn
 
@@ -106,7 +123,7 @@ native: install
 serve: install native examples bytecode
 	$(VENV)/bin/rosettaserve serve examples/models --host $(HOST) --http-port $(HTTP_PORT) --grpc-port $(GRPC_PORT)
 
-LINTED := src tests tests_tritongrpc tests_vllm tests_tfgrpc examples bench scripts deploy
+LINTED := src tests tests_tritongrpc tests_vllm tests_tfgrpc tests_torchserve examples bench scripts deploy
 
 lint: install-test
 	$(VENV)/bin/ruff check $(LINTED)
@@ -131,15 +148,29 @@ fuzz: install-test $(CLANG)
 
 # tritonclient.grpc and kserve cannot share a process (both register package `inference` in
 # protobuf's default pool), so the tritonclient.grpc suite runs as its own pytest invocation.
-test: install-test native examples lint $(CLANG) install-vllm install-tf
+test: install-test native examples lint $(CLANG) install-vllm install-tf install-torchserve
 	$(PY) -m pytest -q tests
+	$(MAKE) --no-print-directory -j2 --output-sync=target test-peers
+
+# the suites that run from a venv of their own (or apart, above): independent of each other,
+# so they run side by side once the main suite is done
+test-peers: test-tritongrpc test-vllm test-tf test-torchserve
+
+test-tritongrpc:
 	$(PY) -m pytest -q tests_tritongrpc
+
+test-vllm:
 	$(VLLM_PY) -m pytest -q tests_vllm
+
+test-tf:
 	ROSETTASERVE=$(abspath $(VENV))/bin/rosettaserve $(TF_PY) -m pytest -q tests_tfgrpc
+
+test-torchserve:
+	$(TS_PY) -m pytest -q tests_torchserve
 
 protos: install-test
 	$(PY) scripts/generate_protos.py
 
 clean:
 	$(PYTHON) scripts/compile_native.py --clean
-	rm -rf $(VENV) $(VLLM_VENV) $(TF_VENV) $(SKLEARN_EXAMPLE) build .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(VLLM_VENV) $(TF_VENV) $(TS_VENV) $(SKLEARN_EXAMPLE) build .pytest_cache .mypy_cache .ruff_cache

@@ -216,6 +216,14 @@ def add_scaling_options(serve: argparse.ArgumentParser) -> None:
         "even if a model call is stuck",
     )
     serve.add_argument(
+        "--management-port",
+        type=int,
+        default=None,
+        metavar="PORT",
+        help="serve TorchServe's management API on this port only, model control on, as "
+        "TorchServe does on 8081 (0 = any free)",
+    )
+    serve.add_argument(
         "--metrics-port",
         type=int,
         default=None,

@@ -172,6 +172,30 @@ EMBEDDING_PARAMETERS = Section(
     )
 )
 
+TORCHSERVE_PARAMETERS = Section(
+    (
+        _file("model.mar"),
+        Key(
+            "batch_size",
+            Integer(1),
+            "requests handed to the handler at once",
+            default_doc="the archive's model-config.yaml batchSize, else 1",
+        ),
+        Key(
+            "max_batch_delay",
+            Number(0.0),
+            "milliseconds a batch waits for batch_size requests",
+            default_doc="maxBatchDelay, else 100",
+        ),
+        Key(
+            "workers",
+            Integer(1, 256),
+            "handler instances serving at once",
+            default_doc="minWorkers, else 1",
+        ),
+    )
+)
+
 VLLM_DTYPES = ("auto", "float32", "float16", "bfloat16")
 
 # vLLM's engine arguments under vLLM's names; the rest of them go in engine_args
@@ -299,6 +323,17 @@ RUNTIMES: dict[str, Runtime] = {
             ("vllm",),
             "vllm",
             apart=True,  # vLLM brings transformers 5; the llm extra pins 4.57
+        ),
+        Runtime(
+            "torchserve",
+            "rosettaserve.runtimes.torchserve.model:create",
+            "a TorchServe .mar archive (or its unpacked folder) served with its own handler",
+            TORCHSERVE_PARAMETERS,
+            ("ts", "torch"),
+            "torchserve",
+            # out of [all]: TorchServe's package carries its 44 MiB Java frontend, unused here;
+            # tested from a venv of its own (.venv-torchserve, tests_torchserve/)
+            apart=True,
         ),
     )
 }

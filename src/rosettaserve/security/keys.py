@@ -30,6 +30,7 @@ OPEN_HTTP = frozenset(
         ("GET", "/grps/v1/health/live"),
         ("GET", "/grps/v1/health/ready"),
         ("GET", "/health"),  # TGI and vLLM
+        ("GET", "/ping"),  # TorchServe
     }
 )
 # gRPC method paths answered without a key

@@ -28,6 +28,8 @@ from rosettaserve.protocols.oip import grpc as oip_grpc
 from rosettaserve.protocols.oip import rest as oip_rest
 from rosettaserve.protocols.tfserving import grpc as tfserving_grpc
 from rosettaserve.protocols.tfserving import rest as tfserving_rest
+from rosettaserve.protocols.torchserve import management as torchserve_management
+from rosettaserve.protocols.torchserve import rest as torchserve_rest
 from rosettaserve.repository.manager import ModelRepository
 from rosettaserve.repository.watchdog import watch
 from rosettaserve.runtimes import create_model
@@ -87,6 +89,17 @@ class Server:
         routes += status_page.routes(self.status) + grps_rest.monitor_routes(self.trend)
         if settings.metrics_port is None:
             routes.append(metrics_route(self.metrics_text))
+        defaults: dict[str, str] = {}  # TorchServe's set-default choices, by model
+        routes += torchserve_rest.routes(self.dataplane, defaults)
+        # TorchServe's management API (the repository is its model store): on the HTTP port,
+        # or only on --management-port
+        self.management = (
+            torchserve_management.routes(self.dataplane, settings.repository, defaults)
+            if control
+            else []
+        )
+        if settings.management_port is None:
+            routes += self.management
         self.app = HttpApp(routes + tfserving_rest.routes(self.dataplane))
         self.guard = security.guard(settings.security)
         self.app.guard = self.guard
@@ -151,6 +164,7 @@ class Server:
         self.grpc_address = security.grpc_address(s.host, grpc_sock.getsockname()[1], tls)
         await grpc_server.start(grpc_sock, None if tls is None else tls.grpc.context)
         metrics = await self._start_metrics()
+        management = await self._start_management()
         if self.link is None:
             say(f"rosettaserve {__version__} ({s.role}): loading repository {s.repository}")
         loading = asyncio.create_task(self._load(preloaded))
@@ -164,8 +178,9 @@ class Server:
         deadline = time.monotonic() + grace
         await self.health.enter_graceful_shutdown()  # Watch: NOT_SERVING before the port closes
         await asyncio.gather(http.shutdown(grace), grpc_server.stop(grace), self.pd.drain(grace))
-        if metrics is not None:
-            await metrics.shutdown(timeout=1.0)
+        for side in (metrics, management):
+            if side is not None:
+                await side.shutdown(timeout=1.0)
         await self.repository.unload_all(deadline)
         if self.tracing is not None:
             self.tracing.shutdown()
@@ -228,6 +243,22 @@ class Server:
         address = security.http_address(self.settings.host, sock.getsockname()[1], self.tls)
         self.metrics_url = f"{address}/metrics"
         say(f"metrics: {self.metrics_url}")
+        return server
+
+    async def _start_management(self) -> HttpServer | None:
+        """``--management-port``: TorchServe's management API there only, behind the same
+        keys (one process: model control needs --workers 1)."""
+        port = self.settings.management_port
+        if port is None:
+            return None
+        sock = bind(self.settings.host, port, option="--management-port")
+        app = HttpApp(self.management)
+        app.guard = self.guard
+        server = HttpServer(app, self.settings.max_request_size, limits=http_limits(self.settings))
+        server.access = self.access
+        await server.start(sock, None if self.tls is None else self.tls.http.context)
+        address = security.http_address(self.settings.host, sock.getsockname()[1], self.tls)
+        say(f"management: {address}")
         return server
 
     def _all_versions(self) -> list[ModelVersion]:

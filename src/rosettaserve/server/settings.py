@@ -72,6 +72,7 @@ class Settings:
     send_timeout: float = DEFAULT_SEND_TIMEOUT  # an answer the client takes nothing of: dropped
     drain_grace_s: float = 60.0  # on SIGTERM: the longest requests in flight are waited for
     metrics_port: int | None = None  # None: /metrics on the HTTP port
+    management_port: int | None = None  # None: TorchServe's management API on the HTTP port
     reuse_port: bool = False  # set by the supervisor for its workers
     role: str = "mixed"  # mixed | prefill | decode (prefill/decode disaggregation)
     pd: PdOptions = field(default_factory=PdOptions)

@@ -56,7 +56,9 @@ MAX_STARTS: Final = 256
 def _head_start(key: tuple[int, str]) -> bytes:
     status, content_type = key
     line = _STATUS_LINES.get(status) or f"HTTP/1.1 {status} \r\n".encode()
-    start = line + b"content-type: " + content_type.encode() + b"\r\n"
+    start = line
+    if content_type:  # "": none, as TorchServe answers when a handler sets none
+        start += b"content-type: " + content_type.encode() + b"\r\n"
     if len(_STARTS) >= MAX_STARTS:  # many content types: start again
         _STARTS.clear()
     _STARTS[key] = start

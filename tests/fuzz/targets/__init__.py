@@ -24,6 +24,7 @@ TARGETS = (
     "pd_scheduler",
     "pd_handover",
     "content_coding",
+    "torchserve_request",
 )
 
 

@@ -1,0 +1,1 @@
+"""TorchServe's inference API (``rest``) over models that serve ``wire.TsRequest``."""
