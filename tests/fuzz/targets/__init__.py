@@ -21,6 +21,7 @@ TARGETS = (
     "oip_rest",
     "llm_sampling",
     "openai_request",
+    "llm_api_request",
     "pd_scheduler",
     "pd_handover",
     "content_coding",
