@@ -184,7 +184,9 @@ def openai(server: ServerProcess) -> Iterator[OpenAI]:
 
 
 def completion(openai: OpenAI) -> Any:
-    return openai.completions.create(model="tiny_llama", prompt="Once upon", max_tokens=12)
+    return openai.completions.create(
+        model="tiny_llama", prompt="Once upon", max_tokens=12, extra_body={"ignore_eos": True}
+    )
 
 
 def test_a_prompt_that_cannot_fit_is_refused_before_tokenizing(

@@ -181,7 +181,8 @@ def test_status_counts_the_requests_and_names_none(
         for role in ("prefill", "decode"):
             text = httpx.get(cluster[role].http_url + "/v1/status", headers=AUTH).text
             assert victim.req_id not in text
-        assert status(cluster["decode"], KEY)["decode"]["jobs"] == 1
+        # the victim's job, and the normal client's when it has reached D by now
+        assert status(cluster["decode"], KEY)["decode"]["jobs"] in (1, 2)
 
     beside(cluster, look)
 
@@ -201,7 +202,8 @@ def test_another_party_cannot_cancel_or_forge_a_request(
     beside(cluster, attack)
     assert [r.status_code for r in replies] == [403, 403, 409]
     assert "no request" in replies[0].json()["error"]
-    assert status(cluster["decode"], KEY)["decode"]["jobs"] == 1  # still decoding
+    # still decoding (the normal client's job may take a moment to leave D's count)
+    eventually(lambda: status(cluster["decode"], KEY)["decode"]["jobs"] == 1)
     before = len(victim.body)
     eventually(lambda: len(victim.body) > before)  # and still streaming
     assert b"FORGED" not in victim.body
@@ -233,6 +235,7 @@ def test_a_second_dresult_reader_is_refused_and_gets_no_token(
     (r,) = replies
     assert r.status_code == 409
     assert set(r.json()) == {"error"}  # an error, no frame
+    eventually(lambda: status(cluster["decode"], KEY)["decode"]["jobs"] == 1)
     decode = status(cluster["decode"], KEY)["decode"]
     assert (decode["dresultConnections"], decode["jobs"]) == (before, 1)
     assert victim.thread.is_alive()  # the victim's stream goes on, unbroken
