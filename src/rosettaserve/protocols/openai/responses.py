@@ -6,7 +6,9 @@ the plane's bounded store when ``store`` is true (``--responses-store``): a late
 names it as ``previous_response_id`` (its input and output come before the new input; its
 instructions do not), and ``GET`` / ``DELETE`` reach it (responses_store.py). Under
 prefill/decode disaggregation the two halves of a request run on two instances, neither
-holding the whole exchange: nothing is kept there, and ``previous_response_id`` is refused.
+holding the whole exchange: the scheduler keeps the responses (pd/responses_kept.py) and
+puts the earlier exchange into the input before an instance sees the request, so an instance
+keeps nothing and reads no ``previous_response_id`` there (it only echoes it).
 
 With ``tools`` the request gets the tool plan chat gets (protocols/tools/choice.py): the
 calls the model makes are ``function_call`` output items (responses_output.py), and the
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rosettaserve.core.errors import InvalidInput, ServingError
+from rosettaserve.core.errors import ServingError
 from rosettaserve.core.generate import Completion, Usage, json_object
 from rosettaserve.core.generation_plane import GenerationPlane, Split, chat_prompt, reply_identity
 from rosettaserve.protocols.llm_http import SSE_HEADERS, Endpoint, streamed
@@ -77,11 +79,11 @@ async def create(plane: GenerationPlane, req: HttpRequest, split: Split | None) 
     rr.generate.prompt = await chat_prompt(gen, messages, len(req.body), chat)
     raw, created = reply_identity(split, "resp")
     token = raw.partition("-")[2]  # both halves of a split request share it
-    kept = rr.store and split is None
-    head = Head(f"resp_{token}", f"msg_{token}", created, mv.name, rr, kept)
+    head = Head(f"resp_{token}", f"msg_{token}", created, mv.name, rr, rr.store)
     rr.generate.request_id = head.id
     generation = await plane.generate(FAMILY, mv, gen, rr.generate, split)
-    keeper = Keeper(plane.responses, head, [*history, *input_items(doc.get("input"))])
+    store = plane.responses if split is None else None  # under PD the scheduler keeps it
+    keeper = Keeper(store, head, [*history, *input_items(doc.get("input"))])
     if rr.generate.stream:
         return streamed(ResponsesFramer(head, plan, keeper), generation, headers=SSE_HEADERS)
     c: Completion = (await generation.collect())[0]
@@ -93,13 +95,9 @@ async def create(plane: GenerationPlane, req: HttpRequest, split: Split | None) 
 
 
 def _history(plane: GenerationPlane, rr: ResponsesRequest, split: Split | None) -> list[Any]:
-    """The items of the exchange ``previous_response_id`` names ([] when none)."""
-    if split is not None and rr.previous_response_id is not None:
-        raise InvalidInput(
-            "'previous_response_id' is not supported with prefill/decode disaggregation: "
-            "responses are not kept there"
-        )
-    return earlier(plane.responses, rr.previous_response_id)
+    """The items of the exchange ``previous_response_id`` names ([] when none). Under PD the
+    scheduler has put them into the input already."""
+    return earlier(plane.responses, rr.previous_response_id if split is None else None)
 
 
 class Keeper:
