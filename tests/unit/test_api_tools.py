@@ -13,7 +13,7 @@ from rosettaserve.core.generate import Completion, FinishReason, GenerateDelta, 
 from rosettaserve.core.tools import ChoiceMode, ToolChoice, ToolSpec
 from rosettaserve.protocols.anthropic import output as messages_output
 from rosettaserve.protocols.openai import responses_output
-from rosettaserve.protocols.openai.responses_schema import responses_request
+from rosettaserve.protocols.openai.responses_schema import input_messages, responses_request
 from rosettaserve.protocols.tools.choice import ToolPlan, family_plan, tool_plan
 from tests.unit.test_responses_messages import events
 
@@ -37,7 +37,7 @@ def head() -> responses_output.Head:
 
 
 def replayed(kept: list[Any]) -> Any:
-    return lambda response, said: kept.append((response, said))
+    return kept.append
 
 
 def sdk_items(seen: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
@@ -62,7 +62,7 @@ def test_responses_streamed_calls_add_up_to_the_whole_answer(size: int) -> None:
     kept: list[Any] = []
     framer = responses_output.ResponsesFramer(head(), PLAN, replayed(kept))
     seen = events([framer.head(), *(framer.chunk(d) for d in pieces(TEXT, size))])
-    body, said = responses_output.whole(head(), PLAN, TEXT, FinishReason.EOS, USAGE)
+    body = responses_output.whole(head(), PLAN, TEXT, FinishReason.EOS, USAGE)
     assert seen[-1][1]["response"]["output"] == body["output"]
     assert [(i["type"], i.get("name")) for i in body["output"]] == [
         ("message", None), ("function_call", "get_weather"), ("function_call", "get_weather"),
@@ -80,7 +80,10 @@ def test_responses_streamed_calls_add_up_to_the_whole_answer(size: int) -> None:
     done = [doc["item"] for name, doc in seen if name == "response.output_item.done"]
     assert done == body["output"]
     assert [doc["sequence_number"] for _, doc in seen] == list(range(len(seen)))
-    assert kept == [(seen[-1][1]["response"], said)]
+    assert kept == [seen[-1][1]["response"]]
+    # a later request continues from the output items: one assistant turn, text and calls
+    [said] = input_messages(body["output"])
+    assert said["content"] == "Let me look. "
     assert said["tool_calls"][1] == {
         "id": "call_r1_1",
         "type": "function",
@@ -99,7 +102,7 @@ def test_responses_with_only_calls_have_no_message_item() -> None:
         "response.completed",
     ]  # fmt: skip
     assert seen[2][1]["item"]["status"] == "in_progress"
-    body, _ = responses_output.whole(head(), PLAN, CALL, FinishReason.EOS, USAGE)
+    body = responses_output.whole(head(), PLAN, CALL, FinishReason.EOS, USAGE)
     assert [i["type"] for i in body["output"]] == ["function_call"]
     assert body["output"] == seen[-1][1]["response"]["output"]
 
@@ -115,10 +118,10 @@ def test_responses_split_stream_with_calls_carries_on() -> None:
 
 
 def test_responses_without_calls_is_one_message() -> None:
-    body, said = responses_output.whole(head(), PLAN, "Sunny.", FinishReason.EOS, USAGE)
+    body = responses_output.whole(head(), PLAN, "Sunny.", FinishReason.EOS, USAGE)
     assert [i["type"] for i in body["output"]] == ["message"]
-    assert said == {"role": "assistant", "content": "Sunny."}
-    empty, _ = responses_output.whole(head(), PLAN, "", FinishReason.LENGTH, USAGE)
+    assert input_messages(body["output"]) == [{"role": "assistant", "content": "Sunny."}]
+    empty = responses_output.whole(head(), PLAN, "", FinishReason.LENGTH, USAGE)
     assert empty["output"][0]["content"][0]["text"] == ""
     assert empty["status"] == "incomplete"
 

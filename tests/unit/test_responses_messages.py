@@ -67,10 +67,11 @@ def test_responses_input_items_become_the_chat_messages() -> None:
         {"role": "user", "content": "before"},
         {"role": "developer", "content": "be brief"},
         {"role": "user", "content": "ab"},
-        {"role": "assistant", "content": "c"},
-        {"role": "assistant", "content": "", "tool_calls": calls},
+        {"role": "assistant", "content": "c", "tool_calls": calls},  # one turn's output items
         {"role": "tool", "tool_call_id": "c1", "content": "42"},
     ]
+    alone = read_responses(input=items[3:4]).messages([])  # calls without text: no content
+    assert alone == [{"role": "assistant", "content": "", "tool_calls": calls[:1]}]
 
 
 def test_responses_fields_are_read() -> None:
@@ -305,8 +306,8 @@ def events(chunks: list[bytes]) -> list[tuple[str, dict[str, Any]]]:
 def responses_framer(store: BoundedStore[Any] | None = None) -> responses_output.ResponsesFramer:
     rr = read_responses(stream=True)
     head = responses_output.Head("resp_1", "msg_1", 5, "m", rr, store is not None)
-    plane: Any = type("Plane", (), {"responses": BoundedStore(0) if store is None else store})()
-    return responses_output.ResponsesFramer(head, None, responses.Keeper(plane, head, rr.input))
+    keeper = responses.Keeper(BoundedStore(0) if store is None else store, head, [])
+    return responses_output.ResponsesFramer(head, None, keeper)
 
 
 def test_responses_stream_events() -> None:
@@ -331,7 +332,7 @@ def test_responses_stream_events() -> None:
     kept = store.get("resp_1")
     assert kept is not None
     assert kept["response"] == final
-    assert kept["messages"][-1] == {"role": "assistant", "content": "Hello"}
+    assert kept["items"] == final["output"]  # what a later request continues from
 
 
 def test_responses_stream_cut_by_max_output_tokens_is_incomplete() -> None:

@@ -176,6 +176,7 @@ def add_scheduler_command(commands: argparse._SubParsersAction[argparse.Argument
     )
     sched.add_argument("--log-level", default="info", type=one_of(LOG_LEVELS), choices=LOG_LEVELS)
     add_log_format(sched)
+    add_llm_api_options(sched)  # under PD the scheduler keeps the Responses API's answers
     add_http_limits(sched)
     add_security_options(sched)
 

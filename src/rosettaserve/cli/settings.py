@@ -113,4 +113,5 @@ def scheduler_options(args: argparse.Namespace) -> SchedulerOptions:
         max_retry=args.max_retry,
         token_timeout_s=args.token_timeout,
         discovery_s=args.discovery_interval,
+        responses_store=args.responses_store,
     )

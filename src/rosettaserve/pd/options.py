@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rosettaserve.core.generation_plane import DEFAULT_RESPONSES_STORE
+
 ROLES = ("mixed", "prefill", "decode")
 
 
@@ -34,3 +36,4 @@ class SchedulerOptions:
     poll_s: float = 1.0
     discovery_s: float = 10.0  # instance URLs naming a host: looked up again this often
     max_request_size: int = 64 * 1024 * 1024
+    responses_store: int = DEFAULT_RESPONSES_STORE  # Responses API answers kept (oldest out)

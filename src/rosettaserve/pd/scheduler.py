@@ -18,7 +18,9 @@ loading MindIE or vLLM instance answers), in the family's error form.
 
 The routes a family serves whole (``count_tokens``, ...) and the embedding and rerank routes
 (protocols/pooling.py) are not split: each request goes whole to one instance of either role
-that has its model READY, its reply forwarded unchanged.
+that has its model READY, its reply forwarded unchanged. The Responses API's store is kept
+here, not on the instances (responses_kept.py): ``GET`` / ``DELETE /v1/responses/{id}`` are
+answered by the scheduler.
 
 Header fields between the client and P: forwarding.py. A frame on ``/dresult`` is taken only
 from the decode instance its request was assigned to; any other D's is dropped and logged.
@@ -44,8 +46,11 @@ from rosettaserve.pd.http_client import HttpClientError, PeerClient
 from rosettaserve.pd.options import SchedulerOptions
 from rosettaserve.pd.pool import Instance, Pool, Wanted, model_of
 from rosettaserve.pd.prefill import FAILED_HEADER
+from rosettaserve.pd.responses_kept import Kept
 from rosettaserve.protocols import pooling
 from rosettaserve.protocols.families import FAMILIES, POSTS, Family, family_of
+from rosettaserve.protocols.openai import responses
+from rosettaserve.protocols.openai.responses_store import deleted, retrieved
 from rosettaserve.web.routing import HttpRequest, HttpResponse, Route, json_response
 
 log = logging.getLogger("rosettaserve.pd.scheduler")
@@ -117,6 +122,7 @@ class Scheduler:
             discovery_s=options.discovery_s,
         )
         self.pending: dict[str, Pending] = {}
+        self.kept = Kept(options.responses_store)
         self.stats: Counter[str] = Counter()
         self._background: set[asyncio.Task[None]] = set()
 
@@ -135,7 +141,11 @@ class Scheduler:
         # the routes a family serves whole (count_tokens, ...), and embeddings and rerank: no
         # prefill/decode split, one instance serves each whole
         out += [Route(e.method, e.pattern, self._whole, f.error_response)
-                for f in FAMILIES for e in f.whole]  # fmt: skip
+                for f in FAMILIES for e in f.whole if e not in responses.WHOLE]  # fmt: skip
+        out += [
+            Route("GET", responses.RESPONSE_ID, self._retrieve, responses.error_response),
+            Route("DELETE", responses.RESPONSE_ID, self._delete, responses.error_response),
+        ]
         out += [Route("POST", e.path, self._whole, e.error_response) for e in pooling.ENDPOINTS]
         return [
             *out,
@@ -170,6 +180,12 @@ class Scheduler:
                 "stats": dict(self.stats),
             }
         )
+
+    async def _retrieve(self, req: HttpRequest) -> HttpResponse:
+        return retrieved(self.kept.store, req.params["response_id"])
+
+    async def _delete(self, req: HttpRequest) -> HttpResponse:
+        return deleted(self.kept.store, req.params["response_id"])
 
     async def _models(self, req: HttpRequest) -> HttpResponse:
         return await self._on_prefill("GET", "/v1/models", timeout=5.0)
@@ -234,7 +250,8 @@ class Scheduler:
         self.stats["requests"] += 1
         streaming = done = False
         try:
-            reply = await self._dispatch(pending, req.body, recompute=False)
+            body, recorder = self.kept.prepare(req)
+            reply = await self._dispatch(pending, body, recompute=False)
             done = isinstance(reply, HttpResponse) or reply.last
             if isinstance(reply, HttpResponse):
                 return reply  # the prefill instance's own error reply, unchanged
@@ -243,9 +260,12 @@ class Scheduler:
                 streaming = True
                 media = family.stream_content_type(reply.output)  # as the instance sends it
                 stream = self._relay(pending, reply)
+                stream = recorder.observe(stream) if recorder else stream
                 return HttpResponse(200, content_type=media, headers=pending.headers, stream=stream)
             body = reply.output if reply.last else await self._finish(pending)
             done = True
+            if recorder:
+                recorder.whole(body)
             return HttpResponse(200, body, "application/json", pending.headers)
         except ServingError as exc:
             self.stats["failed"] += 1

@@ -4,9 +4,11 @@ The request's messages are rendered and generated as a chat completion of the sa
 is, so the greedy text is the same. A response made whole (not cut by a failure) is kept in
 the plane's bounded store when ``store`` is true (``--responses-store``): a later request
 names it as ``previous_response_id`` (its input and output come before the new input; its
-instructions do not), and ``GET`` / ``DELETE`` reach it. Under prefill/decode disaggregation
-the two halves of a request run on two instances, neither holding the whole exchange: nothing
-is kept there, and ``previous_response_id`` is refused.
+instructions do not), and ``GET`` / ``DELETE`` reach it (responses_store.py). Under
+prefill/decode disaggregation the two halves of a request run on two instances, neither
+holding the whole exchange: the scheduler keeps the responses (pd/responses_kept.py) and
+puts the earlier exchange into the input before an instance sees the request, so an instance
+keeps nothing and reads no ``previous_response_id`` there (it only echoes it).
 
 With ``tools`` the request gets the tool plan chat gets (protocols/tools/choice.py): the
 calls the model makes are ``function_call`` output items (responses_output.py), and the
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rosettaserve.core.errors import InvalidInput, NotFound, ServingError
+from rosettaserve.core.errors import ServingError
 from rosettaserve.core.generate import Completion, Usage, json_object
 from rosettaserve.core.generation_plane import GenerationPlane, Split, chat_prompt, reply_identity
 from rosettaserve.protocols.llm_http import SSE_HEADERS, Endpoint, streamed
@@ -30,7 +32,19 @@ from rosettaserve.protocols.openai.responses_output import (
     event,
     whole,
 )
-from rosettaserve.protocols.openai.responses_schema import ResponsesRequest, responses_request
+from rosettaserve.protocols.openai.responses_schema import (
+    ResponsesRequest,
+    input_messages,
+    responses_request,
+)
+from rosettaserve.protocols.openai.responses_store import (
+    Store,
+    deleted,
+    earlier,
+    input_items,
+    keep,
+    retrieved,
+)
 from rosettaserve.protocols.openai.schema import chat_messages, model_name
 from rosettaserve.protocols.tools.choice import family_plan
 from rosettaserve.web.routing import HttpRequest, HttpResponse, json_response
@@ -61,66 +75,48 @@ async def create(plane: GenerationPlane, req: HttpRequest, split: Split | None) 
     )
     history = _history(plane, rr, split)
     # read as chat's messages are, so the template renders what the chat completion would
-    messages = chat_messages(rr.messages(history))
+    messages = chat_messages(rr.messages(input_messages(history) if history else []))
     rr.generate.prompt = await chat_prompt(gen, messages, len(req.body), chat)
     raw, created = reply_identity(split, "resp")
     token = raw.partition("-")[2]  # both halves of a split request share it
-    kept = rr.store and split is None
-    head = Head(f"resp_{token}", f"msg_{token}", created, mv.name, rr, kept)
+    head = Head(f"resp_{token}", f"msg_{token}", created, mv.name, rr, rr.store)
     rr.generate.request_id = head.id
     generation = await plane.generate(FAMILY, mv, gen, rr.generate, split)
-    keep = Keeper(plane, head, [*history, *rr.input])
+    store = plane.responses if split is None else None  # under PD the scheduler keeps it
+    keeper = Keeper(store, head, [*history, *input_items(doc.get("input"))])
     if rr.generate.stream:
-        return streamed(ResponsesFramer(head, plan, keep), generation, headers=SSE_HEADERS)
+        return streamed(ResponsesFramer(head, plan, keeper), generation, headers=SSE_HEADERS)
     c: Completion = (await generation.collect())[0]
     usage = c.usage or Usage(0, len(c.token_ids))
-    body, said = whole(head, plan, c.text, c.finish_reason, usage)
+    body = whole(head, plan, c.text, c.finish_reason, usage)
     if generation.complete:
-        keep(body, said)
+        keeper(body)
     return json_response(body)
 
 
 def _history(plane: GenerationPlane, rr: ResponsesRequest, split: Split | None) -> list[Any]:
-    """The messages of the exchange ``previous_response_id`` names ([] when none)."""
-    if rr.previous_response_id is None:
-        return []
-    if split is not None:
-        raise InvalidInput(
-            "'previous_response_id' is not supported with prefill/decode disaggregation: "
-            "responses are not kept there"
-        )
-    found = plane.responses.get(rr.previous_response_id)
-    if found is None:
-        raise NotFound(f"Response with id '{rr.previous_response_id}' not found.")
-    messages: list[Any] = found["messages"]
-    return messages
+    """The items of the exchange ``previous_response_id`` names ([] when none). Under PD the
+    scheduler has put them into the input already."""
+    return earlier(plane.responses, rr.previous_response_id if split is None else None)
 
 
 class Keeper:
-    """Stores a response made whole, with the messages a later request continues from."""
+    """Stores a response made whole, with the items a later request continues from."""
 
-    def __init__(self, plane: GenerationPlane, head: Head, messages: list[Any]) -> None:
-        self.plane, self.head, self.messages = plane, head, messages
+    def __init__(self, store: Store | None, head: Head, items: list[Any]) -> None:
+        self.store, self.head, self.items = store, head, items
 
-    def __call__(self, response: dict[str, Any], said: dict[str, Any]) -> None:
-        if not self.head.kept:
-            return
-        kept = {"response": response, "messages": [*self.messages, said]}
-        self.plane.responses.put(self.head.id, kept)
+    def __call__(self, response: dict[str, Any]) -> None:
+        if self.store is not None and self.head.kept:
+            keep(self.store, response, self.items)
 
 
 async def retrieve(plane: GenerationPlane, req: HttpRequest, split: Split | None) -> HttpResponse:
-    found = plane.responses.get(req.params["response_id"])
-    if found is None:
-        raise NotFound(f"Response with id '{req.params['response_id']}' not found.")
-    return json_response(found["response"])
+    return retrieved(plane.responses, req.params["response_id"])
 
 
 async def delete(plane: GenerationPlane, req: HttpRequest, split: Split | None) -> HttpResponse:
-    response_id = req.params["response_id"]
-    if plane.responses.pop(response_id) is None:
-        raise NotFound(f"Response with id '{response_id}' not found.")
-    return json_response({"id": response_id, "object": "response.deleted", "deleted": True})
+    return deleted(plane.responses, req.params["response_id"])
 
 
 ENDPOINTS = [Endpoint("POST", "/v1/responses", create, "input")]

@@ -211,28 +211,18 @@ class Items:
             events.append(("response.output_item.done", {"output_index": at, "item": item}))
         return events
 
-    def said(self) -> dict[str, Any]:
-        """The assistant's turn as a chat message (what a later request continues from)."""
-        message: dict[str, Any] = {"role": "assistant", "content": self.text}
-        calls = [
-            {"id": item["call_id"], "type": "function",
-             "function": {"name": item["name"], "arguments": item["arguments"] or "{}"}}
-            for item in self.output("completed") if item["type"] == "function_call"
-        ]  # fmt: skip
-        return message | ({"tool_calls": calls} if calls else {})
 
-
-Keep = Callable[[dict[str, Any], dict[str, Any]], None]  # (the response, the assistant's turn)
+Keep = Callable[[dict[str, Any]], None]  # the response made whole
 
 
 def whole(
     head: Head, plan: ToolPlan | None, text: str, reason: FinishReason | None, usage: Usage
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """A non-streamed answer: the response and the assistant's turn."""
+) -> dict[str, Any]:
+    """A non-streamed answer."""
     items = Items(head, plan)
     items.feed(text, True)
     status = status_of(reason)
-    return head.response(status, items.output(status), usage, **incomplete(status)), items.said()
+    return head.response(status, items.output(status), usage, **incomplete(status))
 
 
 class ResponsesFramer:
@@ -282,7 +272,7 @@ class ResponsesFramer:
         final = self.h.response(
             status, items.output(status), self.usage or Usage(0, 0), **incomplete(status)
         )
-        self.keep(final, items.said())
+        self.keep(final)
         last = "response.completed" if status == "completed" else "response.incomplete"
         return self._events([*items.done(status), (last, {"response": final})])
 

@@ -226,14 +226,16 @@ def _content(i: int, content: Any) -> str:
 
 
 def _function_call(i: int, item: Mapping[str, Any], messages: list[dict[str, Any]]) -> None:
-    """A call the model made earlier: calls in a row make one assistant message."""
+    """A call the model made earlier: the calls after an assistant message (the output items of
+    one turn, as a kept response's are) join it, as the calls in a row do."""
     call_id, name, arguments = item.get("call_id"), item.get("name"), item.get("arguments")
     if not all(isinstance(v, str) for v in (call_id, name, arguments)):
         raise InvalidInput(f"'input[{i}]' (function_call) needs string call_id, name, arguments")
-    call = {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+    function = {"name": name, "arguments": arguments or "{}"}  # a call without arguments
+    call = {"id": call_id, "type": "function", "function": function}
     last = messages[-1] if messages else None
-    if last is not None and last["role"] == "assistant" and "tool_calls" in last:
-        last["tool_calls"].append(call)
+    if last is not None and last["role"] == "assistant":
+        last.setdefault("tool_calls", []).append(call)
     else:
         messages.append({"role": "assistant", "content": "", "tool_calls": [call]})
 
