@@ -12,6 +12,7 @@ from rosettaserve.core.registry import DynamicBatching
 from rosettaserve.core.types import TensorSpec
 from rosettaserve.repository import declare
 from rosettaserve.repository.model_yaml import DYNAMIC_BATCHING, MODEL_YAML, check_parameters
+from rosettaserve.repository.warmup import WarmupSample, samples
 
 CONFIG_FILE = "model.yaml"
 
@@ -54,6 +55,7 @@ class ModelConfig:
     instances: int | None  # execution instances; None: the runtime's default
     isolation: str  # thread: in the server process; process: worker processes
     raw: dict[str, Any] = field(default_factory=dict)
+    warmup: tuple[WarmupSample, ...] = ()
 
 
 def read_config(model_dir: Path) -> ModelConfig:
@@ -79,6 +81,7 @@ def parse_config(raw: dict[str, Any]) -> ModelConfig:
     check_parameters(values.get("runtime") or "", values.get("parameters"), problems)
     if not problems:
         _check_together(values, problems)
+    warmup = samples(values["warmup"] or [], values["max_batch_size"] or 0, problems)
     if problems:
         raise ConfigError(str(problems))
     return ModelConfig(
@@ -96,6 +99,7 @@ def parse_config(raw: dict[str, Any]) -> ModelConfig:
         instances=values["instances"],
         isolation=values["isolation"],
         raw=raw,
+        warmup=warmup,
     )
 
 

@@ -22,6 +22,7 @@ from rosettaserve.core.registry import IndexEntry, ModelVersion, VersionState
 from rosettaserve.core.timeouts import within
 from rosettaserve.repository.config import CONFIG_FILE, ConfigError, ModelConfig, read_config
 from rosettaserve.repository.layout import ModelDir, scan_model, scan_repository
+from rosettaserve.repository.warmup import WarmupFailed, sample_arrays, warm_up
 from rosettaserve.scheduling.batcher import schedule
 from rosettaserve.scheduling.isolation import ProcessModel
 
@@ -118,9 +119,11 @@ class ModelRepository:
         else:
             path = entry.dir.versions[int(mv.version)]
             try:
-                await run_loading(_load_blocking, mv, path, entry.config, self._create)
+                invoker = await run_loading(_load_blocking, mv, path, entry.config, self._create)
             except Exception as exc:  # any failure keeps the server and other models serving
                 _fail(mv, load_failure(exc), None if isinstance(exc, ConfigError) else exc)
+            else:
+                await _warm_up(mv, invoker, entry.dir.path, entry.config)
         mv.load_seconds = time.perf_counter() - start
 
     # -- unloading -----------------------------------------------------------------------------
@@ -332,7 +335,10 @@ def _wanted(entry: ModelEntry) -> list[int]:
     return entry.config.version_policy.select(numbers) if entry.config else [max(numbers)]
 
 
-def _load_blocking(mv: ModelVersion, path: Path, config: ModelConfig, create: ModelFactory) -> None:
+def _load_blocking(
+    mv: ModelVersion, path: Path, config: ModelConfig, create: ModelFactory
+) -> Invoker:
+    """The version loaded, and its own invoker (its warmup's way in); READY after the warmup."""
     model = _create(mv, path, config, create)
     model.load()
     if not model.inputs or not model.outputs:
@@ -348,6 +354,30 @@ def _load_blocking(mv: ModelVersion, path: Path, config: ModelConfig, create: Mo
         threads = ThreadInstances(f"{mv.name}-v{mv.version}", _instances(config))
         mv.instances, invoker = threads, Invoker(model, threads)
     mv.model, mv.invoker = model, schedule(mv, invoker, config.dynamic_batching)
+    return invoker
+
+
+async def _warm_up(
+    mv: ModelVersion, invoker: Invoker, model_dir: Path, config: ModelConfig
+) -> None:
+    """The warmup samples run, then the version is READY; a failing one fails the load (the
+    model unloaded again)."""
+    try:
+        if config.warmup:
+            batched = mv.max_batch_size > 0
+            arrays = [
+                await run_loading(sample_arrays, sample, model_dir, batched)
+                for sample in config.warmup
+            ]
+            await warm_up(invoker, config.warmup, arrays)
+    except WarmupFailed as exc:
+        _fail(mv, str(exc))
+        assert mv.model is not None
+        await run_loading(mv.model.unload)
+        if mv.instances is not None:
+            mv.instances.close()
+        mv.model = mv.invoker = mv.instances = None
+        return
     mv.state = VersionState.READY
 
 

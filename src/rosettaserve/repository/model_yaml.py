@@ -26,6 +26,7 @@ from rosettaserve.repository.declare import (
     Section,
     Text,
 )
+from rosettaserve.repository.model_yaml_triton import WARMUP
 
 ISOLATIONS = ("thread", "process")
 TOOL_PARSERS = tuple(sorted(PARSERS))
@@ -438,6 +439,7 @@ MODEL_YAML = Section(
             "thread: in the server process; process: worker processes (python only)",
             "thread",
         ),
+        WARMUP,
         Key(
             "tfserving",
             Section(
