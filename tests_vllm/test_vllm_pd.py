@@ -5,15 +5,18 @@ that token (the recompute path) and decodes on. Greedy text is what vLLM's own s
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
 
 from tests.pdproc import start_instance, start_scheduler, status
 from tests.serverproc import ServerProcess, stop_cleanly
-from tests_vllm.conftest import START_TIMEOUT_S, model_folder
+from tests_vllm.conftest import MODEL, START_TIMEOUT_S, model_folder
 from tests_vllm.test_vllm_runtime import FAMILIES, PROMPTS, completion
+from tests_vllm.test_vllm_structured import FORMS, MESSAGES, chat
 
 LLM_FAMILIES = {k: v for k, v in FAMILIES.items() if k != "oip"}  # OIP has no PD split
 
@@ -61,3 +64,32 @@ def test_requests_were_split_and_recomputed(
     assert after_d["decode"]["finished"] == before + 1
     assert after_p["prefill"]["handovers"] >= after_d["decode"]["finished"]
     assert after_p["prefill"]["leases"] == after_p["prefill"]["leaseBytes"] == 0  # no cache
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+@pytest.mark.parametrize("form", FORMS[:2], ids=["json_schema", "regex"])
+def test_structured_outputs_through_the_scheduler_answer_what_vllm_answers(
+    cluster: dict[str, ServerProcess],
+    pd: httpx.Client,
+    vllm_http: httpx.Client,
+    form: tuple[dict[str, Any], dict[str, Any]],
+    stream: bool,
+) -> None:
+    """vLLM's grammar cannot start past the prefill instance's token, so the prefill instance
+    serves a constrained request whole (as it does n > 1): same text, no hand-over."""
+    ours, theirs = form
+    expected = chat(vllm_http, {"structured_outputs": theirs})["message"]["content"]
+    handovers = status(cluster["prefill"])["prefill"]["handovers"]
+    doc = {"model": MODEL, "messages": MESSAGES, "max_tokens": 40, "temperature": 0, **ours}
+    if stream:
+        with pd.stream("POST", "/v1/chat/completions", json=doc | {"stream": True}) as reply:
+            assert reply.status_code == 200, reply.read()
+            lines = [line[6:] for line in reply.iter_lines() if line.startswith("data: {")]
+        chunks = [json.loads(line)["choices"] for line in lines]
+        text = "".join(c[0]["delta"].get("content") or "" for c in chunks if c)
+    else:
+        reply = pd.post("/v1/chat/completions", json=doc)
+        assert reply.status_code == 200, reply.text
+        text = reply.json()["choices"][0]["message"]["content"]
+    assert text == expected
+    assert status(cluster["prefill"])["prefill"]["handovers"] == handovers

@@ -235,11 +235,6 @@ def can_serve(
 ) -> None:
     """What a request asks that only some engines compute: refused (400) where it would not be
     computed, never served as if it had not been asked."""
-    if request.sampling.constraint is not None and split is not None and mv.runtime == "vllm":
-        raise InvalidInput(  # its decode side recomputes the prompt: vLLM's grammar would restart
-            "structured outputs are not supported with prefill/decode disaggregation on "
-            f"model '{mv.name}' (runtime: vllm); runtime: llm supports them"
-        )
     if request.sampling.prompt_logprobs is not None:
         if split is not None:  # the hand-over between instances does not carry them
             raise InvalidInput(

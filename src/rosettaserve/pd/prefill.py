@@ -55,23 +55,26 @@ class DecodeUnavailable(ServingError):
 @dataclass
 class PrefillSplit:
     """A prefill instance's part of one request (the plane's ``Split``): prefill, choose the
-    next token, hold the cache for the handover; ``n`` > 1 is served whole here."""
+    next token, hold the cache for the handover; ``n`` > 1 is served whole here, and so is a
+    constrained request on an engine without a cache to hand over."""
 
     recompute: Recompute | None
     identity: dict[str, Any] = field(default_factory=dict)
     handoff: Handoff = field(default_factory=Handoff)
     part: Part | None = None
-    whole: bool = False  # n > 1: served here from start to end (as MindIE: no n with PD)
+    whole: bool = False  # served here from start to end (n > 1, as MindIE: no n with PD)
     kv: KvHandover | None = None  # the engine's hand-over (None: nothing to hand over)
     prompt_ids: list[int] = field(default_factory=list)
     sent: int = 0  # a recompute's output tokens the client already has
     prompt_tokens: int | None = None
 
     def start(self, generator: TextGenerator, request: GenerateRequest) -> DeltaStream:
-        if request.n != 1:
+        engine = engine_of(generator)
+        if request.n != 1 or (engine.kv is None and request.sampling.constraint is not None):
+            # n > 1, and structured outputs on an engine that recomputes on D (runtime: vllm,
+            # whose grammar cannot start past P's token): served whole here, as one instance
             self.whole = True
             return generator.generate(request)
-        engine = engine_of(generator)
         r = self.recompute or Recompute(engine.prompt_ids(request), [])
         self.prompt_ids = r.prompt_ids
         self.prompt_tokens = 0 if self.recompute else len(r.prompt_ids)  # (once per request)
