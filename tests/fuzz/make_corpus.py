@@ -63,6 +63,8 @@ def oip_bodies() -> dict[str, bytes]:
         tensor["parameters"] = {"binary_data_size": len(strings)}
         head = json.dumps({"inputs": [tensor]}).encode()
         out[name] = b"#%d\n" % len(head) + head + strings
+    out["raw_fp32_row.bin"] = b"#0\n" + np.arange(3, dtype="<f4").tobytes()  # a raw request
+    out["raw_text.bin"] = b"#0\nhello"
     return out
 
 

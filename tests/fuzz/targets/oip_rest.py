@@ -7,7 +7,9 @@ escape; read on the event loop (``inline``: BYTES counts bounded, LargeWork past
 budget) the body means what it means read off it; and the bulk reader of large numeric arrays
 (``core/json_bulk.py``) and the ordinary one agree: the same body with its ``"data"`` keys
 spelt ``"d\\u0061ta"`` (the same JSON, which the bulk reader does not look for) gives the same
-tensors, bit for bit, or the same refusal.
+tensors, bit for bit, or the same refusal. With the header ``0`` the body is a raw binary request
+(``protocols/oip/raw_request.py``), read for models of several signatures: accepted, its one
+tensor holds the body's bytes exactly.
 """
 
 from __future__ import annotations
@@ -16,7 +18,10 @@ from typing import Any
 
 from rosettaserve.core.errors import InvalidInput
 from rosettaserve.core.executor import LargeWork
+from rosettaserve.core.registry import ModelVersion
+from rosettaserve.core.types import TensorSpec
 from rosettaserve.protocols.oip import convert
+from rosettaserve.protocols.oip.raw_request import is_raw, raw_request
 from tests.fuzz.targets.refusals import assert_a_refusal
 
 
@@ -52,8 +57,36 @@ def _content(array: Any) -> Any:
     return array.tobytes()
 
 
+SIGNATURES = [  # (max_batch_size, the one input's datatype and shape)
+    (4, "FP32", (-1, 3)),
+    (0, "INT16", (-1,)),
+    (0, "UINT8", (2, -1)),
+    (8, "BYTES", (-1, 1)),
+    (0, "BOOL", (-1, -1)),
+]
+
+
+def check_raw(body: bytes) -> None:
+    for batch, datatype, shape in SIGNATURES:
+        spec = TensorSpec("X", datatype, shape)
+        mv = ModelVersion(name="m", version="1", runtime="python", inputs=[spec], outputs=[spec])
+        mv.max_batch_size = batch
+        try:
+            (tensor,) = raw_request(body, mv).inputs
+        except InvalidInput:
+            continue
+        except Exception as exc:
+            assert_a_refusal(exc)
+            continue
+        content = _content(tensor.data)
+        assert (content == [body]) if datatype == "BYTES" else (content == body), datatype
+
+
 def check(data: bytes) -> None:
     header, body = split(data)
+    if is_raw(header):
+        check_raw(body)
+        return
     got = read(body, header)
     inline = read(body, header, inline=True)
     assert inline[0] == "larger than the budget" or inline == got, (inline, got)

@@ -49,12 +49,7 @@ def json_length(header: str | None, body_size: int) -> int:
             f"Inference-Header-Content-Length must be an integer in [0, {body_size}] "
             f"(the body size), got {header!r}"
         )
-    if int(value) == 0:
-        raise InvalidInput(
-            "Inference-Header-Content-Length: 0 (a raw binary request without a JSON header) "
-            "is not supported; send a JSON header with binary_data_size"
-        )
-    return int(value)
+    return int(value)  # (0, a raw binary request, is read by raw_request.py)
 
 
 def parse_json(data: bytes | bytearray | memoryview, what: str = "request body") -> Any:

@@ -9,6 +9,7 @@ from rosettaserve.core.errors import InvalidInput
 from rosettaserve.core.executor import LargeWork, run_request_work
 from rosettaserve.protocols.oip import convert
 from rosettaserve.protocols.oip import extensions as ext
+from rosettaserve.protocols.oip.raw_request import is_raw, raw_request
 from rosettaserve.web.routing import HttpRequest, HttpResponse, Route, json_response
 
 MODEL = r"/v2/models/(?P<model>[^/]+)(?:/versions/(?P<version>[0-9]+))?"
@@ -89,7 +90,10 @@ def infer_routes(dp: DataPlane) -> list[Route]:
         raw, header = req.body, req.header(convert.HEADER_LENGTH)
         model, version = req.params["model"], _version(req)
         try:
-            request = convert.parse_infer(raw, header, model, version, True)
+            if is_raw(header):
+                request = raw_request(raw, dp.resolve(model, version))
+            else:
+                request = convert.parse_infer(raw, header, model, version, True)
         except LargeWork:  # a BYTES tensor too large to decode on the event loop
             parse = convert.parse_infer
             request = await run_request_work(parse, raw, header, model, version, False)
