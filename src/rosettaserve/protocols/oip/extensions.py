@@ -43,7 +43,20 @@ def model_config(mv: ModelVersion) -> dict[str, Any]:
         doc["model_transaction_policy"] = {"decoupled": True}
     if mv.dynamic_batching is not None:
         doc["dynamic_batching"] = dynamic_batching(mv)
+    if mv.platform == "ensemble" and mv.model is not None:  # (runtimes/ensemble.py's steps)
+        steps = getattr(mv.model, "steps", [])
+        doc["ensemble_scheduling"] = {"step": [ensemble_step(s) for s in steps]}
     return doc
+
+
+def ensemble_step(step: Any) -> dict[str, Any]:
+    """Triton's ModelEnsembling.Step."""
+    return {
+        "model_name": step.model,
+        "model_version": -1 if step.version is None else int(step.version),
+        "input_map": dict(step.input_map),
+        "output_map": dict(step.output_map),
+    }
 
 
 def dynamic_batching(mv: ModelVersion) -> dict[str, Any]:
