@@ -179,7 +179,8 @@ class Server:
         if self.link is None:
             say(f"rosettaserve {__version__} ({s.role}): loading repository {s.repository}")
         loading = asyncio.create_task(self._load(preloaded))
-        watching = asyncio.create_task(watch(self._all_versions))  # stuck models: not ready
+        # stuck models, and models that make no progress while work waits: not ready
+        watching = asyncio.create_task(watch(self._all_versions, s.stall_timeout_s))
         await self._stopping.wait()
         if self.link is None:
             say("rosettaserve: draining in-flight requests, then stopping")
