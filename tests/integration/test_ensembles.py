@@ -3,7 +3,7 @@ with tritonclient against a real server: a four-step ensemble that fans out and 
 composing model's statistics counting the calls it served, a failing step's error reaching the
 client with its message, the ensemble's timeout ending its steps, graphs that cannot run refused
 at load; ``self.infer`` and ``await self.infer_async`` from a model, and a callee's error raised
-in the caller."""
+in the caller. (Over gRPC: tests_tritongrpc/test_triton_extensions_grpc.py.)"""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
-import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
@@ -133,9 +132,8 @@ def tensor(name: str) -> str:
     return f"{{name: {name}, {FP32}}}"
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    repo = tmp_path_factory.mktemp("ensembles")
+def build_repository(repo: Path) -> None:
+    """The models of these tests (also served to tests_tritongrpc's gRPC tests)."""
     for name, (module, cls, ins, outs) in SIMPLE.items():
         folder = repo / name
         (folder / "1").mkdir(parents=True)
@@ -157,9 +155,19 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     for name, text in ensembles.items():
         (repo / name / "1").mkdir(parents=True)
         (repo / name / "model.yaml").write_text(text)
+
+
+def started(repo: Path) -> ServerProcess:
     server = start_server(repo, wait_ready=False)  # (the broken graphs never get ready)
     wait_for(lambda: any("models," in line and "versions:" in line for line in server.lines))
-    yield from served(server)
+    return server
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    repo = tmp_path_factory.mktemp("ensembles")
+    build_repository(repo)
+    yield from served(started(repo))
 
 
 @pytest.fixture(scope="module")
@@ -173,7 +181,7 @@ def run(
 ) -> np.ndarray:
     given = httpclient.InferInput(name, [len(values)], "FP32")
     given.set_data_from_numpy(np.array(values, np.float32))
-    answer = client.infer(model, [given]).as_numpy("OUT")
+    answer: np.ndarray | None = client.infer(model, [given]).as_numpy("OUT")
     assert answer is not None
     return answer
 
@@ -188,15 +196,6 @@ def test_a_fan_out_fan_in_ensemble_answers_its_steps_composed(
 ) -> None:
     x = np.array([0.5, -1.0, 3.0], np.float32)
     assert run(client, "pipeline", x.tolist()).tolist() == ((2 * x + 1) + (2 * x) * 10).tolist()
-
-
-def test_over_grpc_too(server: ServerProcess) -> None:
-    with grpcclient.InferenceServerClient(server.grpc_address) as grpc:
-        given = grpcclient.InferInput("IN", [2], "FP32")
-        given.set_data_from_numpy(np.array([1.0, 2.0], np.float32))
-        answer = grpc.infer("pipeline", [given]).as_numpy("OUT")
-    assert answer is not None
-    assert answer.tolist() == [23.0, 45.0]
 
 
 def test_each_composing_model_counts_the_calls_it_served(
@@ -274,9 +273,7 @@ def test_a_config_mistake_is_named(tmp_path: Path) -> None:
         )
 
 
-def test_the_model_configuration_shows_the_steps(
-    server: ServerProcess, client: httpclient.InferenceServerClient
-) -> None:
+def test_the_model_configuration_shows_the_steps(client: httpclient.InferenceServerClient) -> None:
     config = client.get_model_config("pipeline")
     assert config["platform"] == "ensemble"
     steps = config["ensemble_scheduling"]["step"]
@@ -284,6 +281,3 @@ def test_the_model_configuration_shows_the_steps(
         ("scale", -1), ("add_one", 1), ("times_ten", -1), ("join", -1)
     ]  # fmt: skip
     assert steps[3]["input_map"] == {"A": "l", "B": "r"}
-    with grpcclient.InferenceServerClient(server.grpc_address) as grpc:
-        over_grpc = grpc.get_model_config("pipeline", as_json=True)["config"]
-    assert over_grpc["ensemble_scheduling"]["step"][3]["output_map"] == {"SUM": "OUT"}
