@@ -181,3 +181,27 @@ def test_the_validator_refuses_what_kubernetes_would(
     assert validator.problems(monitor, validator.DEFAULT_VERSION, crds)
     unknown = {"apiVersion": "example.com/v1", "kind": "Thing", "metadata": {"name": "x"}}
     assert validator.problems(unknown, validator.DEFAULT_VERSION, crds)
+
+
+def test_the_inference_pool_holds_the_server_pods_behind_the_endpoint_picker(
+    validator: ModuleType, crds: dict[tuple[str, str], Any]
+) -> None:
+    assert not by_kind(render(None), "InferencePool")  # off by default
+    docs = render(VALUE_SETS["gateway-values"])
+    (pool,) = by_kind(docs, "InferencePool").values()
+    pods = {name: d["spec"]["template"]["metadata"]["labels"]
+            for name, d in by_kind(docs, "Deployment").items()}  # fmt: skip
+    selector = pool["spec"]["selector"]["matchLabels"]
+    assert [p for p, labels in pods.items() if selector.items() <= labels.items()] == [
+        "rel-rosettaserve"
+    ]
+    assert pool["spec"]["targetPorts"] == [{"number": 8000}]
+    picker = pool["spec"]["endpointPickerRef"]
+    assert (picker["name"], picker["port"], picker["failureMode"]) == (
+        "llm-d-epp", {"number": 9002}, "FailClose"
+    )  # fmt: skip
+    picker["failureMode"] = "FailSometimes"  # the CRD's enum refuses it
+    del pool["spec"]["targetPorts"]  # and a required field
+    found = validator.problems(pool, validator.DEFAULT_VERSION, crds)
+    assert any("FailSometimes" in p for p in found)
+    assert any("targetPorts" in p for p in found)

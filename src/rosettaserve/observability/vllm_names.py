@@ -6,6 +6,7 @@ made for vLLM reads a rosettaserve server unchanged. Rendered with the rest of /
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 from rosettaserve.observability.metrics import (
@@ -42,6 +43,9 @@ VLLM_HELP = {
         "histogram",
         "Histogram of end to end request latency in seconds",
     ),
+    # the Gateway API Inference Extension's endpoint picker reads LoRA state here: no adapters
+    # (LoRA is not built), and the time of this reading as the value, as vLLM's
+    "vllm:lora_requests_info": ("gauge", "Running stats on lora requests"),
 }
 
 
@@ -82,6 +86,10 @@ def _families(snapshots: list[Snapshot]) -> dict[str, list[str]]:
         out["vllm:num_requests_waiting"].append(f"vllm:num_requests_waiting{{{label}}} {waiting:g}")
         usage = kv / capacity if capacity else 0.0
         out["vllm:kv_cache_usage_perc"].append(f"vllm:kv_cache_usage_perc{{{label}}} {usage:.6g}")
+    if gauges:
+        lora = label_set(max_lora="0", running_lora_adapters="", waiting_lora_adapters="")
+        now = time.time()
+        out["vllm:lora_requests_info"].append(f"vllm:lora_requests_info{{{lora}}} {now:.3f}")
     for model, (prompt, generated) in sorted(counts.items()):
         label = label_set(model_name=model)
         out["vllm:prompt_tokens_total"].append(f"vllm:prompt_tokens_total{{{label}}} {prompt}")
