@@ -319,7 +319,7 @@ def test_a_lost_decode_instance_fails_its_requests_at_once() -> None:
     assert scheduler.stats["failed"] == 1
 
 
-@pytest.mark.parametrize("policy", ["load", "round-robin"])
+@pytest.mark.parametrize("policy", ["prefix", "load", "round-robin"])
 def test_choice_skips_instances_that_are_down_or_excluded(policy: str) -> None:
     from rosettaserve.pd.pool import Pool
 
@@ -339,12 +339,39 @@ def test_choice_skips_instances_that_are_down_or_excluded(policy: str) -> None:
     assert pool.decode[1] not in picks
     assert {d.address.port for d in picks if d} == {3, 5}  # in turn when loads are equal
     pool.decode[0].active = 5
-    if policy == "load":
+    if policy != "round-robin":
         assert pool.pick_decode(set()) is pool.decode[2]
     assert pool.pick_prefill({pool.prefill[0]}) is pool.prefill[1]
     pool.prefill[0].outstanding, pool.prefill[1].outstanding = 10, 0
     chosen = {pool.pick_prefill(set()) for _ in range(3)}
-    assert chosen == ({pool.prefill[1]} if policy == "load" else set(pool.prefill))
+    assert chosen == ({pool.prefill[1]} if policy != "round-robin" else set(pool.prefill))
+
+
+def test_the_prefix_policy_sends_a_conversation_back_to_its_prefill_instance() -> None:
+    from rosettaserve.pd.pool import Pool
+    from rosettaserve.pd.prefix_affinity import prompt_blocks
+
+    prefill, decode = ["http://127.0.0.1:1", "http://127.0.0.1:2"], ["http://127.0.0.1:3"]
+    pool = Pool(
+        prefill,
+        decode,
+        "prefix",
+        on_frame=lambda d, f: None,
+        on_lost=lambda d, why: None,
+        client=PeerClient(),
+    )
+    for i in pool.prefill + pool.decode:
+        i.healthy = True
+    talk = [{"role": "user", "content": "Tell me a long story about a lighthouse. " * 30}]
+    first = prompt_blocks("/v1/chat/completions", orjson.dumps({"messages": talk}))
+    chosen = pool.pick_prefill(set(), blocks=lambda: first)
+    assert chosen is not None
+    other = next(p for p in pool.prefill if p is not chosen)
+    talk += [{"role": "assistant", "content": "Once..."}, {"role": "user", "content": "Go on"}]
+    second = prompt_blocks("/v1/chat/completions", orjson.dumps({"messages": talk}))
+    chosen.outstanding = 500  # busier, by less than the prefix it holds
+    assert [pool.pick_prefill(set(), blocks=lambda: second) for _ in range(3)] == [chosen] * 3
+    assert pool.pick_prefill({chosen}, blocks=lambda: second) is other  # excluded: the other
 
 
 def test_a_prefill_instance_that_fails_midway_is_retried_under_a_new_id() -> None:

@@ -23,7 +23,7 @@ from rosettaserve.observability.tracing import EXPORTERS
 from rosettaserve.server.settings import DEFAULT_GRPC_MAX_MESSAGE_SIZE, DEFAULT_MAX_REQUEST_SIZE
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
-POLICIES = ("load", "round-robin")  # how the scheduler picks an instance
+POLICIES = ("prefix", "load", "round-robin")  # how the scheduler picks an instance
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -153,8 +153,9 @@ def add_scheduler_command(commands: argparse._SubParsersAction[argparse.Argument
         "--policy",
         type=one_of(POLICIES),
         choices=POLICIES,
-        default="load",
-        help="how instances are chosen: the least loaded, or each in turn",
+        default="prefix",
+        help="how instances are chosen: prefill by load and the prompt prefix its cache "
+        "holds (prefix), the least loaded (load), or each in turn (round-robin)",
     )
     sched.add_argument(
         "--max-retry", type=int, default=5, help="recomputes of one request before it fails"

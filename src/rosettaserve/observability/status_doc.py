@@ -245,6 +245,8 @@ def llm_doc(mv: ModelVersion) -> dict[str, Any] | None:
         "kv_budget_tokens": getattr(config, "kv_budget_tokens", 0) or None,
         "max_num_seqs": getattr(config, "max_num_seqs", None),
         "prefills": stats.prefills,
+        "prefill_tokens": getattr(stats, "prefill_tokens", None),  # (computed, not cached)
+        "prefix_hit_tokens": getattr(stats, "prefix_hit_tokens", None),  # taken from the cache
         "decode_steps": stats.decode_steps,
         "peak_batch": stats.peak_batch,
         "preempted": stats.preempted,

@@ -29,7 +29,7 @@ class SchedulerOptions:
     decode: tuple[str, ...]
     host: str = "127.0.0.1"
     http_port: int = 8000
-    policy: str = "load"  # or round-robin
+    policy: str = "prefix"  # or load, round-robin
     max_retry: int = 5  # recomputes of one request
     prefill_timeout_s: float = 300.0  # a prefill instance's answer (prefill and handover)
     token_timeout_s: float = 60.0  # the longest silence of a decode instance on one request

@@ -15,7 +15,10 @@ same models everywhere).
 
 Choice (``policy="load"``): the prefill instance with the least outstanding prompt work (body
 bytes sent and not yet answered), the decode instance with the fewest active sequences, then
-the least KV in use; ties go round-robin. ``policy="round-robin"`` ignores load (for tests).
+the least KV in use; ties go round-robin. ``policy="prefix"`` (the default) chooses the prefill
+instance by its outstanding work plus the part of the prompt it does not hold in its prefix
+cache (prefix_affinity.py), the decode instance as ``load`` does. ``policy="round-robin"``
+ignores load (for tests).
 
 Instances given by DNS name (a headless Service) come and go with the name's addresses
 (discovery.py): one leaving is chosen for nothing new, and a decode instance leaves once the
@@ -35,6 +38,7 @@ import orjson
 
 from rosettaserve.pd.discovery import DEFAULT_INTERVAL_S, Resolver, is_name, resolve
 from rosettaserve.pd.http_client import Address, HttpClientError, PeerClient, Response
+from rosettaserve.pd.prefix_affinity import PrefixTable
 from rosettaserve.pd.wire import CLOSE, Frame, FrameParser
 from rosettaserve.web.routing import HttpRequest
 
@@ -44,6 +48,13 @@ READY = "READY"
 Models = dict[str, dict[str, str]]  # model name -> version -> state ("READY", "LOADING", ...)
 Wanted = tuple[str, str]  # the model a request names and its version ("": the instance's first)
 WantedOf = Callable[[], Wanted]  # the model of a request, read from it only when needed
+
+
+BlocksOf = Callable[[], list[bytes]]  # a request's prompt blocks, read when needed
+
+
+def _no_blocks() -> list[bytes]:
+    return []
 
 
 def _any_model() -> Wanted:
@@ -156,6 +167,7 @@ class Pool:
                 elif not self._known(role, Address.parse(url)):
                     self._members(role).append(Instance(url, role))
         self.policy = policy
+        self.prefixes = PrefixTable()  # where prompts' prefixes were prefilled (policy prefix)
         self.on_frame, self.on_lost = on_frame, on_lost
         self.client = client  # how the instances are reached (TLS, the peer key)
         self.poll_s, self.discovery_s, self.resolver = poll_s, discovery_s, resolver
@@ -177,9 +189,14 @@ class Pool:
     # -- choosing --------------------------------------------------------------------------------
 
     def pick_prefill(
-        self, exclude: set[Instance], wanted: WantedOf = _any_model
+        self,
+        exclude: set[Instance],
+        wanted: WantedOf = _any_model,
+        blocks: BlocksOf = _no_blocks,
     ) -> Instance | None:
-        return self._pick(self.prefill, exclude, lambda i: (i.outstanding,), wanted)
+        """``blocks``: the request's prompt blocks (prefix_affinity.py), read only under the
+        prefix policy."""
+        return self._pick(self.prefill, exclude, lambda i: (i.outstanding,), wanted, blocks)
 
     def pick_decode(self, exclude: set[Instance], wanted: WantedOf = _any_model) -> Instance | None:
         return self._pick(self.decode, exclude, lambda i: (i.active, i.kv_tokens), wanted)
@@ -197,6 +214,7 @@ class Pool:
         exclude: set[Instance],
         load: Callable[[Instance], Any],
         wanted: WantedOf,
+        blocks: BlocksOf | None = None,
     ) -> Instance | None:
         role = pool[0].role if pool else ""
         turn = self._turn.get(role, 0)
@@ -205,7 +223,12 @@ class Pool:
         ok = [i for i in ok if i not in exclude]
         if not ok:
             return None
-        chosen = ok[0] if self.policy == "round-robin" else min(ok, key=load)
+        if self.policy == "prefix" and blocks is not None:
+            held = blocks()
+            chosen = self.prefixes.choose(ok, held)
+            self.prefixes.remember(held, chosen.url)
+        else:
+            chosen = ok[0] if self.policy == "round-robin" else min(ok, key=load)
         self._turn[role] = pool.index(chosen) + 1
         return chosen
 

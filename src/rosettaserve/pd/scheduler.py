@@ -46,6 +46,7 @@ from rosettaserve.pd.http_client import HttpClientError, PeerClient
 from rosettaserve.pd.options import SchedulerOptions
 from rosettaserve.pd.pool import Instance, Pool, Wanted, model_of
 from rosettaserve.pd.prefill import FAILED_HEADER
+from rosettaserve.pd.prefix_affinity import prompt_blocks
 from rosettaserve.pd.responses_kept import Kept
 from rosettaserve.protocols import pooling
 from rosettaserve.protocols.families import FAMILIES, POSTS, Family, family_of
@@ -93,6 +94,11 @@ class Pending:
     def wanted(self) -> Wanted:
         """The model the request names (read from it once, when the pool needs it)."""
         return model_of(self.req)
+
+    @cached_property
+    def blocks(self) -> list[bytes]:
+        """The prompt's chained block hashes (read once, when the prefix policy needs them)."""
+        return prompt_blocks(self.req.path, self.req.body)
 
     @property
     def headers(self) -> dict[str, str]:
@@ -287,7 +293,8 @@ class Scheduler:
             return pending.wanted
 
         for _ in range(len(self.pool.prefill) + len(self.pool.decode) + 1):
-            p, d = self.pool.pick_prefill(tried, wanted), self.pool.pick_decode(tried, wanted)
+            p = self.pool.pick_prefill(tried, wanted, lambda: pending.blocks)
+            d = self.pool.pick_decode(tried, wanted)
             if p is None or d is None:
                 why = self.pool.unavailable("prefill" if p is None else "decode", tried, wanted)
                 raise Unavailable(why + (f"; last: {last_error}" if tried else ""))
