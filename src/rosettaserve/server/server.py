@@ -26,6 +26,7 @@ from rosettaserve.protocols.grps.api import GrpsApi
 from rosettaserve.protocols.health import grpc as health_grpc
 from rosettaserve.protocols.oip import grpc as oip_grpc
 from rosettaserve.protocols.oip import rest as oip_rest
+from rosettaserve.protocols.oip import shared_memory as oip_shm
 from rosettaserve.protocols.tfserving import grpc as tfserving_grpc
 from rosettaserve.protocols.tfserving import rest as tfserving_rest
 from rosettaserve.protocols.torchserve import management as torchserve_management
@@ -62,7 +63,7 @@ class Server:
         control = settings.enable_model_control
         info = ServerInfo(
             version=__version__,
-            extensions=oip_rest.extensions(model_control=control),
+            extensions=oip_rest.extensions(control, shared_memory=link is None),
             strict_readiness=settings.strict_readiness,
         )
         limits = Limits(settings.max_queue_size, settings.request_timeout_us)
@@ -77,6 +78,8 @@ class Server:
             responses_store=settings.responses_store,
         )
         self.generation.observer = self.metrics
+        # several workers: a region registered with one would be unknown to the others
+        oip_shm.REGIONS.refusal = None if link is None else oip_shm.WORKERS_REFUSAL
         self.grps = GrpsApi(self.dataplane, settings.grps_default_model)
         routes = oip_rest.routes(self.dataplane) + grps_rest.routes(self.grps)
         # the LLM API families (OpenAI, TGI, vLLM, Triton's generate, MindIE), served whole;
