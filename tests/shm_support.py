@@ -1,6 +1,7 @@
 """What the system shared memory tests over tritonclient.http (tests/integration) and
 tritonclient.grpc (tests_tritongrpc) share: the repository (Triton's ``simple`` add/sub model
-and a BYTES model) and the regions they use. Only ``tritonclient.utils`` is imported here."""
+and a BYTES model) and the regions they use; and a model with class labels, for the
+classification extension. Only ``tritonclient.utils`` is imported here."""
 
 from __future__ import annotations
 
@@ -35,6 +36,26 @@ class Simple(Model):
         a, b = inputs["INPUT0"], inputs["INPUT1"]
         return {"OUTPUT0": a + b, "OUTPUT1": a - b}
 '''
+SCORES_YAML = """\
+runtime: python
+class: Scores
+max_batch_size: 8
+inputs:
+  - {name: X, datatype: FP32, shape: [-1, 4]}
+outputs:
+  - {name: SCORES, datatype: FP32, shape: [-1, 4]}
+"""
+SCORES_PY = '''\
+"""Its input as its scores: a batch of 4 class scores per row."""
+
+from rosettaserve import Model
+
+
+class Scores(Model):
+    def predict(self, inputs):
+        return {"SCORES": inputs["X"]}
+'''
+LABELS = "cat\ndog\nbird\n"  # three names for four classes: class 3 has none
 TENSOR_BYTES = 64  # an INT32 [1, 16] tensor
 A = np.arange(16, dtype=np.int32).reshape(1, 16)
 B = np.full((1, 16), 3, dtype=np.int32)
@@ -46,6 +67,11 @@ def make_repo(root: Path) -> Path:
     (simple / "model.yaml").write_text(SIMPLE_YAML)
     (simple / "model.py").write_text(SIMPLE_PY)
     shutil.copytree(EXAMPLES / "text_python", root / "text_python")
+    scores = root / "scores"
+    scores.mkdir()
+    (scores / "model.yaml").write_text(SCORES_YAML)
+    (scores / "model.py").write_text(SCORES_PY)
+    (scores / "labels.txt").write_text(LABELS)
     return root
 
 

@@ -176,3 +176,16 @@ def test_cuda_shared_memory_answers_that_there_is_no_gpu(
         "StatusCode.UNIMPLEMENTED",
         "CUDA shared memory is not supported",
     )
+
+
+def test_classification_answers_score_index_label(
+    client: grpcclient.InferenceServerClient,
+) -> None:
+    x = np.array([[0.1, 0.7, 0.05, 0.15]], dtype=np.float32)
+    inp = grpcclient.InferInput("X", [1, 4], "FP32")
+    inp.set_data_from_numpy(x)
+    out = grpcclient.InferRequestedOutput("SCORES", class_count=3)
+    result = client.infer("scores", [inp], outputs=[out], headers=AUTH)
+    assert result.get_output("SCORES").datatype == "BYTES"
+    got = [s.decode() for s in result.as_numpy("SCORES").ravel()]
+    assert got == ["0.700000:1:dog", "0.150000:3", "0.100000:0:cat"]

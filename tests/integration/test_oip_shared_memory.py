@@ -282,3 +282,59 @@ def test_cuda_shared_memory_answers_that_there_is_no_gpu(
         "501",
         "CUDA shared memory is not supported",
     )
+
+
+# -- the classification extension (tritonclient's class_count) ---------------------------------
+
+X = np.array([[0.1, 0.7, 0.05, 0.15], [0.9, 0.0, 0.0, 0.1]], dtype=np.float32)
+
+
+@pytest.mark.parametrize("binary", [True, False], ids=["binary", "json"])
+def test_classification_answers_score_index_label(
+    client: httpclient.InferenceServerClient, binary: bool
+) -> None:
+    inp = httpclient.InferInput("X", [2, 4], "FP32")
+    inp.set_data_from_numpy(X, binary_data=binary)
+    out = httpclient.InferRequestedOutput("SCORES", binary_data=binary, class_count=2)
+    result = client.infer("scores", [inp], outputs=[out], headers=auth())
+    meta = result.get_output("SCORES")
+    assert (meta["datatype"], meta["shape"]) == ("BYTES", [2, 2])  # a row per batch entry
+    got = [
+        [s.decode() if isinstance(s, bytes) else s for s in row]
+        for row in result.as_numpy("SCORES")
+    ]
+    # labels.txt names classes 0-2 only: class 3 is "score:index"
+    assert got == [["0.700000:1:dog", "0.150000:3"], ["0.900000:0:cat", "0.100000:3"]]
+
+
+def test_classification_of_integers_without_labels(
+    client: httpclient.InferenceServerClient,
+) -> None:
+    i0 = httpclient.InferInput("INPUT0", [1, 16], "INT32")
+    i0.set_data_from_numpy(A)
+    i1 = httpclient.InferInput("INPUT1", [1, 16], "INT32")
+    i1.set_data_from_numpy(B)
+    out = httpclient.InferRequestedOutput("OUTPUT0", class_count=40)  # more than there are
+    result = client.infer("simple", [i0, i1], outputs=[out], headers=auth())
+    got = [s.decode() for s in result.as_numpy("OUTPUT0").ravel()]
+    assert result.get_output("OUTPUT0")["shape"] == [16]  # the model does not batch
+    assert got[:3] == ["18:15", "17:14", "16:13"]
+
+
+def test_classification_errors(server: ServerProcess, regions: Regions) -> None:
+    _, key = regions.create("cls", 64)
+    body = {
+        "inputs": [{"name": "X", "datatype": "FP32", "shape": [1, 4], "data": [1, 2, 3, 4]}],
+        "outputs": [{"name": "SCORES", "parameters": {"classification": -1}}],
+    }
+    with httpx.Client(base_url=server.http_url, headers=AUTH) as http:
+        reply = http.post("/v2/models/scores/infer", json=body)
+        assert reply.status_code == 400
+        assert "invalid value for 'classification' parameter" in reply.json()["error"]
+        http.post("/v2/systemsharedmemory/region/cls/register", json={"key": key, "byte_size": 64})
+        shared = {"shared_memory_region": "cls", "shared_memory_byte_size": 16, "classification": 1}
+        body["outputs"] = [{"name": "SCORES", "parameters": shared}]
+        reply = http.post("/v2/models/scores/infer", json=body)
+        assert reply.status_code == 400
+        assert "can't set both 'shared_memory_region' and 'classification'" in reply.json()["error"]
+        http.post("/v2/systemsharedmemory/unregister")

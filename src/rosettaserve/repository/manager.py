@@ -21,7 +21,12 @@ from rosettaserve.core.model import Model
 from rosettaserve.core.registry import IndexEntry, ModelVersion, VersionState
 from rosettaserve.core.timeouts import within
 from rosettaserve.repository.config import CONFIG_FILE, ConfigError, ModelConfig, read_config
-from rosettaserve.repository.layout import ModelDir, scan_model, scan_repository
+from rosettaserve.repository.layout import (
+    ModelDir,
+    read_class_labels,
+    scan_model,
+    scan_repository,
+)
 from rosettaserve.scheduling.batcher import schedule
 from rosettaserve.scheduling.isolation import ProcessModel
 
@@ -118,6 +123,7 @@ class ModelRepository:
         else:
             path = entry.dir.versions[int(mv.version)]
             try:
+                mv.class_labels = await run_loading(read_class_labels, entry.dir.path)
                 await run_loading(_load_blocking, mv, path, entry.config, self._create)
             except Exception as exc:  # any failure keeps the server and other models serving
                 _fail(mv, load_failure(exc), None if isinstance(exc, ConfigError) else exc)

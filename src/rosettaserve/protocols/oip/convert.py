@@ -14,7 +14,7 @@ from rosettaserve.core.errors import InvalidInput
 from rosettaserve.core.executor import LET_OTHERS_RUN, LargeWork, let_others_run
 from rosettaserve.core.registry import ModelVersion
 from rosettaserve.core.types import InferenceRequest, InferenceResponse, RequestedOutput, Tensor
-from rosettaserve.protocols.oip import shared_memory
+from rosettaserve.protocols.oip import requested, shared_memory
 
 # Final: compiled, constants or C statics, not a lookup in the module's dict (a batched request
 # looked up ~12 of them) [cost: final-static]
@@ -106,7 +106,7 @@ def parse_infer(
         parameters=parameters,
         context=request_context(parameters, "oip_rest", {BINARY_OUTPUT_KEY: binary_default}),
     )
-    shared_memory.note_outputs(request)
+    requested.note(request)
     return request
 
 

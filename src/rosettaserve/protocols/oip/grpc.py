@@ -12,7 +12,7 @@ from rosettaserve.core.dataplane import DataPlane
 from rosettaserve.core.errors import ServingError, Unsupported
 from rosettaserve.core.executor import LargeWork, run_request_work
 from rosettaserve.observability.access_log import model_path, named_in
-from rosettaserve.protocols.oip import convert, extensions, shared_memory
+from rosettaserve.protocols.oip import convert, extensions, requested, shared_memory
 from rosettaserve.protocols.oip.grpc_convert import encode_infer, parameters_from, parse_infer
 from rosettaserve.protocols.oip.grpc_infer import model_infer
 from rosettaserve.protocols.oip.grpc_wire import model_named
@@ -81,7 +81,7 @@ class OipServicer:
         mv = self.dp.ready_version(core_request.model_name, core_request.model_version)
         decoupled = mv.invoker is not None and mv.invoker.streams
         async for response in self.dp.infer_stream(core_request):
-            shared_memory.place_outputs(core_request, response)
+            requested.answer(self.dp, core_request, response)
             try:
                 msg = encode_infer(response, True)
             except LargeWork:  # a BYTES output too large to encode on the event loop

@@ -25,7 +25,7 @@ from rosettaserve.core.types import (
     RequestedOutput,
     Tensor,
 )
-from rosettaserve.protocols.oip import shared_memory
+from rosettaserve.protocols.oip import requested, shared_memory
 from rosettaserve.protocols.oip.convert import request_context
 from rosettaserve.protocols.oip.pb import grpc_service_pb2 as pb
 
@@ -147,8 +147,12 @@ def build_request(
             "contents field must not be specified when using raw_input_contents: "
             "send every input raw, or every input in typed contents"
         )
-    regions = [shared_memory.input_bytes(t.parameters, t.name) for t in inputs]
-    if any(region is not None for region in regions):
+    regions = (  # (most requests: no input has parameters, nothing to look up)
+        [shared_memory.input_bytes(t.parameters, t.name) for t in inputs]
+        if any(t.parameters for t in inputs)
+        else None
+    )
+    if regions is not None and any(region is not None for region in regions):
         tensors = _with_regions(inputs, regions, raw, model_name, inline)
     else:
         if raw and len(raw) != len(inputs):
@@ -166,7 +170,7 @@ def build_request(
         parameters=parameters,
         context=request_context(parameters, "oip_grpc"),
     )
-    shared_memory.note_outputs(request)
+    requested.note(request)
     return request
 
 

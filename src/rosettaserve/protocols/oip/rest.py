@@ -7,7 +7,7 @@ from typing import Any
 from rosettaserve.core.dataplane import DataPlane
 from rosettaserve.core.errors import InvalidInput, Unsupported
 from rosettaserve.core.executor import LargeWork, run_request_work
-from rosettaserve.protocols.oip import convert, shared_memory
+from rosettaserve.protocols.oip import convert, requested, shared_memory
 from rosettaserve.protocols.oip import extensions as ext
 from rosettaserve.web.routing import HttpRequest, HttpResponse, Route, json_response
 
@@ -99,7 +99,7 @@ def infer_routes(dp: DataPlane) -> list[Route]:
             parse = convert.parse_infer
             request = await run_request_work(parse, raw, header, model, version, False)
         response = await dp.infer(request)
-        shared_memory.place_outputs(request, response)
+        requested.answer(dp, request, response)
         try:
             body, blobs, header_length = convert.encode_infer(response, request, True)
         except LargeWork:  # a BYTES output too large to encode on the event loop
