@@ -63,6 +63,12 @@ def oip_bodies() -> dict[str, bytes]:
         tensor["parameters"] = {"binary_data_size": len(strings)}
         head = json.dumps({"inputs": [tensor]}).encode()
         out[name] = b"#%d\n" % len(head) + head + strings
+    placed = {"shared_memory_region": "fuzz", "shared_memory_byte_size": 16}
+    tensor = {"name": "x", "datatype": "FP32", "shape": [1, 4], "parameters": placed}
+    out["shm_input.json"] = json.dumps({"inputs": [tensor]}).encode()
+    moved = {**placed, "shared_memory_offset": 60}  # past the region's end
+    outputs = [{"name": "y", "parameters": {**moved, "classification": 2}}]
+    out["shm_output.json"] = json.dumps({"inputs": [], "outputs": outputs}).encode()
     return out
 
 
