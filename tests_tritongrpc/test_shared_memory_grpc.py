@@ -26,7 +26,7 @@ AUTH = {"authorization": f"Bearer {KEY}"}
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     repo = make_repo(tmp_path_factory.mktemp("shm_repo"))
-    yield from served(start_server(repo, "--api-key", KEY))
+    yield from served(start_server(repo, "--api-key", KEY, "--allow-client-shm=true"))
 
 
 @pytest.fixture

@@ -27,7 +27,7 @@ KEY = "shm-test-key"
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     repo = make_repo(tmp_path_factory.mktemp("shm_repo"))
-    yield from served(start_server(repo, "--api-key", KEY))
+    yield from served(start_server(repo, "--api-key", KEY, "--allow-client-shm"))
 
 
 @pytest.fixture

@@ -60,7 +60,7 @@ def repo(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def workers(repo: Path) -> Iterator[ServerProcess]:
-    server = start_server(repo, "--workers", "2")
+    server = start_server(repo, "--workers", "2", "--allow-client-shm")
     yield server
     server.stop()
 

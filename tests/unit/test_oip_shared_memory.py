@@ -129,3 +129,10 @@ def test_refused_under_several_workers(regions: sm.Regions, key: str) -> None:
     regions.refusal = sm.WORKERS_REFUSAL
     with pytest.raises(Unsupported, match="--workers 1"):
         regions.register("r", key, 0, 8)
+
+
+def test_refusal_off_by_default_then_under_workers() -> None:
+    assert sm.refusal(False, False) == sm.DISABLED_REFUSAL
+    assert sm.refusal(False, True) == sm.DISABLED_REFUSAL
+    assert sm.refusal(True, True) == sm.WORKERS_REFUSAL
+    assert sm.refusal(True, False) is None

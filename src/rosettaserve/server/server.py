@@ -63,7 +63,7 @@ class Server:
         control = settings.enable_model_control
         info = ServerInfo(
             version=__version__,
-            extensions=oip_rest.extensions(control, shared_memory=link is None),
+            extensions=oip_rest.extensions(control, settings.allow_client_shm and link is None),
             strict_readiness=settings.strict_readiness,
         )
         limits = Limits(settings.max_queue_size, settings.request_timeout_us)
@@ -78,8 +78,7 @@ class Server:
             responses_store=settings.responses_store,
         )
         self.generation.observer = self.metrics
-        # several workers: a region registered with one would be unknown to the others
-        oip_shm.REGIONS.refusal = None if link is None else oip_shm.WORKERS_REFUSAL
+        oip_shm.REGIONS.refusal = oip_shm.refusal(settings.allow_client_shm, link is not None)
         self.grps = GrpsApi(self.dataplane, settings.grps_default_model)
         routes = oip_rest.routes(self.dataplane) + grps_rest.routes(self.grps)
         # the LLM API families (OpenAI, TGI, vLLM, Triton's generate, MindIE), served whole;

@@ -23,7 +23,8 @@ BASE_EXTENSIONS = [
 
 
 def extensions(model_control: bool, shared_memory: bool = True) -> list[str]:
-    """``shared_memory``: False under several worker processes, where regions are refused."""
+    """``shared_memory``: whether clients may register regions (--allow-client-shm, one worker
+    process)."""
     return (
         BASE_EXTENSIONS
         + (["model_repository"] if model_control else [])

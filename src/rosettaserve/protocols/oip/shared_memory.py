@@ -42,6 +42,9 @@ WORKERS_REFUSAL: Final = (
     "system shared memory needs --workers 1: a region registered with one worker process "
     "would be unknown to the others"
 )
+DISABLED_REFUSAL: Final = (  # Triton's text
+    "Client shared memory is disabled. Start the server with '--allow-client-shm=true' to enable."
+)
 MAX_REGIONS: Final = 256  # each holds a descriptor and a mapping
 _OPEN_FLAGS: Final = os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 
@@ -193,6 +196,15 @@ class Regions:
 
 
 REGIONS: Final = Regions()  # one server a process, as one Triton a process
+
+
+def refusal(allowed: bool, several_workers: bool) -> str | None:
+    """Why registration is refused, if it is: not allowed (the default: a client that may
+    register any object the server can open could read it back through a model), or several
+    worker processes (a region registered with one would be unknown to the others)."""
+    if not allowed:
+        return DISABLED_REFUSAL
+    return WORKERS_REFUSAL if several_workers else None
 
 
 @dataclass(frozen=True, slots=True)
