@@ -22,7 +22,7 @@ BASE_EXTENSIONS = [
 ]
 
 
-def extensions(model_control: bool, shared_memory: bool = True) -> list[str]:
+def extensions(model_control: bool, shared_memory: bool = False) -> list[str]:
     """``shared_memory``: whether clients may register regions (--allow-client-shm, one worker
     process)."""
     return (
