@@ -65,6 +65,12 @@ def oip_bodies() -> dict[str, bytes]:
         out[name] = b"#%d\n" % len(head) + head + strings
     out["raw_fp32_row.bin"] = b"#0\n" + np.arange(3, dtype="<f4").tobytes()  # a raw request
     out["raw_text.bin"] = b"#0\nhello"
+    placed = {"shared_memory_region": "fuzz", "shared_memory_byte_size": 16}
+    tensor = {"name": "x", "datatype": "FP32", "shape": [1, 4], "parameters": placed}
+    out["shm_input.json"] = json.dumps({"inputs": [tensor]}).encode()
+    moved = {**placed, "shared_memory_offset": 60}  # past the region's end
+    outputs = [{"name": "y", "parameters": {**moved, "classification": 2}}]
+    out["shm_output.json"] = json.dumps({"inputs": [], "outputs": outputs}).encode()
     return out
 
 

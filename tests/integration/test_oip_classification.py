@@ -1,7 +1,7 @@
 """Triton's classification extension with tritonclient (``class_count``) over REST and gRPC: the
 N largest values of an output as ``"value:index[:label]"`` strings, largest first, per batch row,
-labels from the model folder's labels.txt; a count that is not a positive integer or an output
-with no numbers is a 400 naming it. (Over gRPC: tests_tritongrpc/test_triton_extensions_grpc.py.)"""
+labels from the model folder's labels.txt; a count that is not a non-negative integer or an output
+with no numbers is a 400 with Triton's message (0: no classification, as tritonclient means it). (Over gRPC: tests_tritongrpc/test_triton_extensions_grpc.py.)"""
 
 from __future__ import annotations
 
@@ -90,9 +90,9 @@ def test_integers_without_a_batch_dimension_and_a_count_past_the_values(
 @pytest.mark.parametrize(
     ("output", "count", "message"),
     [
-        ("SCORES", 0, "'classification' must be an integer >= 1, got 0"),
-        ("SCORES", "2", "'classification' must be an integer >= 1, got '2'"),
-        ("NAMES", 1, "output 'NAMES' (BYTES) cannot be classified"),
+        ("SCORES", -1, "expected a non-negative integer, got -1"),
+        ("SCORES", "2", "expected a non-negative integer, got '2'"),
+        ("NAMES", 1, "class result not available for output due to unsupported type 'BYTES'"),
     ],
 )
 def test_a_count_or_output_that_cannot_be_classified_is_a_400(

@@ -16,6 +16,7 @@ from tritonclient.utils import InferenceServerException
 
 from tests.conftest import EXAMPLES
 from tests.serverproc import ServerProcess, start_server
+from tests.tritonclient_common import expect_error
 
 
 @pytest.fixture(scope="module")
@@ -33,6 +34,18 @@ def test_extensions_listed_only_when_they_work(client: httpclient.InferenceServe
     extensions = client.get_server_metadata()["extensions"]
     assert {"binary_tensor_data", "model_configuration", "statistics"} <= set(extensions)
     assert "model_repository" not in extensions
+    assert "system_shared_memory" not in extensions  # without --allow-client-shm
+
+
+def test_client_shared_memory_is_off_by_default(client: httpclient.InferenceServerClient) -> None:
+    """As in Triton: a client that could register any object the server can open could read it
+    back through a model, so registration waits for --allow-client-shm."""
+    assert client.get_system_shared_memory_status() == []
+    for call in (
+        lambda: client.register_system_shared_memory("r", "/r", 8),
+        client.unregister_system_shared_memory,
+    ):
+        expect_error(call, "501", "Client shared memory is disabled", "--allow-client-shm=true")
 
 
 def test_model_config_in_triton_shape(client: httpclient.InferenceServerClient) -> None:

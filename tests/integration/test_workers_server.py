@@ -60,7 +60,7 @@ def repo(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def workers(repo: Path) -> Iterator[ServerProcess]:
-    server = start_server(repo, "--workers", "2")
+    server = start_server(repo, "--workers", "2", "--allow-client-shm")
     yield server
     server.stop()
 
@@ -106,6 +106,12 @@ def test_two_workers_share_the_ports_and_each_loads_its_models_once(
     assert f"rosettaserve_{ok}" in metrics  # summed over both workers
     assert 'rosettaserve_model_state{model="pid",version="1",state="READY"} 2\n' in metrics
     assert loads(repo) == loaded  # nothing loaded twice
+    # a shared-memory region registered with one worker would be unknown to the other
+    register = f"{workers.http_url}/v2/systemsharedmemory/region/r/register"
+    reply = httpx.post(register, json={"key": "/k", "byte_size": 8})
+    assert reply.status_code == 501
+    assert "--workers 1" in reply.json()["error"]
+    assert "system_shared_memory" not in httpx.get(workers.http_url + "/v2").json()["extensions"]
 
 
 def test_sigterm_drains_every_worker_then_exits_zero(workers: ServerProcess, repo: Path) -> None:

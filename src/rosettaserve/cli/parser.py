@@ -70,6 +70,16 @@ def build_parser() -> argparse.ArgumentParser:
         "(only models inside REPO)",
     )
     serve.add_argument(
+        "--allow-client-shm",
+        nargs="?",
+        const="true",
+        default="false",
+        type=str.lower,
+        choices=("true", "false"),
+        help="let clients register system shared-memory regions (Triton's flag, also as "
+        "--allow-client-shm=true); off, register and unregister answer 501",
+    )
+    serve.add_argument(
         "--max-request-size",
         type=int,
         default=DEFAULT_MAX_REQUEST_SIZE,

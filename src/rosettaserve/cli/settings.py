@@ -71,6 +71,7 @@ def serve_settings(args: argparse.Namespace, security: SecurityOptions) -> Setti
         grpc_port=args.grpc_port,
         grpc_max_message_size=args.grpc_max_message_size,
         enable_model_control=args.enable_model_control or args.management_port is not None,
+        allow_client_shm=args.allow_client_shm == "true",
         management_port=args.management_port,
         max_request_size=args.max_request_size,
         poll_interval=args.poll_interval,

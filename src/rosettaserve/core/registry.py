@@ -68,6 +68,7 @@ class ModelVersion:
     load_seconds: float = 0.0
     inflight: int = 0
     labels: list[str] = field(default_factory=list)
+    class_labels: list[str] = field(default_factory=list)  # labels.txt: index -> class name
     extra: dict[str, Any] = field(default_factory=dict)
     stats: ModelStats = field(default_factory=ModelStats)
     _signature: Signature | None = field(default=None, repr=False)

@@ -36,3 +36,18 @@ def scan_model(path: Path) -> ModelDir:
     except OSError:
         mtime = 0.0
     return ModelDir(path.name, path, numeric or {1: path}, mtime)
+
+
+CLASS_LABELS = "labels.txt"  # the classification extension's class names, one a line
+MAX_LABELS_BYTES = 16 << 20
+
+
+def read_class_labels(model_dir: Path) -> list[str]:
+    """The class names of ``model_dir``'s labels.txt (line N names class N); none without one.
+    A file past MAX_LABELS_BYTES fails the load rather than being read whole."""
+    path = model_dir / CLASS_LABELS
+    if not path.is_file():
+        return []
+    if path.stat().st_size > MAX_LABELS_BYTES:
+        raise ValueError(f"{path} is larger than {MAX_LABELS_BYTES} bytes")
+    return path.read_text("utf-8", errors="replace").splitlines()

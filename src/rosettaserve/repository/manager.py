@@ -21,7 +21,12 @@ from rosettaserve.core.model import Model
 from rosettaserve.core.registry import IndexEntry, ModelVersion, VersionState
 from rosettaserve.core.timeouts import within
 from rosettaserve.repository.config import CONFIG_FILE, ConfigError, ModelConfig, read_config
-from rosettaserve.repository.layout import ModelDir, scan_model, scan_repository
+from rosettaserve.repository.layout import (
+    ModelDir,
+    read_class_labels,
+    scan_model,
+    scan_repository,
+)
 from rosettaserve.repository.warmup import WarmupFailed, sample_arrays, warm_up
 from rosettaserve.scheduling.batcher import schedule
 from rosettaserve.scheduling.isolation import ProcessModel
@@ -119,6 +124,7 @@ class ModelRepository:
         else:
             path = entry.dir.versions[int(mv.version)]
             try:
+                mv.class_labels = await run_loading(read_class_labels, entry.dir.path)
                 invoker = await run_loading(_load_blocking, mv, path, entry.config, self._create)
             except Exception as exc:  # any failure keeps the server and other models serving
                 _fail(mv, load_failure(exc), None if isinstance(exc, ConfigError) else exc)

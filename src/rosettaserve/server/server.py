@@ -29,6 +29,7 @@ from rosettaserve.protocols.grps.api import GrpsApi
 from rosettaserve.protocols.health import grpc as health_grpc
 from rosettaserve.protocols.oip import grpc as oip_grpc
 from rosettaserve.protocols.oip import rest as oip_rest
+from rosettaserve.protocols.oip import shared_memory as oip_shm
 from rosettaserve.protocols.tfserving import grpc as tfserving_grpc
 from rosettaserve.protocols.tfserving import rest as tfserving_rest
 from rosettaserve.protocols.torchserve import management as torchserve_management
@@ -46,6 +47,7 @@ from rosettaserve.transport.sockets import bind
 from rosettaserve.web.app import App, HttpApp
 from rosettaserve.web.cors import Cors
 from rosettaserve.web.grpc_services import CallTracker, ServiceTable
+from rosettaserve.web.routing import Route
 
 if TYPE_CHECKING:
     from rosettaserve.server.worker import WorkerLink
@@ -66,7 +68,7 @@ class Server:
         control = settings.enable_model_control
         info = ServerInfo(
             version=__version__,
-            extensions=oip_rest.extensions(model_control=control),
+            extensions=oip_rest.extensions(control, settings.allow_client_shm and link is None),
             strict_readiness=settings.strict_readiness,
         )
         limits = Limits(settings.max_queue_size, settings.request_timeout_us)
@@ -82,30 +84,8 @@ class Server:
             responses_store=settings.responses_store,
         )
         self.generation.observer = self.metrics
-        self.grps = GrpsApi(self.dataplane, settings.grps_default_model)
-        routes = oip_rest.routes(self.dataplane) + grps_rest.routes(self.grps)
-        # the LLM API families (OpenAI, TGI, vLLM, Triton's generate, MindIE), served whole;
-        # a PD role (--role prefill|decode) wraps their POST routes and adds its own
-        peers = security.peer_client(settings.security)
-        self.pd = PdInstance(settings.role, settings.pd, self.generation, peers)
-        routes += self.pd.wrap(families.routes(self.generation)) + self.pd.routes()
-        routes += pooling.routes(self.dataplane)  # embeddings and rerank: tensor models
-        self.trend = Trend(self.snapshots)  # grps's monitor series, sampled once asked
-        routes += status_page.routes(self.status) + grps_rest.monitor_routes(self.trend)
-        if settings.metrics_port is None:
-            routes.append(metrics_route(self.metrics_text))
-        defaults: dict[str, str] = {}  # TorchServe's set-default choices, by model
-        routes += torchserve_rest.routes(self.dataplane, defaults)
-        # TorchServe's management API (the repository is its model store): on the HTTP port,
-        # or only on --management-port
-        self.management = (
-            torchserve_management.routes(self.dataplane, settings.repository, defaults)
-            if control
-            else []
-        )
-        if settings.management_port is None:
-            routes += self.management
-        self.app = HttpApp(routes + tfserving_rest.routes(self.dataplane))
+        oip_shm.REGIONS.refusal = oip_shm.refusal(settings.allow_client_shm, link is not None)
+        self.app = HttpApp(self._http_routes(settings, control))
         self.guard = security.guard(settings.security)
         self.app.guard = self.guard
         self.app.max_inflated = settings.max_request_size
@@ -148,6 +128,34 @@ class Server:
         server.call_lines = None if self.access is None else self.access.call_lines()
         server.tracing = self.tracing
         return server
+
+    def _http_routes(self, settings: Settings, control: bool) -> list[Route]:
+        """Every protocol's routes on the HTTP port (TorchServe's management API: unless it
+        has its own port)."""
+        self.grps = GrpsApi(self.dataplane, settings.grps_default_model)
+        routes = oip_rest.routes(self.dataplane) + grps_rest.routes(self.grps)
+        # the LLM API families (OpenAI, TGI, vLLM, Triton's generate, MindIE), served whole;
+        # a PD role (--role prefill|decode) wraps their POST routes and adds its own
+        peers = security.peer_client(settings.security)
+        self.pd = PdInstance(settings.role, settings.pd, self.generation, peers)
+        routes += self.pd.wrap(families.routes(self.generation)) + self.pd.routes()
+        routes += pooling.routes(self.dataplane)  # embeddings and rerank: tensor models
+        self.trend = Trend(self.snapshots)  # grps's monitor series, sampled once asked
+        routes += status_page.routes(self.status) + grps_rest.monitor_routes(self.trend)
+        if settings.metrics_port is None:
+            routes.append(metrics_route(self.metrics_text))
+        defaults: dict[str, str] = {}  # TorchServe's set-default choices, by model
+        routes += torchserve_rest.routes(self.dataplane, defaults)
+        # TorchServe's management API (the repository is its model store): on the HTTP port,
+        # or only on --management-port
+        self.management = (
+            torchserve_management.routes(self.dataplane, settings.repository, defaults)
+            if control
+            else []
+        )
+        if settings.management_port is None:
+            routes += self.management
+        return routes + tfserving_rest.routes(self.dataplane)
 
     def _create_model(self, name: str, version: str, path: Path, config: ModelConfig) -> Model:
         model = create_model(name, version, path, config)

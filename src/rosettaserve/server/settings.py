@@ -50,6 +50,7 @@ class Settings:
     grpc_port: int = 8001
     grpc_max_message_size: int = DEFAULT_GRPC_MAX_MESSAGE_SIZE
     enable_model_control: bool = False
+    allow_client_shm: bool = False  # clients may register system shared-memory regions
     max_request_size: int = DEFAULT_MAX_REQUEST_SIZE
     poll_interval: float = 0.0  # seconds; 0 = off
     strict_readiness: bool = True

@@ -9,20 +9,42 @@ budget) the body means what it means read off it; and the bulk reader of large n
 spelt ``"d\\u0061ta"`` (the same JSON, which the bulk reader does not look for) gives the same
 tensors, bit for bit, or the same refusal. With the header ``0`` the body is a raw binary request
 (``protocols/oip/raw_request.py``), read for models of several signatures: accepted, its one
-tensor holds the body's bytes exactly.
+tensor holds the body's bytes exactly. A system shared-memory region named ``fuzz`` (64
+bytes) is registered, so that the offsets and sizes a body names are checked against a real one.
 """
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 from rosettaserve.core.errors import InvalidInput
 from rosettaserve.core.executor import LargeWork
 from rosettaserve.core.registry import ModelVersion
 from rosettaserve.core.types import TensorSpec
-from rosettaserve.protocols.oip import convert
+from rosettaserve.protocols.oip import convert, shared_memory
 from rosettaserve.protocols.oip.raw_request import is_raw, raw_request
 from tests.fuzz.targets.refusals import assert_a_refusal
+
+REGION = "fuzz"  # what the seeds name (tests/fuzz/make_corpus.py)
+REGION_BYTES = 64
+
+
+def register_region() -> None:
+    """The region, registered once; its object's name is unlinked at once (the registry holds
+    the object open), so a fuzz run leaves nothing in /dev/shm."""
+    if shared_memory.REGIONS.status():
+        return
+    path = Path(shared_memory.SHM_DIR) / f"rs_fuzz_oip_{os.getpid()}"
+    path.write_bytes(bytes(range(REGION_BYTES)))
+    try:
+        shared_memory.REGIONS.register(REGION, "/" + path.name, 0, REGION_BYTES)
+    finally:
+        path.unlink()
+
+
+register_region()
 
 
 def split(data: bytes) -> tuple[str | None, bytes]:

@@ -14,6 +14,7 @@ from rosettaserve.core.errors import InvalidInput
 from rosettaserve.core.executor import LET_OTHERS_RUN, LargeWork, let_others_run
 from rosettaserve.core.registry import ModelVersion
 from rosettaserve.core.types import InferenceRequest, InferenceResponse, RequestedOutput, Tensor
+from rosettaserve.protocols.oip import requested, shared_memory
 
 # Final: compiled, constants or C statics, not a lookup in the module's dict (a batched request
 # looked up ~12 of them) [cost: final-static]
@@ -91,7 +92,7 @@ def parse_infer(
     blobs.check_consumed()
     parameters = _parameters(doc.get("parameters"), "request")
     binary_default = bool(parameters.pop(BINARY_OUTPUT_KEY, False)) if parameters else False
-    return InferenceRequest(
+    request = InferenceRequest(
         model_name=model,
         model_version=version,
         id=_request_id(doc.get("id")),
@@ -100,6 +101,8 @@ def parse_infer(
         parameters=parameters,
         context=request_context(parameters, "oip_rest", {BINARY_OUTPUT_KEY: binary_default}),
     )
+    requested.note(request)
+    return request
 
 
 def _place_data(doc: Any, texts: list[memoryview]) -> int:
@@ -190,11 +193,12 @@ def _parse_input(item: Any, index: int, blobs: _Blobs, inline: bool) -> Tensor:
     params = _parameters(item.get("parameters"), "input", name)
     size = params.get(BINARY_SIZE_KEY)
     has_data = item.get("data") is not None  # kserve's client sends "data": null beside binary
-    if has_data == (size is not None):
-        raise InvalidInput(
-            f"input '{name}' must set exactly one of 'data' or 'binary_data_size' in 'parameters'"
-        )
-    if size is not None:
+    region = shared_memory.input_bytes(params, name)
+    if region is not None or has_data == (size is not None):
+        _one_source(name, has_data, size is not None, region is not None)
+    if region is not None:
+        data = from_raw(region, dtype, shape, name, inline)
+    elif size is not None:
         if type(size) is not int or size < 0:
             raise InvalidInput(
                 f"'binary_data_size' of input '{name}' must be a non-negative integer"
@@ -203,6 +207,23 @@ def _parse_input(item: Any, index: int, blobs: _Blobs, inline: bool) -> Tensor:
     else:
         data = from_json(item["data"], dtype, shape, name, inline)
     return Tensor(name, dtype.name, shape, data, params)
+
+
+def _one_source(name: str, data: bool, binary: bool, region: bool) -> None:
+    """An input's data comes from exactly one place: its 'data', the binary tail, or a
+    shared-memory region (Triton's message, naming what was set)."""
+    if data + binary + region == 1:
+        return
+    if not region:
+        raise InvalidInput(
+            f"input '{name}' must set exactly one of 'data' or 'binary_data_size' in 'parameters'"
+        )
+    named = [f"'{k}'" for k, on in (("data", data), ("binary_data_size", binary)) if on]
+    raise InvalidInput(
+        "Input must set only one of the following fields: 'data', 'binary_data_size' in "
+        "'parameters', 'shared_memory_region' in 'parameters'. But set "
+        + " ".join([*named, "'shared_memory_region'"])
+    )
 
 
 def _parse_outputs(value: Any) -> list[RequestedOutput] | None:
@@ -252,6 +273,9 @@ def encode_infer(
     spliced: list[np.ndarray] = []  # float32 outputs written into the answer (_SPLICE)
     for tensor in response.outputs:
         params = wanted.get(tensor.name, {})
+        if params and shared_memory.in_shared_memory(params):  # written there: no data here
+            outputs.append(_tensor_metadata(tensor))
+            continue
         binary = bool(params.get(BINARY_DATA_KEY, default_binary))
         if inline and tensor.data.size > INLINE_ELEMENTS and tensor.datatype == "BYTES":
             raise LargeWork  # encoded one by one

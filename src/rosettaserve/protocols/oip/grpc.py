@@ -9,14 +9,15 @@ from typing import Any
 from google.protobuf.json_format import ParseDict
 
 from rosettaserve.core.dataplane import DataPlane
-from rosettaserve.core.errors import ServingError
+from rosettaserve.core.errors import ServingError, Unsupported
 from rosettaserve.core.executor import LargeWork, run_request_work
 from rosettaserve.observability.access_log import model_path, named_in
-from rosettaserve.protocols.oip import convert, extensions
+from rosettaserve.protocols.oip import convert, extensions, requested, shared_memory
 from rosettaserve.protocols.oip.grpc_convert import encode_infer, parameters_from, parse_infer
 from rosettaserve.protocols.oip.grpc_infer import model_infer
 from rosettaserve.protocols.oip.grpc_wire import model_named
 from rosettaserve.protocols.oip.pb import grpc_service_pb2 as pb
+from rosettaserve.protocols.oip.rest import CUDA_REFUSAL
 from rosettaserve.web.grpc_services import CallTracker
 
 SERVICE = "inference.GRPCInferenceService"
@@ -80,6 +81,7 @@ class OipServicer:
         mv = self.dp.ready_version(core_request.model_name, core_request.model_version)
         decoupled = mv.invoker is not None and mv.invoker.streams
         async for response in self.dp.infer_stream(core_request):
+            requested.answer(self.dp, core_request, response)
             try:
                 msg = encode_infer(response, True)
             except LargeWork:  # a BYTES output too large to encode on the event loop
@@ -125,6 +127,33 @@ class OipServicer:
         await self.dp.unload_model(request.model_name)
         return pb.RepositoryModelUnloadResponse()
 
+    async def SystemSharedMemoryStatus(self, request: Any, context: Any) -> Any:
+        reply = pb.SystemSharedMemoryStatusResponse()
+        for doc in shared_memory.REGIONS.status(request.name):
+            reply.regions[doc["name"]].CopyFrom(
+                pb.SystemSharedMemoryStatusResponse.RegionStatus(**doc)
+            )
+        return reply
+
+    async def SystemSharedMemoryRegister(self, request: Any, context: Any) -> Any:
+        shared_memory.REGIONS.register(request.name, request.key, request.offset, request.byte_size)
+        return pb.SystemSharedMemoryRegisterResponse()
+
+    async def SystemSharedMemoryUnregister(self, request: Any, context: Any) -> Any:
+        shared_memory.REGIONS.unregister(request.name)
+        return pb.SystemSharedMemoryUnregisterResponse()
+
+    async def CudaSharedMemoryStatus(self, request: Any, context: Any) -> Any:
+        if request.name:
+            raise Unsupported(CUDA_REFUSAL)
+        return pb.CudaSharedMemoryStatusResponse()  # none registered: there can be none
+
+    async def CudaSharedMemoryRegister(self, request: Any, context: Any) -> Any:
+        raise Unsupported(CUDA_REFUSAL)
+
+    async def CudaSharedMemoryUnregister(self, request: Any, context: Any) -> Any:
+        raise Unsupported(CUDA_REFUSAL)
+
 
 # rpc name -> (request type, response type, client streams and server streams)
 RPCS: dict[str, tuple[Any, Any, bool]] = {
@@ -145,3 +174,7 @@ RPCS: dict[str, tuple[Any, Any, bool]] = {
         False,
     ),
 }
+for _kind in ("System", "Cuda"):
+    for _call in ("Status", "Register", "Unregister"):
+        _rpc = f"{_kind}SharedMemory{_call}"
+        RPCS[_rpc] = (getattr(pb, _rpc + "Request"), getattr(pb, _rpc + "Response"), False)

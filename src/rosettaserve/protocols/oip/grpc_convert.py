@@ -25,6 +25,7 @@ from rosettaserve.core.types import (
     RequestedOutput,
     Tensor,
 )
+from rosettaserve.protocols.oip import requested, shared_memory
 from rosettaserve.protocols.oip.convert import request_context
 from rosettaserve.protocols.oip.pb import grpc_service_pb2 as pb
 
@@ -146,13 +147,21 @@ def build_request(
             "contents field must not be specified when using raw_input_contents: "
             "send every input raw, or every input in typed contents"
         )
-    if raw and len(raw) != len(inputs):
-        raise InvalidInput(
-            f"raw_input_contents holds {len(raw)} buffers for {len(inputs)} inputs; "
-            "send one buffer per input, in input order"
-        )
-    tensors = [_parse_input(t, raw[i] if raw else None, inline) for i, t in enumerate(inputs)]
-    return InferenceRequest(
+    regions = (  # (most requests: no input has parameters, nothing to look up)
+        [shared_memory.input_bytes(t.parameters, t.name) for t in inputs]
+        if any(t.parameters for t in inputs)
+        else None
+    )
+    if regions is not None and any(region is not None for region in regions):
+        tensors = _with_regions(inputs, regions, raw, model_name, inline)
+    else:
+        if raw and len(raw) != len(inputs):
+            raise InvalidInput(
+                f"raw_input_contents holds {len(raw)} buffers for {len(inputs)} inputs; "
+                "send one buffer per input, in input order"
+            )
+        tensors = [_parse_input(t, raw[i] if raw else None, inline) for i, t in enumerate(inputs)]
+    request = InferenceRequest(
         model_name=model_name,
         model_version=model_version,
         id=request_id,
@@ -161,6 +170,34 @@ def build_request(
         parameters=parameters,
         context=request_context(parameters, "oip_grpc"),
     )
+    requested.note(request)
+    return request
+
+
+def _with_regions(
+    inputs: list[InputFields], regions: list[Any], raw: list[Any], model: str, inline: bool
+) -> list[Tensor]:
+    """Inputs some of which are in shared memory: raw_input_contents holds a buffer for each
+    of the others, in input order (what tritonclient sends)."""
+    unplaced = len(inputs) - sum(region is not None for region in regions)
+    if raw and len(raw) != unplaced:
+        raise InvalidInput(
+            f"raw_input_contents holds {len(raw)} buffers for {unplaced} inputs not in shared "
+            "memory; send one buffer per such input, in input order"
+        )
+    tensors, at = [], 0
+    for t, region in zip(inputs, regions, strict=True):
+        if region is None:
+            tensors.append(_parse_input(t, raw[at] if raw else None, inline))
+            at += 1 if raw else 0
+            continue
+        if t.contents is not None:
+            raise InvalidInput(
+                "unexpected 'content' provided when using shared memory for input tensor "
+                f"'{t.name}' for model '{model}'"
+            )
+        tensors.append(_parse_input(t, region, inline))
+    return tensors
 
 
 def _parse_input(t: InputFields, raw: Any, inline: bool) -> Tensor:

@@ -12,6 +12,7 @@ from rosettaserve.core.dataplane import DataPlane
 from rosettaserve.core.executor import LargeWork, run_request_work
 from rosettaserve.core.types import InferenceRequest
 from rosettaserve.protocols.oip.grpc_wire import reply_bytes, request_from
+from rosettaserve.protocols.oip.requested import answer
 
 
 async def model_infer(dp: DataPlane, request: bytes, context: Any) -> bytes:
@@ -21,6 +22,7 @@ async def model_infer(dp: DataPlane, request: bytes, context: Any) -> bytes:
     except LargeWork:  # contents too large to decode on the event loop
         core = await run_request_work(request_from, request, False)
     response = await dp.infer(within_deadline(core, context))
+    answer(dp, core, response)
     try:
         return reply_bytes(response, True)
     except LargeWork:  # a BYTES output too large to encode on the event loop

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from rosettaserve.core.dataplane import DataPlane
-from rosettaserve.core.errors import InvalidInput
+from rosettaserve.core.errors import InvalidInput, Unsupported
 from rosettaserve.core.executor import LargeWork, run_request_work
-from rosettaserve.protocols.oip import convert
+from rosettaserve.protocols.oip import convert, requested, shared_memory
 from rosettaserve.protocols.oip import extensions as ext
 from rosettaserve.protocols.oip.raw_request import is_raw, raw_request
 from rosettaserve.web.routing import HttpRequest, HttpResponse, Route, json_response
@@ -23,8 +23,14 @@ BASE_EXTENSIONS = [
 ]
 
 
-def extensions(model_control: bool) -> list[str]:
-    return BASE_EXTENSIONS + (["model_repository"] if model_control else [])
+def extensions(model_control: bool, shared_memory: bool = False) -> list[str]:
+    """``shared_memory``: whether clients may register regions (--allow-client-shm, one worker
+    process)."""
+    return (
+        BASE_EXTENSIONS
+        + (["model_repository"] if model_control else [])
+        + (["system_shared_memory"] if shared_memory else [])
+    )
 
 
 def _version(req: HttpRequest) -> str:
@@ -104,6 +110,7 @@ def infer_routes(dp: DataPlane) -> list[Route]:
             parse = convert.parse_infer
             request = await run_request_work(parse, raw, header, model, version, False)
         response = await dp.infer(request)
+        requested.answer(dp, request, response)
         try:
             body, blobs, header_length = convert.encode_infer(response, request, True)
         except LargeWork:  # a BYTES output too large to encode on the event loop
@@ -151,5 +158,67 @@ def repository_routes(dp: DataPlane) -> list[Route]:
     ]
 
 
+SYSTEM_SHM = r"/v2/systemsharedmemory(?:/region/(?P<region>[^/]+))?"
+CUDA_SHM = r"/v2/cudasharedmemory(?:/region/(?P<region>[^/]+))?"
+CUDA_REFUSAL = "CUDA shared memory is not supported: this server has no GPU support"
+
+
+def _register_field(doc: dict[str, Any], key: str, required: bool) -> Any:
+    """A field of a register request: 'key' a string, 'offset' and 'byte_size' counts."""
+    if key not in doc:
+        if required:
+            raise InvalidInput(f"Shared memory register request has no '{key}' field")
+        return 0
+    value = doc[key]
+    if key == "key":
+        if not isinstance(value, str):
+            raise InvalidInput("Shared memory register request: 'key' must be a string")
+    elif type(value) is not int or value < 0:
+        raise InvalidInput(
+            f"Shared memory register request: '{key}' must be a non-negative integer"
+        )
+    return value
+
+
+def shared_memory_routes() -> list[Route]:
+    """Triton's system shared memory extension; its CUDA one answers that there is no GPU."""
+    regions = shared_memory.REGIONS
+
+    async def status(req: HttpRequest) -> HttpResponse:
+        return json_response(regions.status(req.params.get("region") or ""))
+
+    async def register(req: HttpRequest) -> HttpResponse:
+        doc = _optional_json(req)
+        key = _register_field(doc, "key", True)
+        offset = _register_field(doc, "offset", False)
+        size = _register_field(doc, "byte_size", True)
+        regions.register(req.params["region"], key, offset, size)
+        return HttpResponse(200, b"")
+
+    async def unregister(req: HttpRequest) -> HttpResponse:
+        regions.unregister(req.params.get("region") or "")
+        return HttpResponse(200, b"")
+
+    async def cuda(req: HttpRequest) -> HttpResponse:
+        if req.path.endswith("/status") and not req.params.get("region"):
+            return json_response([])  # none registered: there can be none
+        raise Unsupported(CUDA_REFUSAL)
+
+    return [
+        Route("GET", SYSTEM_SHM + "/status", status),
+        Route("POST", r"/v2/systemsharedmemory/region/(?P<region>[^/]+)/register", register),
+        Route("POST", SYSTEM_SHM + "/unregister", unregister),
+        Route("GET", CUDA_SHM + "/status", cuda),
+        Route("POST", r"/v2/cudasharedmemory/region/(?P<region>[^/]+)/register", cuda),
+        Route("POST", CUDA_SHM + "/unregister", cuda),
+    ]
+
+
 def routes(dp: DataPlane) -> list[Route]:
-    return health_routes(dp) + metadata_routes(dp) + infer_routes(dp) + repository_routes(dp)
+    return (
+        health_routes(dp)
+        + metadata_routes(dp)
+        + infer_routes(dp)
+        + repository_routes(dp)
+        + shared_memory_routes()
+    )
