@@ -14,7 +14,14 @@ from rosettaserve.web.routing import HttpRequest, HttpResponse, Route, json_resp
 
 MODEL = r"/v2/models/(?P<model>[^/]+)(?:/versions/(?P<version>[0-9]+))?"
 REPO_MODEL = r"/v2/repository/models/(?P<model>[^/]+)"
-BASE_EXTENSIONS = ["binary_tensor_data", "parameters", "model_configuration", "statistics"]
+BASE_EXTENSIONS = [
+    "binary_tensor_data",
+    "parameters",
+    "model_configuration",
+    "statistics",
+    "sequence",
+    "sequence(string_id)",
+]
 
 
 def extensions(model_control: bool) -> list[str]:
