@@ -255,9 +255,11 @@ class SequenceBatcher:
             chosen = ready[: self.max_rows]
             delay = self.settings.max_queue_delay_us / 1e6
             due = chosen[0].queue[0].enqueued + delay
-            full = len(chosen) >= self.max_rows or len(chosen) in self.settings.preferred_batch_size
-            if full or loop.time() >= due:
+            if len(chosen) >= self.max_rows or loop.time() >= due:
                 return list(chosen)
+            preferred = [p for p in self.settings.preferred_batch_size if p <= len(chosen)]
+            if preferred:  # the largest preferred size the waiting requests fill
+                return list(chosen[: max(preferred)])
             arrived: asyncio.Future[None] = loop.create_future()
             lane.arrived = arrived
             timer = loop.call_at(due, _resolve, arrived)
