@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -18,7 +19,7 @@ import tritonclient.http as httpclient
 
 from tests.integration.gated import in_threads, wait_for
 from tests.integration.sequence_support import IDLE_US, sequence_repository
-from tests.serverproc import ServerProcess, served, start_server
+from tests.serverproc import ServerProcess, served, start_server, stop_cleanly
 from tests.tritonclient_common import expect_error
 
 
@@ -222,3 +223,18 @@ def test_the_configuration_shows_sequence_batching(
         "max_queue_delay_microseconds": 1000,
     }
     assert "sequence" in client.get_server_metadata()["extensions"]
+
+
+def test_with_workers_a_sequence_on_one_connection_stays_on_its_worker(
+    tmp_path: Path,
+) -> None:
+    """``--workers 2``: the kernel spreads connections, not requests, over the workers, so the
+    requests of sequences sent on one client's connection all reach the worker holding their
+    state (a sequence whose requests arrive on different connections may not: docs say so)."""
+    repo = sequence_repository(tmp_path / "repo")
+    proc = start_server(repo, "--workers", "2")
+    try:
+        assert run_sequence(proc, "accumulate", 8001, [1, 2, 3, 4]) == [1, 3, 6, 10]
+        assert run_sequence(proc, "accumulate_text", "w", [5, 5]) == [5, 10]
+    finally:
+        stop_cleanly(proc)
