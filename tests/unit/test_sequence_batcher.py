@@ -125,6 +125,29 @@ def test_direct_batches_the_sequences_waiting_together() -> None:
     asyncio.run(run())
 
 
+def test_requests_of_other_shapes_wait_for_a_batch_of_their_own() -> None:
+    async def run() -> None:
+        model = Recorder()
+        b = batcher(model, direct={})
+        model.gate = asyncio.Event()
+        first = asyncio.ensure_future(ask(b, 0, 99, start=True))
+        await asyncio.sleep(0)
+        params = [{"sequence_id": sid, "sequence_start": True} for sid in (1, 2, 3)]
+        widths = [1, 3, 1]
+        tasks = [
+            asyncio.ensure_future(b.predict({"INPUT": np.ones((1, w), np.int32)}, p))
+            for w, p in zip(widths, params, strict=True)
+        ]
+        await asyncio.sleep(0.01)
+        model.gate.set()
+        await first
+        shapes = [r["OUTPUT"].shape for r in await asyncio.gather(*tasks)]
+        assert shapes == [(1, 1), (1, 3), (1, 1)]
+        assert [column(x, "READY") for x in model.batches[1:]] == [[0, 1, 0, 1], [0, 0, 1]]
+
+    asyncio.run(run())
+
+
 def test_oldest_packs_the_oldest_requests() -> None:
     async def run() -> None:
         model = Recorder()

@@ -35,11 +35,13 @@ from rosettaserve.core.model import Arrays
 from rosettaserve.core.registry import ModelVersion, SequenceBatching
 from rosettaserve.core.stats import ModelStats
 from rosettaserve.scheduling.batcher import _batch_call, _mark, _resolve, _settle
+from rosettaserve.scheduling.batcher import _rows_and_kind as rows_and_kind
 from rosettaserve.scheduling.sequence_rows import (
     Row,
     SequenceId,
     batch_arrays,
     check_corrid,
+    initial_shape,
     initial_state,
     next_states,
     split_result,
@@ -248,10 +250,13 @@ class SequenceBatcher:
             ready = [s for s in lane.slots if s is not None and s.queue and not s.busy]
             if not ready:
                 return []
+            ready.sort(key=lambda s: s.queue[0].enqueued)
+            if self.batched:  # only requests of the oldest one's shapes run together
+                kind = self._kind(ready[0])
+                ready = [s for s in ready if self._kind(s) == kind]
             if self.direct:
                 last = max(s.slot for s in ready)
                 return [s if s in ready else None for s in lane.slots[: last + 1]]
-            ready.sort(key=lambda s: s.queue[0].enqueued)
             chosen = ready[: self.max_rows]
             delay = self.settings.max_queue_delay_us / 1e6
             due = chosen[0].queue[0].enqueued + delay
@@ -268,6 +273,17 @@ class SequenceBatcher:
             finally:
                 timer.cancel()
                 lane.arrived = None
+
+    def _kind(self, seq: Sequence) -> tuple[Any, ...]:
+        """What the next request of ``seq`` may be batched with: its inputs' names, datatypes
+        and dimensions after the first, and its states' shapes (a state's -1 dims may differ
+        between sequences)."""
+        item = seq.queue[0]
+        if item.start or not seq.states:
+            states = tuple(initial_shape(s) for s in self.settings.states)
+        else:
+            states = tuple(seq.states[s.input_name].shape for s in self.settings.states)
+        return rows_and_kind(item.inputs)[1], states
 
     async def _execute(self, chosen: list[Sequence | None]) -> None:
         taken = [(seq, seq.queue.popleft()) if seq is not None else None for seq in chosen]

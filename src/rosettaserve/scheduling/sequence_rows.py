@@ -36,8 +36,12 @@ class Row:
 def initial_state(state: SequenceState) -> np.ndarray:
     """A sequence's first state: zeros of ``initial_state``'s dims, else of ``dims`` with 1 for
     each variable dimension (Triton leaves that one uninitialised; zeros here)."""
+    return _zeros(initial_shape(state), DTYPES[state.datatype].numpy)
+
+
+def initial_shape(state: SequenceState) -> tuple[int, ...]:
     dims = state.initial_dims if state.initial_dims is not None else state.dims
-    return _zeros(tuple(1 if d < 0 else d for d in dims), DTYPES[state.datatype].numpy)
+    return tuple(1 if d < 0 else d for d in dims)
 
 
 def batch_arrays(
