@@ -20,6 +20,47 @@ class Accumulator(Model):
         total = np.where(inputs["START"] == 1, x, state + x).astype(np.int32)
         return {"OUTPUT": total, "STATE_OUT": total, "CORRID_OUT": inputs["CORRID"]}
 '''
+# Triton's python-backend way: the model keeps each sequence's sum itself, by CORRID, in the
+# process it runs in, and answers that process's id
+IN_PROCESS = """
+import os
+import numpy as np
+from rosettaserve import Model
+
+
+class Keeper(Model):
+    def load(self):
+        self.sums = {}
+
+    def predict(self, inputs):
+        out, pids = [], []
+        for x, start, ready, corrid in zip(
+            inputs["INPUT"], inputs["START"], inputs["READY"], inputs["CORRID"]
+        ):
+            key = int(corrid[0])
+            if ready[0]:
+                self.sums[key] = int(x[0]) + (0 if start[0] else self.sums.get(key, 0))
+            out.append([self.sums.get(key, 0)])
+            pids.append([os.getpid()])
+        return {"OUTPUT": np.array(out, np.int32), "CORRID_OUT": np.array(pids, np.uint64)}
+"""
+IN_PROCESS_YAML = """\
+runtime: python
+max_batch_size: 4
+instances: 2
+isolation: process
+inputs: [{name: INPUT, datatype: INT32, shape: [-1, 1]}]
+outputs:
+  - {name: OUTPUT, datatype: INT32, shape: [-1, 1]}
+  - {name: CORRID_OUT, datatype: UINT64, shape: [-1, 1]}
+sequence_batching:
+  max_sequence_idle_microseconds: 60000000
+  direct: {}
+  control_input:
+    - {name: START, control: [{kind: CONTROL_SEQUENCE_START, int32_false_true: [0, 1]}]}
+    - {name: READY, control: [{kind: CONTROL_SEQUENCE_READY, int32_false_true: [0, 1]}]}
+    - {name: CORRID, control: [{kind: CONTROL_SEQUENCE_CORRID, data_type: UINT64}]}
+"""
 CONTROLS = """\
   control_input:
     - {{name: START, control: [{{kind: CONTROL_SEQUENCE_START, int32_false_true: [0, 1]}}]}}
@@ -81,4 +122,7 @@ def sequence_repository(repo: Path) -> Path:
         (repo / name / "1").mkdir(parents=True)
         (repo / name / "model.yaml").write_text(yaml)
         (repo / name / "1" / "model.py").write_text(ACCUMULATOR)
+    (repo / "in_process" / "1").mkdir(parents=True)
+    (repo / "in_process" / "model.yaml").write_text(IN_PROCESS_YAML)
+    (repo / "in_process" / "1" / "model.py").write_text(IN_PROCESS)
     return repo

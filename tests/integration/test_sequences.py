@@ -54,16 +54,22 @@ def send(
 
 
 def run_sequence(
-    server: ServerProcess, model: str, sequence_id: int | str, values: list[int]
-) -> list[int]:
-    """A whole sequence on its own client: the running sums answered."""
+    server: ServerProcess,
+    model: str,
+    sequence_id: int | str,
+    values: list[int],
+    pids: bool = False,
+) -> Any:
+    """A whole sequence on its own client: the running sums answered (``pids``: and the
+    CORRID_OUT values, which ``in_process`` uses for its process id)."""
     client = httpclient.InferenceServerClient(server.http_hostport)
     try:
-        sums = []
+        answers = []
         for i, value in enumerate(values):
             flags = {"sequence_start": i == 0, "sequence_end": i == len(values) - 1}
-            sums.append(send(client, model, value, sequence_id, **flags)[0])
-        return sums
+            answers.append(send(client, model, value, sequence_id, **flags))
+        sums = [a[0] for a in answers]
+        return (sums, [int(a[1]) for a in answers]) if pids else sums
     finally:
         client.close()
 
@@ -101,6 +107,24 @@ def test_concurrent_sequences_batched_together_keep_their_own_sums(
         thread.join(120)
     expected = [list(np.cumsum(v)) for v in values.values()]
     assert [results[i] for i in range(len(calls))] == expected
+
+
+def test_a_sequence_stays_in_one_worker_process(server: ServerProcess) -> None:
+    """``isolation: process`` with two instances: a model keeping its sums in its own process
+    (by CORRID, as Triton's python-backend models do) sees all of a sequence's requests; the
+    sequences are spread over both processes."""
+    values = {9000 + i: [i + 1] * 5 for i in range(6)}
+    calls = [
+        lambda sid=sid, v=v: run_sequence(server, "in_process", sid, v, pids=True)
+        for sid, v in values.items()
+    ]
+    threads, results = in_threads(calls)
+    for thread in threads:
+        thread.join(120)
+    assert [r[0] for r in results] == [list(np.cumsum(v)) for v in values.values()]
+    pids = [set(r[1]) for r in results]
+    assert all(len(p) == 1 for p in pids)  # one process per sequence
+    assert len(set.union(*pids)) == 2
 
 
 def test_string_ids_reach_a_bytes_corrid(client: httpclient.InferenceServerClient) -> None:

@@ -80,6 +80,7 @@ class Sequence:
 class Lane:
     """One instance's batch slots and the task that runs their requests."""
 
+    index: int  # its instance: a process-isolated version runs its batches in that worker
     slots: list[Sequence | None]
     task: asyncio.Task[None] | None = None
     arrived: asyncio.Future[None] | None = None
@@ -106,7 +107,7 @@ class SequenceBatcher:
         self.max_rows = max(1, max_batch_size)
         self.direct = settings.strategy == "direct"
         slots = self.max_rows if self.direct else max(1, settings.max_candidate_sequences)
-        self.lanes = [Lane([None] * slots) for _ in range(max(1, lanes))]
+        self.lanes = [Lane(i, [None] * slots) for i in range(max(1, lanes))]
         self.hidden = hidden  # state outputs the clients do not get
         self.sequences: dict[SequenceId, Sequence] = {}
         self.backlog: deque[Sequence] = deque()  # started, waiting for a free slot
@@ -238,7 +239,7 @@ class SequenceBatcher:
                 chosen = await self._next_batch(lane)
                 if not chosen:
                     return
-                await self._execute(chosen)
+                await self._execute(lane, chosen)
         finally:
             lane.task = None
 
@@ -285,7 +286,7 @@ class SequenceBatcher:
             states = tuple(seq.states[s.input_name].shape for s in self.settings.states)
         return rows_and_kind(item.inputs)[1], states
 
-    async def _execute(self, chosen: list[Sequence | None]) -> None:
+    async def _execute(self, lane: Lane, chosen: list[Sequence | None]) -> None:
         taken = [(seq, seq.queue.popleft()) if seq is not None else None for seq in chosen]
         rows: list[Row | None] = []
         for pair in taken:
@@ -306,6 +307,7 @@ class SequenceBatcher:
                 _mark(item.call, ran, len(items))
             parameters = {k: v for k, v in items[0].parameters.items() if k not in SEQUENCE_KEYS}
             batch_call = _batch_call(items)  # type: ignore[arg-type]  # (Waiting: Pending's call)
+            batch_call.instance = lane.index
             result = await self.inner.predict(arrays, parameters, batch_call)
             done = perf_counter_ns()
             parts = split_result(result, self.name, rows, self.batched)
