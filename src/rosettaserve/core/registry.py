@@ -58,7 +58,7 @@ class SequenceBatching:
     strategy: str = "direct"  # or "oldest"
     controls: tuple[SequenceControl, ...] = ()
     states: tuple[SequenceState, ...] = ()
-    max_candidate_sequences: int = 0  # oldest: sequences scheduled at once (0: no limit)
+    max_candidate_sequences: int = 1  # oldest: sequences holding a slot of a lane at once
     preferred_batch_size: tuple[int, ...] = ()  # oldest
     max_queue_delay_us: int = 0
 

@@ -96,7 +96,12 @@ SEQUENCE_STATE = Section(
 
 OLDEST = Section(
     (
-        Key("max_candidate_sequences", Integer(1), "sequences scheduled at once", 1),
+        Key(
+            "max_candidate_sequences",
+            Integer(1),
+            "sequences holding a slot of an instance at once (more wait for one)",
+            default_doc="max_batch_size",
+        ),
         Key("preferred_batch_size", ListOf(Integer(1)), "batch sizes to run at once", []),
         Key(
             "max_queue_delay_microseconds",

@@ -34,7 +34,7 @@ def sequence_batching(
         strategy="oldest" if value.get("oldest") is not None else "direct",
         controls=tuple(c for c in controls if c is not None),
         states=tuple(_state(item) for item in value["state"] or [] if item),
-        max_candidate_sequences=oldest.get("max_candidate_sequences", 0) or 0,
+        max_candidate_sequences=oldest.get("max_candidate_sequences") or max(1, max_batch_size),
         preferred_batch_size=tuple(sorted(set(preferred))),
         max_queue_delay_us=oldest.get("max_queue_delay_microseconds", 0) or 0,
     )
