@@ -39,7 +39,8 @@ class Keeper(Model):
         ):
             key = int(corrid[0])
             if ready[0]:
-                self.sums[key] = int(x[0]) + (0 if start[0] else self.sums.get(key, 0))
+                total = int(x[0]) + (0 if start[0] else self.sums.get(key, 0))
+                self.sums[key] = total % (1 << 31)  # (perf_analyzer sends random values)
             out.append([self.sums.get(key, 0)])
             pids.append([os.getpid()])
         return {"OUTPUT": np.array(out, np.int32), "CORRID_OUT": np.array(pids, np.uint64)}
