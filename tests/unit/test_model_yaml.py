@@ -108,7 +108,7 @@ def test_python_parameters_stay_free_form() -> None:
         (
             {"runtime": "pyhton"},
             "runtime: 'pyhton' is not one of python, onnx, sklearn, llm, embedding, vllm, "
-            "torchserve: did",
+            "ensemble, torchserve: did",
         ),
         ({"inputs": [{**TENSOR, "datatype": "fp32"}]}, "did you mean FP32?"),
         ({"inputs": [{**TENSOR, "shape": [-2]}]}, "inputs[0].shape[0]: expected an integer >= -1"),

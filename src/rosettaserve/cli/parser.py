@@ -209,6 +209,14 @@ def add_scaling_options(serve: argparse.ArgumentParser) -> None:
         "with its API's error chunk)",
     )
     serve.add_argument(
+        "--stall-timeout",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="a model version whose engine or instances finish nothing this long while work "
+        "waits turns not ready (503, with the reason) until it moves again (0 = never)",
+    )
+    serve.add_argument(
         "--drain-grace",
         type=float,
         default=60.0,

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from rosettaserve.core.model_calls import ModelCalls
 from rosettaserve.core.types import TensorSpec
 
 Arrays = dict[str, np.ndarray]
@@ -22,6 +23,8 @@ class Model:
     """
 
     platform = "python"
+    calls: ModelCalls | None = None  # set as its version loads: how it calls other models
+    calls_models = False  # it called one (its predict then never runs on the event loop)
 
     def __init__(
         self,
@@ -46,3 +49,51 @@ class Model:
 
     def predict(self, inputs: Arrays) -> Any:
         raise NotImplementedError(f"{type(self).__name__} does not implement predict()")
+
+    def infer(
+        self,
+        model: str,
+        inputs: Mapping[str, np.ndarray],
+        version: str | None = None,
+        *,
+        outputs: list[str] | None = None,
+        timeout_us: int | None = None,
+        parameters: dict[str, Any] | None = None,
+    ) -> Arrays:
+        """Another served model's outputs for ``inputs`` (Triton's BLS), from a synchronous
+        ``predict``; the callee's error raises here with its message."""
+        calls = self._model_calls()
+        result: Arrays = calls.infer_blocking(
+            model,
+            inputs,
+            version=version,
+            outputs=outputs,
+            timeout_us=timeout_us,
+            parameters=parameters,
+        )
+        return result
+
+    async def infer_async(
+        self,
+        model: str,
+        inputs: Mapping[str, np.ndarray],
+        version: str | None = None,
+        *,
+        outputs: list[str] | None = None,
+        timeout_us: int | None = None,
+        parameters: dict[str, Any] | None = None,
+    ) -> Arrays:
+        """``infer`` from an ``async def predict``."""
+        calls = self._model_calls()
+        return await calls.infer(
+            model, inputs, version, outputs=outputs, timeout_us=timeout_us, parameters=parameters
+        )
+
+    def _model_calls(self) -> ModelCalls:
+        if self.calls is None:
+            raise RuntimeError(
+                "this model cannot call other models: only a version the server loaded can "
+                "(not one under isolation: process)"
+            )
+        self.calls_models = True
+        return self.calls

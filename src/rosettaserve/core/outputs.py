@@ -19,6 +19,8 @@ from typing import Any
 import numpy as np
 
 from rosettaserve.core import dtypes
+from rosettaserve.core.classification import KEY as CLASSIFICATION
+from rosettaserve.core.classification import classify_requested
 from rosettaserve.core.codec import bytes_array
 from rosettaserve.core.errors import InvalidInput, ModelError
 from rosettaserve.core.registry import ModelVersion, Signature
@@ -36,6 +38,11 @@ def to_response(mv: ModelVersion, request: InferenceRequest, result: Any) -> Inf
         tensors = declared_tensors(mv, sig, request, result)
     else:
         tensors = [undeclared_tensor(mv, name, value) for name, value in result.items()]
+    if request.outputs is not None:
+        for wanted in request.outputs:  # (compiled: a few ns an output asked for by name)
+            if wanted.parameters and CLASSIFICATION in wanted.parameters:
+                classify_requested(mv, request.outputs, tensors)
+                break
     return InferenceResponse(
         model_name=mv.name,
         model_version=mv.version,

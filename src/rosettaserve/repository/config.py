@@ -136,6 +136,13 @@ def _check_together(values: dict[str, Any], problems: declare.Problems) -> None:
             f"'isolation: process' is offered for python models only "
             f"(runtime is {values['runtime']!r})",
         )
+    if (values["runtime"] == "ensemble") != bool(values["steps"]):
+        problems.add(
+            "steps",
+            "runtime ensemble needs 'steps'"
+            if values["runtime"] == "ensemble"
+            else f"'steps' are for runtime ensemble (runtime is {values['runtime']!r})",
+        )
     if values["version_policy"].get("all") is False:
         problems.add("version_policy.all", "only 'all: true' means something (or give latest)")
 

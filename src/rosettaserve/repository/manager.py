@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rosettaserve.core.classification import LABELS as CLASS_LABELS
+from rosettaserve.core.classification import LABELS_FILE
 from rosettaserve.core.dataplane import shown_name
 from rosettaserve.core.errors import InvalidInput, ModelError, ModelNotFound
 from rosettaserve.core.executor import ThreadInstances, run_loading
@@ -348,6 +350,7 @@ def _load_blocking(
             "declare 'inputs' and 'outputs' in model.yaml (or set them in load())"
         )
     mv.inputs, mv.outputs = list(model.inputs), list(model.outputs)
+    mv.extra[CLASS_LABELS] = _class_labels(path.parent)
     mv.platform, mv.max_batch_size = model.platform, model.max_batch_size
     if isinstance(model, ProcessModel):
         mv.instances, invoker = model.pool, Invoker(model)
@@ -387,6 +390,14 @@ async def _warm_up(
         mv.model = mv.invoker = mv.instances = None
         return
     mv.state = VersionState.READY
+
+
+def _class_labels(model_dir: Path) -> list[str]:
+    """labels.txt's lines (the classification extension's labels, by class index)."""
+    try:
+        return (model_dir / LABELS_FILE).read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return []
 
 
 def _create(mv: ModelVersion, path: Path, config: ModelConfig, create: ModelFactory) -> Model:

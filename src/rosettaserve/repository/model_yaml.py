@@ -26,7 +26,7 @@ from rosettaserve.repository.declare import (
     Section,
     Text,
 )
-from rosettaserve.repository.model_yaml_triton import SEQUENCES, WARMUP
+from rosettaserve.repository.model_yaml_triton import SEQUENCES, STEPS, WARMUP
 
 ISOLATIONS = ("thread", "process")
 TOOL_PARSERS = tuple(sorted(PARSERS))
@@ -326,6 +326,11 @@ RUNTIMES: dict[str, Runtime] = {
             apart=True,  # vLLM brings transformers 5; the llm extra pins 4.57
         ),
         Runtime(
+            "ensemble",
+            "rosettaserve.runtimes.ensemble:EnsembleModel",
+            "Triton's ensemble: served models run as steps (steps in model.yaml), no files",
+        ),
+        Runtime(
             "torchserve",
             "rosettaserve.runtimes.torchserve.model:create",
             "a TorchServe .mar archive (or its unpacked folder) served with its own handler",
@@ -441,6 +446,7 @@ MODEL_YAML = Section(
         ),
         WARMUP,
         SEQUENCES,
+        STEPS,
         Key(
             "tfserving",
             Section(

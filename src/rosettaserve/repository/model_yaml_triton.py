@@ -134,3 +134,30 @@ SEQUENCES = Key(
     SEQUENCE_BATCHING,
     "a stateful model: requests carry sequence_id, sequence_start and sequence_end",
 )
+
+ENSEMBLE_STEP = Section(
+    (
+        Key("model_name", Text(), "the served model this step calls", required=True),
+        Key("model_version", Integer(-1), "its version (-1: the highest ready one)", -1),
+        Key(
+            "input_map",
+            MapOf(Text(), "step input"),
+            "the step model's inputs: each from an ensemble input or an earlier step's output",
+            required=True,
+        ),
+        Key(
+            "output_map",
+            MapOf(Text(), "step output"),
+            "the step model's outputs, named as ensemble tensors",
+            required=True,
+        ),
+    ),
+    "a mapping {model_name, model_version, input_map, output_map}",
+)
+
+STEPS = Key(
+    "steps",
+    ListOf(ENSEMBLE_STEP),
+    "runtime ensemble: its steps (each runs once its inputs exist: fan-out and fan-in)",
+    [],
+)

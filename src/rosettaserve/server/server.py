@@ -6,11 +6,14 @@ import asyncio
 import logging
 import signal
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rosettaserve import __version__
 from rosettaserve.core.dataplane import DataPlane, Limits, ServerInfo
 from rosettaserve.core.generation_plane import GenerationPlane
+from rosettaserve.core.model import Model
+from rosettaserve.core.model_calls import ModelCalls
 from rosettaserve.core.registry import ModelVersion
 from rosettaserve.observability import status_doc, status_page, tracing
 from rosettaserve.observability.access_log import AccessLog, access_logged
@@ -30,6 +33,7 @@ from rosettaserve.protocols.tfserving import grpc as tfserving_grpc
 from rosettaserve.protocols.tfserving import rest as tfserving_rest
 from rosettaserve.protocols.torchserve import management as torchserve_management
 from rosettaserve.protocols.torchserve import rest as torchserve_rest
+from rosettaserve.repository.config import ModelConfig
 from rosettaserve.repository.manager import ModelRepository
 from rosettaserve.repository.watchdog import watch
 from rosettaserve.runtimes import create_model
@@ -56,7 +60,7 @@ class Server:
         self.quiet = link is not None and (link.index > 0 or link.replacement)
         self.repository = ModelRepository(
             settings.repository,
-            create_model,  # the runtimes build each version's model
+            self._create_model,  # the runtimes build each version's model
             report=None if self.quiet else lambda vs: say(model_line(vs)),
         )
         control = settings.enable_model_control
@@ -69,6 +73,7 @@ class Server:
         self.dataplane = DataPlane(
             self.repository, info, self.repository if control else None, limits
         )
+        self.model_calls = ModelCalls(self.dataplane)  # models calling models (BLS, ensembles)
         self.metrics = Metrics()
         self.dataplane.observer = self.metrics
         self.generation = GenerationPlane(  # the LLM families' plane
@@ -144,8 +149,14 @@ class Server:
         server.tracing = self.tracing
         return server
 
+    def _create_model(self, name: str, version: str, path: Path, config: ModelConfig) -> Model:
+        model = create_model(name, version, path, config)
+        model.calls = self.model_calls
+        return model
+
     async def run(self) -> None:
         s = self.settings
+        self.model_calls.bind()
         preloaded = await self._join_workers()
         sock = bind(s.host, s.http_port, s.reuse_port, "--http-port")
         tls = self.tls
@@ -168,7 +179,8 @@ class Server:
         if self.link is None:
             say(f"rosettaserve {__version__} ({s.role}): loading repository {s.repository}")
         loading = asyncio.create_task(self._load(preloaded))
-        watching = asyncio.create_task(watch(self._all_versions))  # stuck models: not ready
+        # stuck models, and models that make no progress while work waits: not ready
+        watching = asyncio.create_task(watch(self._all_versions, s.stall_timeout_s))
         await self._stopping.wait()
         if self.link is None:
             say("rosettaserve: draining in-flight requests, then stopping")

@@ -71,6 +71,7 @@ class Settings:
     max_header_size: int = DEFAULT_MAX_HEADER_SIZE  # HTTP/1.1: larger header fields: 431
     send_timeout: float = DEFAULT_SEND_TIMEOUT  # an answer the client takes nothing of: dropped
     drain_grace_s: float = 60.0  # on SIGTERM: the longest requests in flight are waited for
+    stall_timeout_s: float = 60.0  # no progress this long while work waits: not ready (0: off)
     metrics_port: int | None = None  # None: /metrics on the HTTP port
     management_port: int | None = None  # None: TorchServe's management API on the HTTP port
     reuse_port: bool = False  # set by the supervisor for its workers

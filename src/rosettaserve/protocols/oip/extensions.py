@@ -45,6 +45,9 @@ def model_config(mv: ModelVersion) -> dict[str, Any]:
         doc["dynamic_batching"] = dynamic_batching(mv)
     if mv.sequence_batching is not None:
         doc["sequence_batching"] = sequence_batching(mv.sequence_batching)
+    if mv.platform == "ensemble" and mv.model is not None:  # (runtimes/ensemble.py's steps)
+        steps = getattr(mv.model, "steps", [])
+        doc["ensemble_scheduling"] = {"step": [ensemble_step(s) for s in steps]}
     return doc
 
 
@@ -88,6 +91,16 @@ def _control(control: SequenceControl) -> dict[str, Any]:
     if control.kind == "CORRID":
         return {"kind": kind, "data_type": config_type(control.datatype)}
     return {"kind": kind, "int32_false_true": list(control.false_true)}
+
+
+def ensemble_step(step: Any) -> dict[str, Any]:
+    """Triton's ModelEnsembling.Step."""
+    return {
+        "model_name": step.model,
+        "model_version": -1 if step.version is None else int(step.version),
+        "input_map": dict(step.input_map),
+        "output_map": dict(step.output_map),
+    }
 
 
 def dynamic_batching(mv: ModelVersion) -> dict[str, Any]:

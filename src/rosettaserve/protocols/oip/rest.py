@@ -21,6 +21,7 @@ BASE_EXTENSIONS = [
     "statistics",
     "sequence",
     "sequence(string_id)",
+    "classification",
 ]
 
 

@@ -65,7 +65,18 @@ def routes(dp: DataPlane, defaults: dict[str, str]) -> list[Route]:
     """``defaults``: the versions ``set-default`` chose, by model (shared with management)."""
 
     async def ping(req: HttpRequest) -> HttpResponse:
-        return pretty({"status": "Healthy"})
+        """As TorchServe counts working workers: every loaded version ready, Healthy (200);
+        some, Partial Healthy; none, Unhealthy (500). A version still loading or failed to
+        load has no workers to count (TorchServe is healthy while its models load)."""
+        loaded = [
+            mv.ready
+            for name in dp.registry.model_names()
+            for mv in dp.registry.versions(name) or []
+            if mv.model is not None
+        ]
+        if all(loaded):
+            return pretty({"status": "Healthy"})
+        return pretty({"status": "Partial Healthy" if any(loaded) else "Unhealthy"}, 500)
 
     async def predict(req: HttpRequest) -> HttpResponse:
         name, version = req.params["model"], req.params.get("version")
