@@ -29,6 +29,40 @@ class DynamicBatching:
     max_queue_delay_microseconds: int = 0
 
 
+@dataclass(frozen=True)
+class SequenceControl:
+    """One control tensor of a sequence model: its input name, what it carries and how."""
+
+    name: str
+    kind: str  # START, END, READY or CORRID (Triton's CONTROL_SEQUENCE_<kind>)
+    false_true: tuple[int, int] = (0, 1)  # START, END, READY: the values for false and true
+    datatype: str = "INT32"  # V2 name: INT32 for the flags, UINT64 or BYTES for CORRID
+
+
+@dataclass(frozen=True)
+class SequenceState:
+    """An implicit state: fed as ``input_name``, the model's ``output_name`` is the next one."""
+
+    input_name: str
+    output_name: str
+    datatype: str
+    dims: tuple[int, ...]
+    initial_dims: tuple[int, ...] | None = None  # initial_state given: zeros of these dims
+
+
+@dataclass(frozen=True)
+class SequenceBatching:
+    """model.yaml's ``sequence_batching`` (Triton's shape): a stateful model's sequences."""
+
+    idle_us: int = 1_000_000  # a sequence without requests this long is released
+    strategy: str = "direct"  # or "oldest"
+    controls: tuple[SequenceControl, ...] = ()
+    states: tuple[SequenceState, ...] = ()
+    max_candidate_sequences: int = 1  # oldest: sequences holding a slot of a lane at once
+    preferred_batch_size: tuple[int, ...] = ()  # oldest
+    max_queue_delay_us: int = 0
+
+
 class Signature:
     """A version's inputs and outputs by name, for the checks every request and every answer
     goes through (core.dataplane, core.outputs)."""
@@ -63,6 +97,7 @@ class ModelVersion:
     platform: str = ""
     max_batch_size: int = 0
     dynamic_batching: DynamicBatching | None = None  # set: requests are batched together
+    sequence_batching: SequenceBatching | None = None  # set: a stateful model's sequences
     max_queue_size: int | None = None  # None: the server's default (0: no limit)
     timeout_us: int | None = None  # default request timeout; None: the server's (0: none)
     load_seconds: float = 0.0

@@ -8,10 +8,11 @@ from typing import Any
 
 import yaml
 
-from rosettaserve.core.registry import DynamicBatching
+from rosettaserve.core.registry import DynamicBatching, SequenceBatching
 from rosettaserve.core.types import TensorSpec
 from rosettaserve.repository import declare
 from rosettaserve.repository.model_yaml import DYNAMIC_BATCHING, MODEL_YAML, check_parameters
+from rosettaserve.repository.sequence_config import sequence_batching
 from rosettaserve.repository.warmup import WarmupSample, samples
 
 CONFIG_FILE = "model.yaml"
@@ -56,6 +57,7 @@ class ModelConfig:
     isolation: str  # thread: in the server process; process: worker processes
     raw: dict[str, Any] = field(default_factory=dict)
     warmup: tuple[WarmupSample, ...] = ()
+    sequence_batching: SequenceBatching | None = None
 
 
 def read_config(model_dir: Path) -> ModelConfig:
@@ -82,6 +84,9 @@ def parse_config(raw: dict[str, Any]) -> ModelConfig:
     if not problems:
         _check_together(values, problems)
     warmup = samples(values["warmup"] or [], values["max_batch_size"] or 0, problems)
+    sequences = sequence_batching(
+        values["sequence_batching"], values["max_batch_size"] or 0, problems
+    )
     if problems:
         raise ConfigError(str(problems))
     return ModelConfig(
@@ -100,6 +105,7 @@ def parse_config(raw: dict[str, Any]) -> ModelConfig:
         isolation=values["isolation"],
         raw=raw,
         warmup=warmup,
+        sequence_batching=sequences,
     )
 
 
@@ -117,6 +123,12 @@ def _check_together(values: dict[str, Any], problems: declare.Problems) -> None:
         problems.add(
             "dynamic_batching.preferred_batch_size",
             f"expected sizes from 1 to max_batch_size ({max_batch}), got {preferred}",
+        )
+    if batching is not False and values["sequence_batching"] is not None:
+        problems.add(
+            "",
+            "give one scheduler: 'dynamic_batching' or 'sequence_batching' (the sequence "
+            "batcher batches the sequences' requests itself)",
         )
     if values["isolation"] == "process" and values["runtime"] != "python":
         problems.add(

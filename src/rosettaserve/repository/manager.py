@@ -30,6 +30,7 @@ from rosettaserve.repository.layout import (
 from rosettaserve.repository.warmup import WarmupFailed, sample_arrays, warm_up
 from rosettaserve.scheduling.batcher import schedule
 from rosettaserve.scheduling.isolation import ProcessModel
+from rosettaserve.scheduling.sequence import schedule_sequences
 
 log = logging.getLogger("rosettaserve.repository")
 Reporter = Callable[[list[ModelVersion]], None]  # called once per batch of loaded versions
@@ -359,7 +360,14 @@ def _load_blocking(
     else:
         threads = ThreadInstances(f"{mv.name}-v{mv.version}", _instances(config))
         mv.instances, invoker = threads, Invoker(model, threads)
-    mv.model, mv.invoker = model, schedule(mv, invoker, config.dynamic_batching)
+    if config.sequence_batching is not None:
+        lanes = _instances(config)
+        mv.model, mv.invoker = (
+            model,
+            schedule_sequences(mv, invoker, config.sequence_batching, lanes),
+        )
+    else:
+        mv.model, mv.invoker = model, schedule(mv, invoker, config.dynamic_batching)
     return invoker
 
 

@@ -26,7 +26,7 @@ from rosettaserve.repository.declare import (
     Section,
     Text,
 )
-from rosettaserve.repository.model_yaml_triton import STEPS, WARMUP
+from rosettaserve.repository.model_yaml_triton import SEQUENCES, STEPS, WARMUP
 
 ISOLATIONS = ("thread", "process")
 TOOL_PARSERS = tuple(sorted(PARSERS))
@@ -445,6 +445,7 @@ MODEL_YAML = Section(
             "thread",
         ),
         WARMUP,
+        SEQUENCES,
         STEPS,
         Key(
             "tfserving",

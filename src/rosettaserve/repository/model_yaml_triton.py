@@ -45,6 +45,96 @@ WARMUP = Key(
     [],
 )
 
+CONTROL_KINDS = tuple(f"CONTROL_SEQUENCE_{kind}" for kind in ("START", "END", "READY", "CORRID"))
+
+SEQUENCE_CONTROL = Section(
+    (
+        Key("kind", Text(CONTROL_KINDS), "what the tensor carries", required=True),
+        Key(
+            "int32_false_true",
+            ListOf(Integer()),
+            "START, END, READY: the INT32 values meaning false and true",
+        ),
+        Key("data_type", Text(("UINT64", "BYTES")), "CORRID: the sequence id's datatype"),
+    ),
+    "a mapping {kind, int32_false_true | data_type}",
+)
+
+CONTROL_INPUT = Section(
+    (
+        Key("name", Text(), "the model's input that receives the control", required=True),
+        Key("control", ListOf(SEQUENCE_CONTROL, 1), "one control", required=True),
+    ),
+    "a mapping {name, control}",
+)
+
+INITIAL_STATE = Section(
+    (
+        Key("name", Text(), "the initial state's name", ""),
+        Key("data_type", Text(tuple(DTYPES)), "a V2 datatype (the state's)", required=True),
+        Key("dims", ListOf(Integer(0)), "the first request's state dimensions", required=True),
+        Key("zero_data", Flag(), "zeros: the only source offered", required=True),
+    ),
+    "a mapping {name, data_type, dims, zero_data}",
+)
+
+SEQUENCE_STATE = Section(
+    (
+        Key("input_name", Text(), "the model's input that receives the state", required=True),
+        Key("output_name", Text(), "the model's output that holds the next state", required=True),
+        Key("data_type", Text(tuple(DTYPES)), "a V2 datatype", required=True),
+        Key("dims", ListOf(Integer(-1)), "without the batch dimension (-1: any size)", []),
+        Key(
+            "initial_state",
+            INITIAL_STATE,
+            "the state of a sequence's first request",
+            default_doc="zeros, 1 for each -1 of dims",
+        ),
+    ),
+    "a mapping {input_name, output_name, data_type, dims, initial_state}",
+)
+
+OLDEST = Section(
+    (
+        Key(
+            "max_candidate_sequences",
+            Integer(1),
+            "sequences holding a slot of an instance at once (more wait for one)",
+            default_doc="max_batch_size",
+        ),
+        Key("preferred_batch_size", ListOf(Integer(1)), "batch sizes to run at once", []),
+        Key(
+            "max_queue_delay_microseconds",
+            Integer(0),
+            "how long a request may wait for other sequences' requests",
+            0,
+        ),
+    ),
+    "a mapping {max_candidate_sequences, preferred_batch_size, max_queue_delay_microseconds}",
+)
+
+SEQUENCE_BATCHING = Section(
+    (
+        Key(
+            "max_sequence_idle_microseconds",
+            Integer(1),
+            "a sequence without requests this long is released",
+            1_000_000,
+        ),
+        Key("direct", Section((), "{}"), "each sequence keeps one batch slot (the default)"),
+        Key("oldest", OLDEST, "the oldest requests of the sequences, batched together"),
+        Key("control_input", ListOf(CONTROL_INPUT), "the control tensors the model takes", []),
+        Key("state", ListOf(SEQUENCE_STATE), "implicit states the server keeps", []),
+    ),
+    "a mapping {max_sequence_idle_microseconds, direct | oldest, control_input, state}",
+)
+
+SEQUENCES = Key(
+    "sequence_batching",
+    SEQUENCE_BATCHING,
+    "a stateful model: requests carry sequence_id, sequence_start and sequence_end",
+)
+
 ENSEMBLE_STEP = Section(
     (
         Key("model_name", Text(), "the served model this step calls", required=True),

@@ -53,6 +53,10 @@ class ProcessInstances:
         self.workers: set[WorkerProcess] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self.running: dict[WorkerProcess, Call] = {}  # a worker in a call that has a deadline
+        # Each worker's place (a replacement takes its predecessor's): a call whose
+        # ``instance`` is set runs in the worker at that place, never another -- a sequence
+        # batcher's lane, whose sequences' state may live in that process.
+        self.places: list[WorkerProcess | None] = []
         self.closed = False
 
     @property
@@ -84,6 +88,7 @@ class ProcessInstances:
         for worker in started:
             self.workers.add(worker)
             self._idle.put_nowait(worker)
+        self.places = list(started)
         return replies[0]
 
     def stop_blocking(self) -> None:
@@ -137,7 +142,9 @@ class ProcessInstances:
     # -- on the event loop ---------------------------------------------------------------------
 
     async def predict(self, inputs: Arrays, parameters: dict[str, Any], call: Call | None) -> Any:
-        worker = await self._idle.get()
+        instance = -1 if call is None else call.instance
+        pinned = instance >= 0
+        worker = self._pinned(instance) if pinned else await self._idle.get()
         if call is not None:
             call.ran = perf_counter_ns()  # (before: it waited for a free worker)
             if call.deadline is not None:
@@ -159,10 +166,22 @@ class ProcessInstances:
             code = worker.proc.poll()
             self._retire(worker, f"it exited during a call (code {code})")
             raise ModelError(f"{self.label}: its worker process exited during the call")
-        self._idle.put_nowait(worker)
+        if not pinned:  # (a pinned worker never left the idle queue)
+            self._idle.put_nowait(worker)
         if reply[0] == "ok":
             return reply[1]
         raise reply[1]
+
+    def _pinned(self, instance: int) -> WorkerProcess:
+        """The worker at place ``instance``: its lane runs one call at a time, and nothing
+        else calls a version that pins its calls once it serves (its warmup ran before)."""
+        worker = self.places[instance % len(self.places)] if self.places else None
+        if worker is None or worker not in self.workers:
+            raise ModelError(
+                f"{self.label}: the worker process of instance {instance} was stopped (the "
+                "state it held is gone) and is being replaced"
+            )
+        return worker
 
     def _retire(self, worker: WorkerProcess, why: str) -> None:
         """Kill ``worker`` now and start another in its place."""
@@ -183,6 +202,7 @@ class ProcessInstances:
             return
         self.workers.add(fresh)
         self._idle.put_nowait(fresh)
+        self.places = [fresh if w is old else w for w in self.places]
         log.info(
             "%s: worker process %d took the place of %d", self.label, fresh.proc.pid, old.proc.pid
         )

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from rosettaserve.core.errors import Unsupported
-from rosettaserve.core.registry import ModelVersion
+from rosettaserve.core.registry import ModelVersion, SequenceBatching, SequenceControl
 from rosettaserve.core.stats import Duration
 from rosettaserve.core.types import TensorSpec
 
@@ -43,10 +43,54 @@ def model_config(mv: ModelVersion) -> dict[str, Any]:
         doc["model_transaction_policy"] = {"decoupled": True}
     if mv.dynamic_batching is not None:
         doc["dynamic_batching"] = dynamic_batching(mv)
+    if mv.sequence_batching is not None:
+        doc["sequence_batching"] = sequence_batching(mv.sequence_batching)
     if mv.platform == "ensemble" and mv.model is not None:  # (runtimes/ensemble.py's steps)
         steps = getattr(mv.model, "steps", [])
         doc["ensemble_scheduling"] = {"step": [ensemble_step(s) for s in steps]}
     return doc
+
+
+def sequence_batching(settings: SequenceBatching) -> dict[str, Any]:
+    """Triton's ModelSequenceBatching (perf_analyzer tells a sequence model by it)."""
+    doc: dict[str, Any] = {
+        "max_sequence_idle_microseconds": settings.idle_us,
+        "control_input": [{"name": c.name, "control": [_control(c)]} for c in settings.controls],
+        "state": [
+            {
+                "input_name": s.input_name,
+                "output_name": s.output_name,
+                "data_type": config_type(s.datatype),
+                "dims": list(s.dims),
+                "initial_state": []
+                if s.initial_dims is None
+                else [
+                    {
+                        "data_type": config_type(s.datatype),
+                        "dims": list(s.initial_dims),
+                        "zero_data": True,
+                    }
+                ],
+            }
+            for s in settings.states
+        ],
+    }
+    if settings.strategy == "oldest":
+        doc["oldest"] = {
+            "max_candidate_sequences": settings.max_candidate_sequences,
+            "preferred_batch_size": list(settings.preferred_batch_size),
+            "max_queue_delay_microseconds": settings.max_queue_delay_us,
+        }
+    else:
+        doc["direct"] = {}
+    return doc
+
+
+def _control(control: SequenceControl) -> dict[str, Any]:
+    kind = f"CONTROL_SEQUENCE_{control.kind}"
+    if control.kind == "CORRID":
+        return {"kind": kind, "data_type": config_type(control.datatype)}
+    return {"kind": kind, "int32_false_true": list(control.false_true)}
 
 
 def ensemble_step(step: Any) -> dict[str, Any]:

@@ -19,6 +19,8 @@ BASE_EXTENSIONS = [
     "parameters",
     "model_configuration",
     "statistics",
+    "sequence",
+    "sequence(string_id)",
     "classification",
 ]
 
