@@ -24,6 +24,7 @@ class Call:
     ran: int  # the model began executing (its thread started, or its batch did)
     done: int  # the model finished executing
     batch_size: int  # rows of the batch it ran in, when a batcher ran it (0: ran alone)
+    cache_hit_ns: int  # answered from the response cache: the lookup's time (0: it was not)
 
     def __init__(
         self,
@@ -34,6 +35,7 @@ class Call:
         ran: int = 0,
         done: int = 0,
         batch_size: int = 0,
+        cache_hit_ns: int = 0,
     ) -> None:  # (its own, not the dataclass's: why in scripts/compile_native.py)
         self.start = start
         self.deadline = deadline
@@ -41,6 +43,7 @@ class Call:
         self.ran = ran
         self.done = done
         self.batch_size = batch_size
+        self.cache_hit_ns = cache_hit_ns
 
     @property
     def queue_ns(self) -> int:

@@ -56,6 +56,7 @@ class ModelConfig:
     isolation: str  # thread: in the server process; process: worker processes
     raw: dict[str, Any] = field(default_factory=dict)
     warmup: tuple[WarmupSample, ...] = ()
+    response_cache: bool = False  # answers cached (with --cache-size)
 
 
 def read_config(model_dir: Path) -> ModelConfig:
@@ -100,6 +101,7 @@ def parse_config(raw: dict[str, Any]) -> ModelConfig:
         isolation=values["isolation"],
         raw=raw,
         warmup=warmup,
+        response_cache=values["response_cache"],
     )
 
 
@@ -123,6 +125,12 @@ def _check_together(values: dict[str, Any], problems: declare.Problems) -> None:
             "isolation",
             f"'isolation: process' is offered for python models only "
             f"(runtime is {values['runtime']!r})",
+        )
+    if values["response_cache"] and values.get("sequence_batching"):
+        problems.add(
+            "response_cache",
+            "the response cache does not serve a model with sequence_batching (its answers "
+            "depend on the sequence's state, not on the request alone)",
         )
     if values["version_policy"].get("all") is False:
         problems.add("version_policy.all", "only 'all: true' means something (or give latest)")

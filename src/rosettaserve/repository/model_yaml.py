@@ -26,7 +26,7 @@ from rosettaserve.repository.declare import (
     Section,
     Text,
 )
-from rosettaserve.repository.model_yaml_triton import WARMUP
+from rosettaserve.repository.model_yaml_triton import RESPONSE_CACHE, WARMUP
 
 ISOLATIONS = ("thread", "process")
 TOOL_PARSERS = tuple(sorted(PARSERS))
@@ -440,6 +440,7 @@ MODEL_YAML = Section(
             "thread",
         ),
         WARMUP,
+        RESPONSE_CACHE,
         Key(
             "tfserving",
             Section(

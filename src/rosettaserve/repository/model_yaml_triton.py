@@ -44,3 +44,11 @@ WARMUP = Key(
     "requests run through the model before its version is ready; a failure fails the load",
     [],
 )
+
+RESPONSE_CACHE = Key(
+    "response_cache",
+    Flag(),
+    "answers kept for requests with identical inputs, when the server runs with --cache-size "
+    "(not for a model that streams, nor with sequence_batching)",
+    False,
+)

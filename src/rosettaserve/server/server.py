@@ -33,6 +33,7 @@ from rosettaserve.protocols.torchserve import rest as torchserve_rest
 from rosettaserve.repository.manager import ModelRepository
 from rosettaserve.repository.watchdog import watch
 from rosettaserve.runtimes import create_model
+from rosettaserve.scheduling.response_cache import ResponseCache
 from rosettaserve.server import exit_backstop, gc_tuning
 from rosettaserve.server import security_setup as security
 from rosettaserve.server.settings import Settings, body_pace, http_limits
@@ -58,6 +59,7 @@ class Server:
             settings.repository,
             create_model,  # the runtimes build each version's model
             report=None if self.quiet else lambda vs: say(model_line(vs)),
+            cache=ResponseCache(settings.cache_size) if settings.cache_size else None,
         )
         control = settings.enable_model_control
         info = ServerInfo(
