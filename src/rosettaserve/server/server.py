@@ -15,6 +15,7 @@ from rosettaserve.core.registry import ModelVersion
 from rosettaserve.observability import status_doc, status_page, tracing
 from rosettaserve.observability.access_log import AccessLog, access_logged
 from rosettaserve.observability.http_edge import HttpEdge
+from rosettaserve.observability.log_settings import LogSettings
 from rosettaserve.observability.metrics import Metrics, Snapshot, metrics_route, render
 from rosettaserve.observability.startup import model_line, say, summary_line
 from rosettaserve.observability.trend import Trend
@@ -26,6 +27,7 @@ from rosettaserve.protocols.grps.api import GrpsApi
 from rosettaserve.protocols.health import grpc as health_grpc
 from rosettaserve.protocols.oip import grpc as oip_grpc
 from rosettaserve.protocols.oip import rest as oip_rest
+from rosettaserve.protocols.oip import settings as oip_settings
 from rosettaserve.protocols.tfserving import grpc as tfserving_grpc
 from rosettaserve.protocols.tfserving import rest as tfserving_rest
 from rosettaserve.protocols.torchserve import management as torchserve_management
@@ -86,7 +88,10 @@ class Server:
         peers = security.peer_client(settings.security)
         self.pd = PdInstance(settings.role, settings.pd, self.generation, peers)
         routes += self.pd.wrap(families.routes(self.generation)) + self.pd.routes()
-        routes += pooling.routes(self.dataplane)  # embeddings and rerank: tensor models
+        # Triton's logging extension: this process's log settings, changed at run time
+        self.logs = LogSettings(settings.log_level, settings.log_format, worker_tag(link))
+        # embeddings and rerank (tensor models), and the logging extension's routes
+        routes += pooling.routes(self.dataplane) + oip_settings.logging_routes(self.logs)
         self.trend = Trend(self.snapshots)  # grps's monitor series, sampled once asked
         routes += status_page.routes(self.status) + grps_rest.monitor_routes(self.trend)
         if settings.metrics_port is None:
@@ -133,7 +138,11 @@ class Server:
     def _grpc_server(self) -> GrpcServer:
         s = self.settings
         services: list[ServiceTable] = [
-            (oip_grpc.SERVICE, oip_grpc.OipServicer(self.dataplane, self.calls), oip_grpc.RPCS),
+            (
+                oip_grpc.SERVICE,
+                oip_grpc.OipServicer(self.dataplane, self.calls, self.logs),
+                oip_grpc.RPCS,
+            ),
             (health_grpc.SERVICE, self.health, health_grpc.RPCS),
             (grps_grpc.SERVICE, grps_grpc.GrpsServicer(self.grps), grps_grpc.RPCS),
             *tfserving_grpc.services(self.dataplane),
@@ -266,3 +275,8 @@ class Server:
     def _all_versions(self) -> list[ModelVersion]:
         repo = self.repository
         return [v for n in repo.model_names() for v in repo.versions(n) or []]
+
+
+def worker_tag(link: WorkerLink | None) -> str:
+    """What a worker's log lines carry (``logging_setup.configure``'s tag): "" without workers."""
+    return f"worker {link.index}" if link is not None else ""

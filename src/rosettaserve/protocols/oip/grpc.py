@@ -9,10 +9,11 @@ from typing import Any
 from google.protobuf.json_format import ParseDict
 
 from rosettaserve.core.dataplane import DataPlane
-from rosettaserve.core.errors import ServingError
+from rosettaserve.core.errors import ServingError, Unsupported
 from rosettaserve.core.executor import LargeWork, run_request_work
 from rosettaserve.observability.access_log import model_path, named_in
-from rosettaserve.protocols.oip import convert, extensions
+from rosettaserve.observability.log_settings import LogSettings
+from rosettaserve.protocols.oip import convert, extensions, settings
 from rosettaserve.protocols.oip.grpc_convert import encode_infer, parameters_from, parse_infer
 from rosettaserve.protocols.oip.grpc_infer import model_infer
 from rosettaserve.protocols.oip.grpc_wire import model_named
@@ -25,9 +26,12 @@ FINAL_FLAG = "triton_final_response"
 
 
 class OipServicer:
-    def __init__(self, dp: DataPlane, tracker: CallTracker) -> None:
+    def __init__(
+        self, dp: DataPlane, tracker: CallTracker, logs: LogSettings | None = None
+    ) -> None:
         self.dp = dp
         self.tracker = tracker
+        self.logs = logs  # the logging extension's settings (None: not served)
         # bytes in and out (grpc_wire), run compiled: protocols/oip/grpc_infer.py
         self.ModelInfer = partial(model_infer, dp)
 
@@ -105,6 +109,11 @@ class OipServicer:
         ]
         return ParseDict({"model_stats": stats}, pb.ModelStatisticsResponse())
 
+    async def LogSettings(self, request: Any, context: Any) -> Any:
+        if self.logs is None:
+            raise Unsupported("the logging extension is not served here")
+        return settings.log_settings(self.logs, request)
+
     async def RepositoryIndex(self, request: Any, context: Any) -> Any:
         rows = self.dp.repository_index(request.ready)
         return pb.RepositoryIndexResponse(
@@ -144,4 +153,5 @@ RPCS: dict[str, tuple[Any, Any, bool]] = {
         pb.RepositoryModelUnloadResponse,
         False,
     ),
+    "LogSettings": (pb.LogSettingsRequest, pb.LogSettingsResponse, False),
 }

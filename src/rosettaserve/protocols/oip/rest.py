@@ -14,7 +14,13 @@ from rosettaserve.web.routing import HttpRequest, HttpResponse, Route, json_resp
 
 MODEL = r"/v2/models/(?P<model>[^/]+)(?:/versions/(?P<version>[0-9]+))?"
 REPO_MODEL = r"/v2/repository/models/(?P<model>[^/]+)"
-BASE_EXTENSIONS = ["binary_tensor_data", "parameters", "model_configuration", "statistics"]
+BASE_EXTENSIONS = [
+    "binary_tensor_data",
+    "parameters",
+    "model_configuration",
+    "statistics",
+    "logging",
+]
 
 
 def extensions(model_control: bool) -> list[str]:
@@ -25,7 +31,7 @@ def _version(req: HttpRequest) -> str:
     return req.params.get("version", "")
 
 
-def _optional_json(req: HttpRequest) -> dict[str, Any]:
+def optional_json(req: HttpRequest) -> dict[str, Any]:
     if not req.body.strip():
         return {}
     doc = convert.parse_json(req.body)
@@ -113,7 +119,7 @@ def infer_routes(dp: DataPlane) -> list[Route]:
 
 def repository_routes(dp: DataPlane) -> list[Route]:
     async def index(req: HttpRequest) -> HttpResponse:
-        ready = _optional_json(req).get("ready", False)
+        ready = optional_json(req).get("ready", False)
         if not isinstance(ready, bool):
             raise InvalidInput("Invalid value for 'ready': expected a boolean")
         rows = dp.repository_index(ready)
@@ -126,7 +132,7 @@ def repository_routes(dp: DataPlane) -> list[Route]:
         )
 
     async def load(req: HttpRequest) -> HttpResponse:
-        params = _optional_json(req).get("parameters") or {}
+        params = optional_json(req).get("parameters") or {}
         if not isinstance(params, dict):
             raise InvalidInput("'parameters' must be a JSON object")
         ext.refuse_load_parameters(params)
@@ -134,7 +140,7 @@ def repository_routes(dp: DataPlane) -> list[Route]:
         return HttpResponse(200, b"")
 
     async def unload(req: HttpRequest) -> HttpResponse:
-        _optional_json(req)
+        optional_json(req)
         await dp.unload_model(req.params["model"])
         return HttpResponse(200, b"")
 
