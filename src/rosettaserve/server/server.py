@@ -18,6 +18,7 @@ from rosettaserve.observability.http_edge import HttpEdge
 from rosettaserve.observability.log_settings import LogSettings
 from rosettaserve.observability.metrics import Metrics, Snapshot, metrics_route, render
 from rosettaserve.observability.startup import model_line, say, summary_line
+from rosettaserve.observability.trace_settings import TraceSettings
 from rosettaserve.observability.trend import Trend
 from rosettaserve.pd.instance import PdInstance
 from rosettaserve.protocols import families, pooling
@@ -45,6 +46,7 @@ from rosettaserve.transport.sockets import bind
 from rosettaserve.web.app import App, HttpApp
 from rosettaserve.web.cors import Cors
 from rosettaserve.web.grpc_services import CallTracker, ServiceTable
+from rosettaserve.web.routing import Route
 
 if TYPE_CHECKING:
     from rosettaserve.server.worker import WorkerLink
@@ -88,10 +90,8 @@ class Server:
         peers = security.peer_client(settings.security)
         self.pd = PdInstance(settings.role, settings.pd, self.generation, peers)
         routes += self.pd.wrap(families.routes(self.generation)) + self.pd.routes()
-        # Triton's logging extension: this process's log settings, changed at run time
-        self.logs = LogSettings(settings.log_level, settings.log_format, worker_tag(link))
-        # embeddings and rerank (tensor models), and the logging extension's routes
-        routes += pooling.routes(self.dataplane) + oip_settings.logging_routes(self.logs)
+        # embeddings and rerank (tensor models); Triton's logging and trace extensions
+        routes += pooling.routes(self.dataplane) + self._settings_routes(settings)
         self.trend = Trend(self.snapshots)  # grps's monitor series, sampled once asked
         routes += status_page.routes(self.status) + grps_rest.monitor_routes(self.trend)
         if settings.metrics_port is None:
@@ -121,7 +121,9 @@ class Server:
             self.http_app = HttpEdge(self.app, self.access, cors)
         # OpenTelemetry spans (--otel-exporter): off, none of it is imported or installed
         self.tracing = (
-            None if settings.otel_exporter == "none" else tracing.Tracing(settings.otel_exporter)
+            None
+            if settings.otel_exporter == "none"
+            else tracing.Tracing(settings.otel_exporter, self.traces)
         )
         if self.tracing is not None:
             self.http_app = self.tracing.http(self.http_app)
@@ -135,12 +137,21 @@ class Server:
         names = [oip_grpc.SERVICE, grps_grpc.SERVICE, *tfserving_grpc.SERVICES]
         self.health = health_grpc.HealthServicer(self.dataplane, names)  # grpc.health.v1
 
+    def _settings_routes(self, settings: Settings) -> list[Route]:
+        """Triton's logging and trace extensions: this process's settings, changed at run
+        time (the trace settings decide what --otel-exporter traces)."""
+        self.logs = LogSettings(settings.log_level, settings.log_format, worker_tag(self.link))
+        self.traces = TraceSettings(exporting=settings.otel_exporter != "none")
+        return oip_settings.logging_routes(self.logs) + oip_settings.trace_routes(
+            self.dataplane, self.traces
+        )
+
     def _grpc_server(self) -> GrpcServer:
         s = self.settings
         services: list[ServiceTable] = [
             (
                 oip_grpc.SERVICE,
-                oip_grpc.OipServicer(self.dataplane, self.calls, self.logs),
+                oip_grpc.OipServicer(self.dataplane, self.calls, self.logs, self.traces),
                 oip_grpc.RPCS,
             ),
             (health_grpc.SERVICE, self.health, health_grpc.RPCS),

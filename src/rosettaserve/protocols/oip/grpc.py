@@ -13,6 +13,7 @@ from rosettaserve.core.errors import ServingError, Unsupported
 from rosettaserve.core.executor import LargeWork, run_request_work
 from rosettaserve.observability.access_log import model_path, named_in
 from rosettaserve.observability.log_settings import LogSettings
+from rosettaserve.observability.trace_settings import TraceSettings
 from rosettaserve.protocols.oip import convert, extensions, settings
 from rosettaserve.protocols.oip.grpc_convert import encode_infer, parameters_from, parse_infer
 from rosettaserve.protocols.oip.grpc_infer import model_infer
@@ -27,11 +28,16 @@ FINAL_FLAG = "triton_final_response"
 
 class OipServicer:
     def __init__(
-        self, dp: DataPlane, tracker: CallTracker, logs: LogSettings | None = None
+        self,
+        dp: DataPlane,
+        tracker: CallTracker,
+        logs: LogSettings | None = None,
+        traces: TraceSettings | None = None,
     ) -> None:
         self.dp = dp
         self.tracker = tracker
         self.logs = logs  # the logging extension's settings (None: not served)
+        self.traces = traces  # the trace extension's (None: not served)
         # bytes in and out (grpc_wire), run compiled: protocols/oip/grpc_infer.py
         self.ModelInfer = partial(model_infer, dp)
 
@@ -114,6 +120,11 @@ class OipServicer:
             raise Unsupported("the logging extension is not served here")
         return settings.log_settings(self.logs, request)
 
+    async def TraceSetting(self, request: Any, context: Any) -> Any:
+        if self.traces is None:
+            raise Unsupported("the trace extension is not served here")
+        return settings.trace_setting(self.dp, self.traces, request)
+
     async def RepositoryIndex(self, request: Any, context: Any) -> Any:
         rows = self.dp.repository_index(request.ready)
         return pb.RepositoryIndexResponse(
@@ -154,4 +165,5 @@ RPCS: dict[str, tuple[Any, Any, bool]] = {
         False,
     ),
     "LogSettings": (pb.LogSettingsRequest, pb.LogSettingsResponse, False),
+    "TraceSetting": (pb.TraceSettingRequest, pb.TraceSettingResponse, False),
 }

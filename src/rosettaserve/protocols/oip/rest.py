@@ -20,6 +20,7 @@ BASE_EXTENSIONS = [
     "model_configuration",
     "statistics",
     "logging",
+    "trace",
 ]
 
 
