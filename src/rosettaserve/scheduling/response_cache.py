@@ -8,10 +8,10 @@ asks for (and their parameters) are chosen from it afresh, and every protocol sh
 
 - The key is what the model is given, all of it: the version (its name, number and this load of
   it: a version loaded again starts with no entries), each input's name, dtype, shape and bytes,
-  and the request's parameters (``predict(inputs, parameters)`` sees them). It is hashed (BLAKE2b
-  over every byte, on the request-work threads for large inputs), and a hit compares the whole
-  key with the entry's: two requests never share an answer unless their inputs are identical,
-  however their hashes collide.
+  and the request's parameters (``predict(inputs, parameters)`` sees them). It is hashed
+  (Python's SipHash over every byte, keyed at random per process), and a hit compares the whole
+  key with the entry's, byte for byte: two requests never share an answer unless their inputs
+  are identical, however their hashes collide.
 - One LRU shared by every cached version, bounded by ``--cache-size`` in bytes: an entry counts
   the bytes of its key and of its answer, plus a fixed overhead; the least recently used entries
   go first, and an answer that alone exceeds the bound is not cached.
@@ -23,7 +23,6 @@ asks for (and their parameters) are chosen from it afresh, and every protocol sh
 
 from __future__ import annotations
 
-import hashlib
 import struct
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Mapping
@@ -40,8 +39,9 @@ from rosettaserve.core.invoker import Invocable
 from rosettaserve.core.model import Arrays
 from rosettaserve.core.registry import ModelVersion
 
-# Inputs or answers larger than this are hashed or copied on the request-work threads (the event
-# loop serves other requests meanwhile; hashlib lets go of the interpreter on large buffers).
+# Answers larger than this are copied into the cache on the request-work threads (the event loop
+# serves other requests meanwhile). A key is made on the loop: hashing its bytes holds the
+# interpreter anyway (bench/response_cache_cost.py: 1 MiB of input, some 0.6 ms).
 INLINE_BYTES = 64 * 1024
 ENTRY_OVERHEAD = 256  # bytes an entry holds besides its tensors' bytes (its objects, its slot)
 TENSOR_OVERHEAD = 128  # per input or output: its name, shape and array objects
@@ -58,38 +58,34 @@ class Scope:
         self.name, self.version = name, version
 
 
-@dataclass(slots=True)
 class Key:
-    """What the model is given: compared whole on a hit, and hashed for the lookup."""
+    """What the model is given, as a dict key: its hash made once, and equal only to a key
+    whose every part (every input byte) is equal, whatever the hashes say."""
 
-    scope: Scope
-    inputs: tuple[tuple[str, str, str, tuple[int, ...], bytes | memoryview], ...]
-    parameters: Any  # the request's parameters, frozen with their types
-    size: int  # bytes of the inputs
+    __slots__ = ("digest", "inputs", "parameters", "scope", "size")
 
-    def digest(self) -> bytes:
-        h = hashlib.blake2b(digest_size=16)
-        h.update(f"{id(self.scope)}\0{self.parameters!r}\0".encode())
-        for name, dtype, kind, shape, raw in self.inputs:
-            h.update(f"{name}\0{dtype}\0{kind}\0{shape}\0".encode())
-            h.update(_LEN.pack(len(raw)))
-            h.update(raw)
-        return h.digest()
+    def __init__(
+        self,
+        scope: Scope,
+        inputs: tuple[tuple[str, str, tuple[int, ...], bytes], ...],
+        parameters: Any,
+        size: int,
+    ) -> None:
+        self.scope, self.inputs, self.parameters, self.size = scope, inputs, parameters, size
+        # Python's hash of the bytes (SipHash, keyed at random per process: no client can
+        # make two requests collide on purpose); the bytes keep it, a compare does not redo it
+        self.digest = hash((id(scope), parameters, inputs))
 
-    def same(self, other: Key) -> bool:
-        if other.scope is not self.scope or other.parameters != self.parameters:
-            return False
-        if len(other.inputs) != len(self.inputs):
-            return False
-        for mine, theirs in zip(self.inputs, other.inputs, strict=True):
-            if mine[:4] != theirs[:4] or mine[4] != theirs[4]:  # every byte, not the hash
-                return False
-        return True
+    def __hash__(self) -> int:
+        return self.digest
 
-    def kept(self) -> Key:
-        """The key as an entry keeps it: its own copy of the bytes (not views of a request)."""
-        inputs = tuple((n, d, k, s, bytes(raw)) for n, d, k, s, raw in self.inputs)
-        return Key(self.scope, inputs, self.parameters, self.size)
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, Key)
+            and other.scope is self.scope
+            and other.parameters == self.parameters
+            and other.inputs == self.inputs  # every byte (memcmp), not the hash
+        )
 
 
 @dataclass(slots=True)
@@ -100,35 +96,35 @@ class Entry:
 
 
 class ResponseCache:
-    """The server's one cache: an LRU of answers by key digest, bounded by total bytes."""
+    """The server's one cache: an LRU of answers by key, bounded by total bytes."""
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
         self.used = 0
-        self._entries: OrderedDict[bytes, Entry] = OrderedDict()
+        self._entries: OrderedDict[Key, Entry] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._entries)
 
-    def get(self, digest: bytes, key: Key) -> dict[str, np.ndarray] | None:
-        entry = self._entries.get(digest)
-        if entry is None or not entry.key.same(key):
+    def get(self, key: Key) -> dict[str, np.ndarray] | None:
+        entry = self._entries.get(key)  # (found only if the whole key is equal)
+        if entry is None:
             return None
-        self._entries.move_to_end(digest)
+        self._entries.move_to_end(key)
         return dict(entry.answer)
 
-    def put(self, digest: bytes, entry: Entry) -> bool:
+    def put(self, entry: Entry) -> bool:
         """Keep ``entry``, the least recently used ones out to make room; False: it alone
         exceeds the bound (nothing is evicted for it)."""
         if entry.size > self.capacity:
             return False
-        old = self._entries.pop(digest, None)
+        old = self._entries.pop(entry.key, None)
         if old is not None:
             self.used -= old.size
         while self._entries and self.used + entry.size > self.capacity:
             _, evicted = self._entries.popitem(last=False)
             self.used -= evicted.size
-        self._entries[digest] = entry
+        self._entries[entry.key] = entry
         self.used += entry.size
         return True
 
@@ -155,8 +151,7 @@ class CachedInvoker:
         key = request_key(self.scope, inputs, parameters)
         if key is None:  # inputs it cannot key (objects that are not bytes): not cached
             return await self.inner.predict(inputs, parameters, call)
-        digest = key.digest() if key.size <= INLINE_BYTES else await run_request_work(key.digest)
-        answer = self.cache.get(digest, key)
+        answer = self.cache.get(key)
         if answer is not None:
             if call is not None:  # (the model did not run: no time of its own)
                 call.cache_hit_ns = max(1, perf_counter_ns() - start)
@@ -165,11 +160,11 @@ class CachedInvoker:
         lookup_ns = perf_counter_ns() - start
         result = await self.inner.predict(inputs, parameters, call)
         start = perf_counter_ns()
-        await self._keep(digest, key, result)
+        await self._keep(key, result)
         self.mv.stats.cache_miss.add(lookup_ns + perf_counter_ns() - start)
         return result
 
-    async def _keep(self, digest: bytes, key: Key, result: Any) -> None:
+    async def _keep(self, key: Key, result: Any) -> None:
         if not isinstance(result, Mapping):
             return  # no answer (the response says so): nothing to keep
         if key.size + _answer_bytes(result) <= INLINE_BYTES:
@@ -177,7 +172,7 @@ class CachedInvoker:
         else:
             entry = await run_request_work(kept_entry, key, result)
         if entry is not None:
-            self.cache.put(digest, entry)
+            self.cache.put(entry)
 
     def stream(
         self, inputs: Arrays, parameters: dict[str, Any], call: Call | None = None
@@ -188,8 +183,8 @@ class CachedInvoker:
 
 
 def request_key(scope: Scope, inputs: Arrays, parameters: dict[str, Any]) -> Key | None:
-    """The key of what the model is given (views of the inputs' bytes: no copy); None when an
-    input holds objects other than bytes (no exact key for them)."""
+    """The key of what the model is given; None when an input holds objects other than bytes,
+    or a parameter no hashable value (no exact key for them)."""
     parts = []
     size = 0
     for name in sorted(inputs):
@@ -198,13 +193,18 @@ def request_key(scope: Scope, inputs: Arrays, parameters: dict[str, Any]) -> Key
         if raw is None:
             return None
         size += len(raw)
-        parts.append((name, arr.dtype.str, arr.dtype.name, arr.shape, raw))
-    return Key(scope, tuple(parts), frozen(parameters), size)
+        dtype = arr.dtype  # (.name too where .str is no numpy type's: bfloat16's is '<V2')
+        kind = f"{dtype.str}:{dtype.name}" if dtype.kind == "V" else dtype.str
+        parts.append((name, kind, arr.shape, raw))
+    try:
+        return Key(scope, tuple(parts), frozen(parameters), size)
+    except TypeError:  # an unhashable parameter value
+        return None
 
 
-def _input_bytes(arr: np.ndarray) -> bytes | memoryview | None:
+def _input_bytes(arr: np.ndarray) -> bytes | None:
     if arr.dtype.kind != "O":
-        return np.ascontiguousarray(arr).reshape(-1).view(np.uint8).data
+        return arr.tobytes()
     parts: list[bytes] = []
     for item in arr.reshape(-1):
         if type(item) is not bytes:
@@ -234,7 +234,7 @@ def kept_entry(key: Key, result: Mapping[str, Any]) -> Entry | None:
             return None
         answer[name] = arr
         size += TENSOR_OVERHEAD + _array_bytes(arr)
-    return Entry(key.kept(), answer, size)
+    return Entry(key, answer, size)
 
 
 def _kept_array(value: Any) -> np.ndarray | None:
