@@ -102,7 +102,12 @@ def test_rate_samples_one_in_n_and_count_limits(
     server: ServerProcess, client: httpclient.InferenceServerClient
 ) -> None:
     client.update_trace_settings("uncached", {"trace_rate": "2"})
-    assert traced(server, *(infer(server, "uncached") for _ in range(4))) == [
+
+    def infer_and_look(model: str) -> str:  # (reading its metadata is no inference)
+        client.get_model_metadata(model)
+        return infer(server, model)
+
+    assert traced(server, *(infer_and_look("uncached") for _ in range(4))) == [
         True,
         False,
         True,

@@ -46,7 +46,8 @@ EXTRA = "the [tracing] extra: pip install 'rosettaserve[tracing]'"
 # Whether the request being served is traced, when its HTTP route named its model and the trace
 # settings decided (None: not decided yet; the model's execution span decides then)
 SAMPLED: ContextVar[bool | None] = ContextVar("rosettaserve_trace_sampled", default=None)
-_MODEL_PATH = re.compile(r"/v2/models/([^/]+)")
+# an OIP inference (the requests Triton traces; its other model routes are not sampled)
+_INFER_PATH = re.compile(r"/v2/models/([^/]+)(?:/versions/[0-9]+)?/infer")
 
 
 class Tracing:
@@ -98,9 +99,9 @@ class Tracing:
         return CallSpan(self, rpc, metadata)
 
     def request_sampled(self, path: str) -> bool | None:
-        """An HTTP request's decision: its model's settings when its path names one (OIP),
-        else whether the server's level traces at all (None: the model's span decides)."""
-        found = _MODEL_PATH.match(path)
+        """An HTTP request's decision: its model's settings for an OIP inference, else whether
+        the server's level traces at all (None: its model execution's span decides)."""
+        found = _INFER_PATH.fullmatch(path)
         if found is not None:
             return self.settings.sampled(unquote(found.group(1)))
         return None if self.settings.effective()["trace_level"] != ["OFF"] else False
