@@ -54,4 +54,5 @@ def test_a_log_file_is_refused(grpc: grpcclient.InferenceServerClient, tmp_path:
         lambda: update({"log_file": str(target)}), "StatusCode.UNIMPLEMENTED", "never opens"
     )
     assert not target.exists()
+    expect_error(lambda: update({"log_file": None}), "StatusCode.UNIMPLEMENTED", "never opens")
     expect_error(lambda: update({"log_format": "xml"}), "StatusCode.INVALID_ARGUMENT", "log_format")

@@ -30,6 +30,8 @@ def log_settings(logs: LogSettings, request: Any) -> Any:
     for name, value in request.settings.items():
         choice = value.WhichOneof("parameter_choice")
         given[name] = None if choice is None else getattr(value, choice)
+    if "log_file" in given:  # named at all, even without a value: refused, as Triton does
+        given["log_file"] = given["log_file"] or ""
     reply = pb.LogSettingsResponse()
     for name, value in logs.update(given).items():
         slot = reply.settings[name]
