@@ -1,7 +1,8 @@
 """Triton's classification extension with tritonclient (``class_count``) over REST and gRPC: the
 N largest values of an output as ``"value:index[:label]"`` strings, largest first, per batch row,
 labels from the model folder's labels.txt; a count that is not a non-negative integer or an output
-with no numbers is a 400 with Triton's message (0: no classification, as tritonclient means it). (Over gRPC: tests_tritongrpc/test_triton_extensions_grpc.py.)"""
+with no numbers is a 400 with Triton's message (0: no classification, as tritonclient means
+it). (Over gRPC: tests_tritongrpc/test_triton_extensions_grpc.py.)"""
 
 from __future__ import annotations
 

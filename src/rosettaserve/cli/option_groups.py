@@ -135,6 +135,20 @@ def add_llm_api_options(serve: argparse.ArgumentParser) -> None:
     )
 
 
+def add_response_cache(serve: argparse.ArgumentParser) -> None:
+    """Triton's response cache: the server's half of it (model.yaml's response_cache is the
+    model's)."""
+    serve.add_argument(
+        "--cache-size",
+        type=non_negative,
+        default=0,
+        metavar="BYTES",
+        help="keep answers of models with response_cache: true in model.yaml, for requests "
+        "with identical inputs, in at most BYTES (the least recently used go first; each "
+        "worker keeps its own); 0: no response cache",
+    )
+
+
 def add_http_limits(serve: argparse.ArgumentParser) -> None:
     """What an HTTP client may hold of the server: bytes of a request head, and time (``serve``
     and ``scheduler`` alike; ``settings.http_limits_of`` reads them)."""

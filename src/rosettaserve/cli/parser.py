@@ -13,6 +13,7 @@ from rosettaserve.cli.option_groups import (
     add_http_limits,
     add_llm_api_options,
     add_pd_options,
+    add_response_cache,
     add_security_options,
     non_negative,
     positive,
@@ -114,6 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_llm_api_options(serve)
     add_scaling_options(serve)
+    add_response_cache(serve)
     add_http_limits(serve)
     serve.add_argument(
         "--log-level",

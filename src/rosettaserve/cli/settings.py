@@ -87,6 +87,7 @@ def serve_settings(args: argparse.Namespace, security: SecurityOptions) -> Setti
         workers=args.workers,
         max_queue_size=args.max_queue_size,
         request_timeout_us=max(0, round(args.request_timeout * 1e6)),
+        cache_size=args.cache_size,
         drain_grace_s=max(0.0, args.drain_grace),
         stall_timeout_s=max(0.0, args.stall_timeout),
         metrics_port=args.metrics_port,

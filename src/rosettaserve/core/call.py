@@ -25,6 +25,7 @@ class Call:
     done: int  # the model finished executing
     batch_size: int  # rows of the batch it ran in, when a batcher ran it (0: ran alone)
     instance: int  # the execution instance a scheduler binds it to (-1: any free one)
+    cache_hit_ns: int  # answered from the response cache: the lookup's time (0: it was not)
 
     def __init__(
         self,
@@ -36,6 +37,7 @@ class Call:
         done: int = 0,
         batch_size: int = 0,
         instance: int = -1,
+        cache_hit_ns: int = 0,
     ) -> None:  # (its own, not the dataclass's: why in scripts/compile_native.py)
         self.start = start
         self.deadline = deadline
@@ -44,6 +46,7 @@ class Call:
         self.done = done
         self.batch_size = batch_size
         self.instance = instance
+        self.cache_hit_ns = cache_hit_ns
 
     @property
     def queue_ns(self) -> int:

@@ -238,12 +238,16 @@ class DataPlane:
         return self.limits.timeout_us if mv.timeout_us is None else mv.timeout_us
 
     def succeeded(self, mv: ModelVersion, request: InferenceRequest, call: Call, end: int) -> None:
-        size = batch_size(mv, request)
-        mv.stats.record_success(size, call, end)
-        if not call.batch_size:  # it ran alone: one execution (a batcher records its own)
-            ran = call.ran or call.submitted
-            done = call.done or ran
-            mv.stats.record_execution(size, call.submitted - call.start, done - ran, end - done)
+        stats = mv.stats
+        if call.cache_hit_ns:  # the response cache answered: the model did not run
+            stats.record_cache_hit(call, end)
+        else:
+            size = batch_size(mv, request)
+            stats.record_success(size, call, end)
+            if not call.batch_size:  # it ran alone: one execution (a batcher records its own)
+                ran = call.ran or call.submitted
+                done = call.done or ran
+                stats.record_execution(size, call.submitted - call.start, done - ran, end - done)
         if self.observer is not None:
             self.observer.observe(mv, request.context.get(PROTOCOL, ""), "success", call, end)
 

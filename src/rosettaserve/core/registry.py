@@ -100,6 +100,7 @@ class ModelVersion:
     sequence_batching: SequenceBatching | None = None  # set: a stateful model's sequences
     max_queue_size: int | None = None  # None: the server's default (0: no limit)
     timeout_us: int | None = None  # default request timeout; None: the server's (0: none)
+    response_cache: bool = False  # its answers are cached (model.yaml asks, --cache-size is set)
     load_seconds: float = 0.0
     inflight: int = 0
     labels: list[str] = field(default_factory=list)

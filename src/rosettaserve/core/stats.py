@@ -36,6 +36,8 @@ class ModelStats:
     compute_input: Duration = field(default_factory=Duration)
     compute_infer: Duration = field(default_factory=Duration)
     compute_output: Duration = field(default_factory=Duration)
+    cache_hit: Duration = field(default_factory=Duration)  # answered from the response cache
+    cache_miss: Duration = field(default_factory=Duration)  # looked up, ran, answer kept
     batches: dict[int, BatchStats] = field(default_factory=dict)
 
     def record_success(self, batch_size: int, call: Call, end: int) -> None:
@@ -61,6 +63,15 @@ class ModelStats:
         compute_infer.ns += done - ran
         compute_output.count += 1
         compute_output.ns += end - done
+
+    def record_cache_hit(self, call: Call, end: int) -> None:
+        """A request the response cache answered: a success, with its lookup as its cache hit
+        time and no queue time; the model did not run (no inference, execution or compute
+        figures: Triton's statistics count them the same way)."""
+        self.last_inference_ms = time.time_ns() // 1_000_000
+        self.success.add(end - call.start)
+        self.queue.add(0)
+        self.cache_hit.add(call.cache_hit_ns)
 
     def record_execution(
         self, batch_size: int, input_ns: int, infer_ns: int, output_ns: int

@@ -125,6 +125,17 @@ class TensorTotals:
     input_ns: int
     infer_ns: int
     output_ns: int
+    cache: CacheTotals | None = None  # its response cache's figures (None: it has none)
+
+
+@dataclass
+class CacheTotals:
+    """A cached version's response cache hits and misses, with their cumulative times."""
+
+    hits: int
+    hit_ns: int
+    misses: int
+    miss_ns: int
 
 
 @dataclass
@@ -268,6 +279,9 @@ def _row(mv: ModelVersion) -> VersionRow:
         stats.compute_infer.ns,
         stats.compute_output.ns,
     )
+    if mv.response_cache:
+        hit, miss = stats.cache_hit, stats.cache_miss
+        totals.cache = CacheTotals(hit.count, hit.ns, miss.count, miss.ns)
     return VersionRow(mv.state.value, mv.inflight, waiting or 0, batches, llm_gauges(mv), totals)
 
 

@@ -18,15 +18,18 @@ http://localhost:4318). ``OTEL_SERVICE_NAME`` names the service (default rosetta
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
 from collections.abc import AsyncIterator
-from contextvars import Token
+from contextvars import ContextVar, Token
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
 
 from rosettaserve.core.call import Call
 from rosettaserve.core.registry import ModelVersion
 from rosettaserve.core.streaming import close_stream
+from rosettaserve.observability.trace_settings import TraceSettings
 from rosettaserve.web.app import App
 from rosettaserve.web.routing import HttpResponse
 
@@ -40,10 +43,18 @@ SERVER_ERRORS = frozenset((2, 4, 12, 13, 14, 15))  # UNKNOWN, DEADLINE_EXCEEDED,
 EXTRA = "the [tracing] extra: pip install 'rosettaserve[tracing]'"
 
 
+# Whether the request being served is traced, when its HTTP route named its model and the trace
+# settings decided (None: not decided yet; the model's execution span decides then)
+SAMPLED: ContextVar[bool | None] = ContextVar("rosettaserve_trace_sampled", default=None)
+# an OIP inference (the requests Triton traces; its other model routes are not sampled)
+_INFER_PATH = re.compile(r"/v2/models/([^/]+)(?:/versions/[0-9]+)?/infer")
+
+
 class Tracing:
     """The tracer provider of this process, and the wrappers that make its spans."""
 
-    def __init__(self, exporter: str) -> None:
+    def __init__(self, exporter: str, settings: TraceSettings | None = None) -> None:
+        self.settings = settings or TraceSettings(exporting=True)  # the trace extension's
         try:
             from opentelemetry.propagate import extract
             from opentelemetry.sdk.resources import Resource
@@ -82,8 +93,18 @@ class Tracing:
     def observer(self, metrics: Any) -> TracedObserver:
         return TracedObserver(metrics, self)
 
-    def call_span(self, rpc: str, metadata: list[tuple[str, str]]) -> CallSpan:
+    def call_span(self, rpc: str, metadata: list[tuple[str, str]]) -> CallSpan | None:
+        if self.settings.effective()["trace_level"] == ["OFF"]:
+            return None
         return CallSpan(self, rpc, metadata)
+
+    def request_sampled(self, path: str) -> bool | None:
+        """An HTTP request's decision: its model's settings for an OIP inference, else whether
+        the server's level traces at all (None: its model execution's span decides)."""
+        found = _INFER_PATH.fullmatch(path)
+        if found is not None:
+            return self.settings.sampled(unquote(found.group(1)))
+        return None if self.settings.effective()["trace_level"] != ["OFF"] else False
 
     def server_span(self, name: str, carrier: dict[str, str], attributes: dict[str, Any]) -> Any:
         from opentelemetry.trace import SpanKind
@@ -129,9 +150,16 @@ class TracedApp:
     ) -> HttpResponse:
         target = raw_url.decode("latin-1")
         path = target.split("?", 1)[0]
+        sampled = self.tracing.request_sampled(path)
+        if sampled is False:  # not traced: no span, nor one for its model's execution
+            decided = SAMPLED.set(False)
+            try:
+                return await self.app.respond(method, raw_url, headers, body)
+            finally:
+                SAMPLED.reset(decided)
         attributes = {"http.request.method": method, "url.path": path, "rpc.system": "http"}
         span = self.tracing.server_span(f"{method} {path}", headers, attributes)
-        token = _enter(span)
+        token, decided = _enter(span), SAMPLED.set(sampled)
         try:
             response = await self.app.respond(method, raw_url, headers, body)
         except BaseException as exc:
@@ -139,6 +167,7 @@ class TracedApp:
             _end(span, True, type(exc).__name__)
             raise
         finally:
+            SAMPLED.reset(decided)
             _leave(token)
         span.set_attribute("http.response.status_code", response.status)
         if response.stream is None:
@@ -187,6 +216,9 @@ class TracedObserver:
         self.metrics.observe(mv, protocol, outcome, call, end)
         ran = call.ran
         if not ran:
+            return
+        sampled = SAMPLED.get()
+        if not (self.tracing.settings.sampled(mv.name) if sampled is None else sampled):
             return
         offset = self.tracing.epoch_offset
         attributes: dict[str, str | int] = {

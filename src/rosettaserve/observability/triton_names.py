@@ -11,7 +11,9 @@ server records anyway (observability/metrics.py), summed over worker processes:
 - the counts and cumulative microseconds are the version's statistics (core/stats.py, the ones
   the OIP statistics extension answers), so /metrics and /v2/models/stats agree as in Triton;
   an LLM generation adds its end-to-end time to ``nv_inference_request_duration_us``;
-- ``nv_inference_pending_request_count`` is the requests waiting in the version's batcher queue.
+- ``nv_inference_pending_request_count`` is the requests waiting in the version's batcher queue;
+- ``nv_cache_*_per_model``: a cached version's response cache hits and misses (its statistics'
+  ``cache_hit`` and ``cache_miss``), for versions whose answers are cached only.
 """
 
 from __future__ import annotations
@@ -63,6 +65,17 @@ TRITON_HELP = {
     ),
 }
 
+# Triton's response cache families (lines only for versions whose answers are cached, as
+# Triton's): the figures of CacheTotals, in this order; durations in microseconds
+TRITON_CACHE_HELP = {
+    "nv_cache_num_hits_per_model": "Number of cache hits per model",
+    "nv_cache_hit_duration_per_model": "Total cache hit duration per model, in microseconds",
+    "nv_cache_num_misses_per_model": "Number of cache misses per model",
+    "nv_cache_miss_duration_per_model": (
+        "Total cache miss (insert+lookup) duration per model, in microseconds"
+    ),
+}
+
 # Triton's failure reasons, and the outcomes (error kinds, lower case) each one covers
 REASONS = ("REJECTED", "CANCELED", "BACKEND", "OTHER")
 FAILURE_REASONS = {
@@ -106,6 +119,27 @@ def exposition(snapshots: list[Snapshot]) -> list[str]:
                 continue
             value = row[_COLUMN[name]]
             lines.append(f"{name}{{{label_set(model=model, version=version)}}} {value}")
+    return lines + _cache_lines(snapshots)
+
+
+def _cache_lines(snapshots: list[Snapshot]) -> list[str]:
+    """The response cache families: each cached version's hits and misses, summed."""
+    sums: dict[ModelKey, list[int]] = {}
+    for snap in snapshots:
+        for key, served in snap.versions.items():
+            cache = served.totals.cache if served.totals is not None else None
+            if cache is not None:
+                row = sums.setdefault(key, [0, 0, 0, 0])
+                figures = (cache.hits, cache.hit_ns // 1000, cache.misses, cache.miss_ns // 1000)
+                for i, value in enumerate(figures):
+                    row[i] += value
+    lines: list[str] = []
+    if not sums:
+        return lines
+    for i, (name, text) in enumerate(TRITON_CACHE_HELP.items()):
+        lines += [f"# HELP {name} {text}.", f"# TYPE {name} counter"]
+        for (model, version), row in sorted(sums.items()):
+            lines.append(f"{name}{{{label_set(model=model, version=version)}}} {row[i]}")
     return lines
 
 

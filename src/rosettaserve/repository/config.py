@@ -58,6 +58,7 @@ class ModelConfig:
     raw: dict[str, Any] = field(default_factory=dict)
     warmup: tuple[WarmupSample, ...] = ()
     sequence_batching: SequenceBatching | None = None
+    response_cache: bool = False  # answers cached (with --cache-size)
 
 
 def read_config(model_dir: Path) -> ModelConfig:
@@ -106,6 +107,7 @@ def parse_config(raw: dict[str, Any]) -> ModelConfig:
         raw=raw,
         warmup=warmup,
         sequence_batching=sequences,
+        response_cache=values["response_cache"],
     )
 
 
@@ -142,6 +144,12 @@ def _check_together(values: dict[str, Any], problems: declare.Problems) -> None:
             "runtime ensemble needs 'steps'"
             if values["runtime"] == "ensemble"
             else f"'steps' are for runtime ensemble (runtime is {values['runtime']!r})",
+        )
+    if values["response_cache"] and values.get("sequence_batching"):
+        problems.add(
+            "response_cache",
+            "the response cache does not serve a model with sequence_batching (its answers "
+            "depend on the sequence's state, not on the request alone)",
         )
     if values["version_policy"].get("all") is False:
         problems.add("version_policy.all", "only 'all: true' means something (or give latest)")

@@ -30,6 +30,7 @@ from rosettaserve.repository.layout import (
 from rosettaserve.repository.warmup import WarmupFailed, sample_arrays, warm_up
 from rosettaserve.scheduling.batcher import schedule
 from rosettaserve.scheduling.isolation import ProcessModel
+from rosettaserve.scheduling.response_cache import CachedInvoker, ResponseCache
 from rosettaserve.scheduling.sequence import schedule_sequences
 
 log = logging.getLogger("rosettaserve.repository")
@@ -60,9 +61,16 @@ class ModelEntry:
 
 
 class ModelRepository:
-    def __init__(self, root: Path, create: ModelFactory, report: Reporter | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        create: ModelFactory,
+        report: Reporter | None = None,
+        cache: ResponseCache | None = None,
+    ) -> None:
         self.root = root
         self._create = create
+        self._cache = cache  # --cache-size: the answers of models with response_cache: true
         self._entries: dict[str, ModelEntry] = {}
         self._report = report or (lambda versions: None)
 
@@ -130,6 +138,10 @@ class ModelRepository:
             except Exception as exc:  # any failure keeps the server and other models serving
                 _fail(mv, load_failure(exc), None if isinstance(exc, ConfigError) else exc)
             else:
+                if entry.config.response_cache and self._cache is not None:
+                    assert mv.invoker is not None
+                    mv.invoker = CachedInvoker(mv.invoker, self._cache, mv)
+                    mv.response_cache = True
                 await _warm_up(mv, invoker, entry.dir.path, entry.config)
         mv.load_seconds = time.perf_counter() - start
 
@@ -360,6 +372,14 @@ def _load_blocking(
     else:
         threads = ThreadInstances(f"{mv.name}-v{mv.version}", _instances(config))
         mv.instances, invoker = threads, Invoker(model, threads)
+    if config.response_cache and invoker.streams:  # (Triton refuses such a config too)
+        model.unload()
+        mv.instances.close()
+        mv.instances = None
+        raise ValueError(
+            "response_cache: the response cache does not serve a model that streams its "
+            "responses (each request's answer is a stream): set it to false"
+        )
     if config.sequence_batching is not None:
         lanes = _instances(config)
         mv.model, mv.invoker = (

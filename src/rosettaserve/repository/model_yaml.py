@@ -26,7 +26,7 @@ from rosettaserve.repository.declare import (
     Section,
     Text,
 )
-from rosettaserve.repository.model_yaml_triton import SEQUENCES, STEPS, WARMUP
+from rosettaserve.repository.model_yaml_triton import RESPONSE_CACHE, SEQUENCES, STEPS, WARMUP
 
 ISOLATIONS = ("thread", "process")
 TOOL_PARSERS = tuple(sorted(PARSERS))
@@ -447,6 +447,7 @@ MODEL_YAML = Section(
         WARMUP,
         SEQUENCES,
         STEPS,
+        RESPONSE_CACHE,
         Key(
             "tfserving",
             Section(

@@ -161,3 +161,11 @@ STEPS = Key(
     "runtime ensemble: its steps (each runs once its inputs exist: fan-out and fan-in)",
     [],
 )
+
+RESPONSE_CACHE = Key(
+    "response_cache",
+    Flag(),
+    "answers kept for requests with identical inputs, when the server runs with --cache-size "
+    "(not for a model that streams, nor with sequence_batching)",
+    False,
+)

@@ -18,8 +18,10 @@ from rosettaserve.core.registry import ModelVersion
 from rosettaserve.observability import status_doc, status_page, tracing
 from rosettaserve.observability.access_log import AccessLog, access_logged
 from rosettaserve.observability.http_edge import HttpEdge
+from rosettaserve.observability.log_settings import LogSettings
 from rosettaserve.observability.metrics import Metrics, Snapshot, metrics_route, render
 from rosettaserve.observability.startup import model_line, say, summary_line
+from rosettaserve.observability.trace_settings import TraceSettings
 from rosettaserve.observability.trend import Trend
 from rosettaserve.pd.instance import PdInstance
 from rosettaserve.protocols import families, pooling
@@ -29,6 +31,7 @@ from rosettaserve.protocols.grps.api import GrpsApi
 from rosettaserve.protocols.health import grpc as health_grpc
 from rosettaserve.protocols.oip import grpc as oip_grpc
 from rosettaserve.protocols.oip import rest as oip_rest
+from rosettaserve.protocols.oip import settings as oip_settings
 from rosettaserve.protocols.oip import shared_memory as oip_shm
 from rosettaserve.protocols.tfserving import grpc as tfserving_grpc
 from rosettaserve.protocols.tfserving import rest as tfserving_rest
@@ -38,6 +41,7 @@ from rosettaserve.repository.config import ModelConfig
 from rosettaserve.repository.manager import ModelRepository
 from rosettaserve.repository.watchdog import watch
 from rosettaserve.runtimes import create_model
+from rosettaserve.scheduling.response_cache import ResponseCache
 from rosettaserve.server import exit_backstop, gc_tuning
 from rosettaserve.server import security_setup as security
 from rosettaserve.server.settings import Settings, body_pace, http_limits
@@ -64,6 +68,7 @@ class Server:
             settings.repository,
             self._create_model,  # the runtimes build each version's model
             report=None if self.quiet else lambda vs: say(model_line(vs)),
+            cache=ResponseCache(settings.cache_size) if settings.cache_size else None,
         )
         control = settings.enable_model_control
         info = ServerInfo(
@@ -99,7 +104,9 @@ class Server:
             self.http_app = HttpEdge(self.app, self.access, cors)
         # OpenTelemetry spans (--otel-exporter): off, none of it is imported or installed
         self.tracing = (
-            None if settings.otel_exporter == "none" else tracing.Tracing(settings.otel_exporter)
+            None
+            if settings.otel_exporter == "none"
+            else tracing.Tracing(settings.otel_exporter, self.traces)
         )
         if self.tracing is not None:
             self.http_app = self.tracing.http(self.http_app)
@@ -113,10 +120,23 @@ class Server:
         names = [oip_grpc.SERVICE, grps_grpc.SERVICE, *tfserving_grpc.SERVICES]
         self.health = health_grpc.HealthServicer(self.dataplane, names)  # grpc.health.v1
 
+    def _settings_routes(self, settings: Settings) -> list[Route]:
+        """Triton's logging and trace extensions: this process's settings, changed at run
+        time (the trace settings decide what --otel-exporter traces)."""
+        self.logs = LogSettings(settings.log_level, settings.log_format, worker_tag(self.link))
+        self.traces = TraceSettings(exporting=settings.otel_exporter != "none")
+        return oip_settings.logging_routes(self.logs) + oip_settings.trace_routes(
+            self.dataplane, self.traces
+        )
+
     def _grpc_server(self) -> GrpcServer:
         s = self.settings
         services: list[ServiceTable] = [
-            (oip_grpc.SERVICE, oip_grpc.OipServicer(self.dataplane, self.calls), oip_grpc.RPCS),
+            (
+                oip_grpc.SERVICE,
+                oip_grpc.OipServicer(self.dataplane, self.calls, self.logs, self.traces),
+                oip_grpc.RPCS,
+            ),
             (health_grpc.SERVICE, self.health, health_grpc.RPCS),
             (grps_grpc.SERVICE, grps_grpc.GrpsServicer(self.grps), grps_grpc.RPCS),
             *tfserving_grpc.services(self.dataplane),
@@ -139,7 +159,8 @@ class Server:
         peers = security.peer_client(settings.security)
         self.pd = PdInstance(settings.role, settings.pd, self.generation, peers)
         routes += self.pd.wrap(families.routes(self.generation)) + self.pd.routes()
-        routes += pooling.routes(self.dataplane)  # embeddings and rerank: tensor models
+        # embeddings and rerank (tensor models); Triton's logging and trace extensions
+        routes += pooling.routes(self.dataplane) + self._settings_routes(settings)
         self.trend = Trend(self.snapshots)  # grps's monitor series, sampled once asked
         routes += status_page.routes(self.status) + grps_rest.monitor_routes(self.trend)
         if settings.metrics_port is None:
@@ -284,3 +305,8 @@ class Server:
     def _all_versions(self) -> list[ModelVersion]:
         repo = self.repository
         return [v for n in repo.model_names() for v in repo.versions(n) or []]
+
+
+def worker_tag(link: WorkerLink | None) -> str:
+    """What a worker's log lines carry (``logging_setup.configure``'s tag): "" without workers."""
+    return f"worker {link.index}" if link is not None else ""

@@ -65,6 +65,7 @@ class Settings:
     workers: int = 1  # processes serving the same ports (SO_REUSEPORT), each with its own models
     max_queue_size: int = 0  # requests waiting per model version beyond which 429; 0: no limit
     request_timeout_us: int = 0  # default timeout covering queue and execution; 0: none
+    cache_size: int = 0  # bytes of the response cache (model.yaml response_cache); 0: none
     header_timeout: float = DEFAULT_HEADER_TIMEOUT  # HTTP/1.1: a head slower than this: 408
     body_timeout: float = DEFAULT_BODY_TIMEOUT  # a body silent this long: 408 / the stream reset
     body_min_rate: int = DEFAULT_BODY_MIN_RATE  # past body_timeout, a slower body: the same

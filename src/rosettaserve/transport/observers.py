@@ -43,4 +43,6 @@ class CallSpan(Protocol):
 
 
 class CallTracing(Protocol):
-    def call_span(self, rpc: str, metadata: list[tuple[str, str]]) -> CallSpan: ...
+    def call_span(self, rpc: str, metadata: list[tuple[str, str]]) -> CallSpan | None:
+        """None: this call is not traced (the trace settings say so)."""
+        ...

@@ -137,8 +137,8 @@ def model_statistics(mv: ModelVersion) -> dict[str, Any]:
             "compute_input": _duration(s.compute_input),
             "compute_infer": _duration(s.compute_infer),
             "compute_output": _duration(s.compute_output),
-            "cache_hit": _duration(Duration()),
-            "cache_miss": _duration(Duration()),
+            "cache_hit": _duration(s.cache_hit),
+            "cache_miss": _duration(s.cache_miss),
         },
         "batch_stats": [
             {

@@ -12,7 +12,9 @@ from rosettaserve.core.dataplane import DataPlane
 from rosettaserve.core.errors import ServingError, Unsupported
 from rosettaserve.core.executor import LargeWork, run_request_work
 from rosettaserve.observability.access_log import model_path, named_in
-from rosettaserve.protocols.oip import convert, extensions, requested, shared_memory
+from rosettaserve.observability.log_settings import LogSettings
+from rosettaserve.observability.trace_settings import TraceSettings
+from rosettaserve.protocols.oip import convert, extensions, requested, settings, shared_memory
 from rosettaserve.protocols.oip.grpc_convert import encode_infer, parameters_from, parse_infer
 from rosettaserve.protocols.oip.grpc_infer import model_infer
 from rosettaserve.protocols.oip.grpc_wire import model_named
@@ -26,9 +28,17 @@ FINAL_FLAG = "triton_final_response"
 
 
 class OipServicer:
-    def __init__(self, dp: DataPlane, tracker: CallTracker) -> None:
+    def __init__(
+        self,
+        dp: DataPlane,
+        tracker: CallTracker,
+        logs: LogSettings | None = None,
+        traces: TraceSettings | None = None,
+    ) -> None:
         self.dp = dp
         self.tracker = tracker
+        self.logs = logs  # the logging extension's settings (None: not served)
+        self.traces = traces  # the trace extension's (None: not served)
         # bytes in and out (grpc_wire), run compiled: protocols/oip/grpc_infer.py
         self.ModelInfer = partial(model_infer, dp)
 
@@ -107,6 +117,16 @@ class OipServicer:
         ]
         return ParseDict({"model_stats": stats}, pb.ModelStatisticsResponse())
 
+    async def LogSettings(self, request: Any, context: Any) -> Any:
+        if self.logs is None:
+            raise Unsupported("the logging extension is not served here")
+        return settings.log_settings(self.logs, request)
+
+    async def TraceSetting(self, request: Any, context: Any) -> Any:
+        if self.traces is None:
+            raise Unsupported("the trace extension is not served here")
+        return settings.trace_setting(self.dp, self.traces, request)
+
     async def RepositoryIndex(self, request: Any, context: Any) -> Any:
         rows = self.dp.repository_index(request.ready)
         return pb.RepositoryIndexResponse(
@@ -173,6 +193,8 @@ RPCS: dict[str, tuple[Any, Any, bool]] = {
         pb.RepositoryModelUnloadResponse,
         False,
     ),
+    "LogSettings": (pb.LogSettingsRequest, pb.LogSettingsResponse, False),
+    "TraceSetting": (pb.TraceSettingRequest, pb.TraceSettingResponse, False),
 }
 for _kind in ("System", "Cuda"):
     for _call in ("Status", "Register", "Unregister"):

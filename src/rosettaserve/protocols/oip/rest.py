@@ -22,6 +22,8 @@ BASE_EXTENSIONS = [
     "sequence",
     "sequence(string_id)",
     "classification",
+    "logging",
+    "trace",
 ]
 
 
@@ -39,7 +41,7 @@ def _version(req: HttpRequest) -> str:
     return req.params.get("version", "")
 
 
-def _optional_json(req: HttpRequest) -> dict[str, Any]:
+def optional_json(req: HttpRequest) -> dict[str, Any]:
     if not req.body.strip():
         return {}
     doc = convert.parse_json(req.body)
@@ -128,7 +130,7 @@ def infer_routes(dp: DataPlane) -> list[Route]:
 
 def repository_routes(dp: DataPlane) -> list[Route]:
     async def index(req: HttpRequest) -> HttpResponse:
-        ready = _optional_json(req).get("ready", False)
+        ready = optional_json(req).get("ready", False)
         if not isinstance(ready, bool):
             raise InvalidInput("Invalid value for 'ready': expected a boolean")
         rows = dp.repository_index(ready)
@@ -141,7 +143,7 @@ def repository_routes(dp: DataPlane) -> list[Route]:
         )
 
     async def load(req: HttpRequest) -> HttpResponse:
-        params = _optional_json(req).get("parameters") or {}
+        params = optional_json(req).get("parameters") or {}
         if not isinstance(params, dict):
             raise InvalidInput("'parameters' must be a JSON object")
         ext.refuse_load_parameters(params)
@@ -149,7 +151,7 @@ def repository_routes(dp: DataPlane) -> list[Route]:
         return HttpResponse(200, b"")
 
     async def unload(req: HttpRequest) -> HttpResponse:
-        _optional_json(req)
+        optional_json(req)
         await dp.unload_model(req.params["model"])
         return HttpResponse(200, b"")
 
@@ -190,7 +192,7 @@ def shared_memory_routes() -> list[Route]:
         return json_response(regions.status(req.params.get("region") or ""))
 
     async def register(req: HttpRequest) -> HttpResponse:
-        doc = _optional_json(req)
+        doc = optional_json(req)
         key = _register_field(doc, "key", True)
         offset = _register_field(doc, "offset", False)
         size = _register_field(doc, "byte_size", True)
