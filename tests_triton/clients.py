@@ -3,6 +3,7 @@ by name, statistics as counts."""
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import numpy as np
@@ -10,6 +11,7 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import np_to_triton_dtype
 
+from tests.serverproc import wait_for
 from tests_triton.servers import Peer
 
 PROTOCOLS = ("http", "grpc")
@@ -58,6 +60,21 @@ def stats(server: Peer, model: str) -> dict[str, Any]:
     return entry
 
 
-def count(server: Peer, model: str) -> int:
-    """Successful inferences of ``model`` so far."""
-    return int(stats(server, model)["inference_stats"]["success"]["count"])
+def count(server: Peer, model: str, kind: str = "success") -> int:
+    """Inferences of ``model`` so far (``kind``: success, fail, queue, compute_infer...)."""
+    return int(stats(server, model)["inference_stats"][kind]["count"])
+
+
+def counted(
+    server: Peer, before: dict[str, int], added: int, kind: str = "success"
+) -> dict[str, int]:
+    """What each model of ``before`` counted since, once each has ``added`` more (or a while
+    passed): Triton records a model's statistics after its answer has gone, so a count read
+    right after the answer may not include it yet. More than ``added`` shows too."""
+
+    def since() -> dict[str, int]:
+        return {model: count(server, model, kind) - n for model, n in before.items()}
+
+    with contextlib.suppress(AssertionError):
+        wait_for(lambda: all(n >= added for n in since().values()), timeout=10)
+    return since()

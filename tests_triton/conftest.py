@@ -23,6 +23,11 @@ How to add a model (``repository/<name>/``), written once for both servers:
   on both (400 / INVALID_ARG). An ensemble has no model.py: ``1/.gitkeep`` keeps the version
   folder Triton needs.
 
+Server flags a feature needs (a cache size, say) go in ``servers.ROSETTASERVE_ARGS`` and
+``servers.TRITON_ARGS``, each in its server's spelling. This Triton build has the extensions
+system_shared_memory, sequence, classification, trace, logging and statistics, and the local
+response cache (``--cache-config local,size=N``; its library is found already).
+
 How to add a test: take the ``server`` fixture (a ``servers.Peer``; the test runs once per
 server) and the helpers of ``clients.py`` (``infer`` over ``"http"`` or ``"grpc"``, ``count``
 for the statistics). Where the two servers differ, do not skip: assert each one's answer

@@ -20,6 +20,10 @@ ROOT = HERE.parent
 REPOSITORY = HERE / "repository"
 ROSETTASERVE = os.environ.get("ROSETTASERVE", str(ROOT / ".venv" / "bin" / "rosettaserve"))
 SERVERS = ("rosettaserve", "triton")
+# flags a feature under test needs, each server's spelling (e.g. a response cache:
+# ["--cache-size", "1048576"] and ["--cache-config", "local,size=1048576"])
+ROSETTASERVE_ARGS: list[str] = []
+TRITON_ARGS: list[str] = []
 
 
 @dataclass
@@ -50,6 +54,7 @@ def start(name: str, repository: Path, scratch: Path) -> Peer:
         found = os.environ.get("PYTHONPATH")
         pythonpath = f"{HERE}{os.pathsep}{found}" if found else str(HERE)
         cmd = [ROSETTASERVE, "serve", str(repository), "--http-port", "0", "--grpc-port", "0"]
+        cmd += ROSETTASERVE_ARGS
         proc, lines, addresses = launch(cmd, ("http", "grpc"), {"PYTHONPATH": pythonpath})
         process = ServerProcess(proc, addresses["http"], lines, addresses["grpc"])
     else:
@@ -108,7 +113,8 @@ def start_triton(repository: Path, scratch: Path) -> ServerProcess:
     cmd += ["--backend-directory", str(backends(scratch / "backends"))]
     cmd += ["--http-address", "127.0.0.1", "--http-port", str(http)]
     cmd += ["--grpc-address", "127.0.0.1", "--grpc-port", str(grpc)]
-    cmd += ["--allow-metrics", "false", "--log-verbose", "0"]
+    cmd += ["--cache-directory", str(triton_dist() / "caches")]  # (its local response cache)
+    cmd += ["--allow-metrics", "false", "--log-verbose", "0", *TRITON_ARGS]
     proc, lines, _ = launch(cmd, (), triton_env())
     return ServerProcess(proc, f"http://127.0.0.1:{http}", lines, f"127.0.0.1:{grpc}")
 

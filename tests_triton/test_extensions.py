@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from tritonclient.utils import InferenceServerException
 
-from tests_triton.clients import PROTOCOLS, client, count, infer, stats
+from tests_triton.clients import PROTOCOLS, client, count, counted, infer, stats
 from tests_triton.servers import Peer
 
 
@@ -20,6 +20,7 @@ def test_warmup_ran_before_the_first_request(server: Peer) -> None:
     assert count(server, "counter") == warmups  # (no client has asked it yet)
     answer = infer(server, "http", "counter", {"IN": np.zeros(3, np.float32)}, ["CALLS"])
     assert answer["CALLS"].tolist() == [3]
+    counted(server, {"counter": warmups}, 1)
     entry = stats(server, "counter")
     assert entry["inference_count"] == entry["execution_count"] == warmups + 1
     assert entry["inference_stats"]["success"]["count"] == warmups + 1
@@ -33,9 +34,8 @@ def test_a_three_step_ensemble(server: Peer, protocol: str) -> None:
     answer = infer(server, protocol, "pipeline", {"IN": x}, ["OUT"])["OUT"]
     assert answer.tolist() == ((x * 2 + 1) * 10).tolist()
     infer(server, protocol, "pipeline", {"IN": x[:1]}, ["OUT"])
-    assert {model: count(server, model) - before[model] for model in steps} == dict.fromkeys(
-        steps, 2
-    )  # the ensemble and each composing model count the calls they served
+    # the ensemble and each composing model count the calls they served
+    assert counted(server, before, 2) == dict.fromkeys(steps, 2)
 
 
 def test_the_ensembles_configuration_shows_its_steps(server: Peer) -> None:
@@ -58,7 +58,7 @@ def test_a_model_calls_models(server: Peer, protocol: str) -> None:
     before = {model: count(server, model) for model in callees}
     x = np.array([1.0, 2.0], np.float32)
     assert infer(server, protocol, "caller", {"INPUT": x}, ["OUT"])["OUT"].tolist() == [3.0, 5.0]
-    assert {m: count(server, m) - before[m] for m in callees} == dict.fromkeys(callees, 1)
+    assert counted(server, before, 1) == dict.fromkeys(callees, 1)
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
@@ -74,15 +74,13 @@ def test_a_callees_error_reaches_the_client_through_its_caller(server: Peer, pro
     with pytest.raises(InferenceServerException) as direct:
         infer(server, protocol, "picky", {"X": x}, ["Y"])
     assert direct.value.status() == status(protocol, 400)
-    before = {model: stats(server, model)["inference_stats"] for model in ("caller", "picky")}
+    kind = "success" if server.name == "triton" else "fail"
+    before = {model: count(server, model, kind) for model in ("caller", "picky")}
     with pytest.raises(InferenceServerException) as caught:
         infer(server, protocol, "caller", {"INPUT": x}, ["OUT"])
     assert caught.value.message() == "negative values are refused"
     assert caught.value.status() == status(protocol, 500 if server.name == "triton" else 400)
-    counted = "success" if server.name == "triton" else "fail"
-    for model, earlier in before.items():
-        now = stats(server, model)["inference_stats"]
-        assert now[counted]["count"] - earlier[counted]["count"] == 1
+    assert counted(server, before, 1, kind) == {"caller": 1, "picky": 1}
 
 
 def status(protocol: str, http: int) -> str:

@@ -12,7 +12,7 @@ import pytest
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from tests_triton.clients import PROTOCOLS, client, infer, stats
+from tests_triton.clients import PROTOCOLS, client, counted, infer, stats
 from tests_triton.servers import Peer
 
 TEXT = np.array([b"hello", b"Triton", b""], dtype=object)
@@ -75,6 +75,7 @@ def test_statistics_count_each_request(server: Peer, protocol: str) -> None:
     before = stats(server, "double")
     for rows in (1, 2, 3):
         infer(server, protocol, "double", {"IN": np.ones(rows, np.float32)}, ["OUT"])
+    counted(server, {"double": before["inference_stats"]["success"]["count"]}, 3)
     after = stats(server, "double")
     assert after["inference_count"] - before["inference_count"] == 3
     assert after["execution_count"] - before["execution_count"] == 3
