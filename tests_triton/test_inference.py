@@ -1,14 +1,17 @@
 """Plain inference (binary and JSON tensors, REST and gRPC), model metadata and configuration,
-statistics counts, raw binary requests and the errors of bad requests, on both servers."""
+statistics counts, raw binary requests, classification and the errors of bad requests, on both
+servers."""
 
 from __future__ import annotations
 
 import json
 import urllib.error
 import urllib.request
+from typing import Any
 
 import numpy as np
 import pytest
+import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
@@ -154,3 +157,15 @@ def post_error(
         post(server, path, body, headers)
     message: str = json.loads(caught.value.read())["error"]
     return caught.value.code, message
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_classification_answers_the_largest_scores_labelled(server: Peer, protocol: str) -> None:
+    """class_count: the N largest values as "value:index:label", labels from labels.txt."""
+    module: Any = httpclient if protocol == "http" else grpcclient
+    given = module.InferInput("IN", [3], "FP32")
+    given.set_data_from_numpy(np.array([0.25, 0.5, 0.125], np.float32))
+    asked = module.InferRequestedOutput("SCORES", class_count=2)
+    with client(server, protocol) as c:
+        answer = c.infer("scores", [given], outputs=[asked]).as_numpy("SCORES")
+    assert answer.tolist() == [b"0.500000:1:dog", b"0.250000:0:cat"]
