@@ -7,7 +7,8 @@ Each model of ``repository/`` is written once as a rosettaserve model (``class X
 ``predict``, and ``infer`` (a call to another model) through Triton's own
 ``pb_utils.InferenceRequest(...).exec()``.
 
-Both servers import this module: the tests put this folder on their ``PYTHONPATH``.
+Both servers import this module: rosettaserve finds it on its ``PYTHONPATH``, Triton's Python
+backend (whose interpreter ignores ``PYTHONPATH``) in its backend folder (``servers.backends``).
 rosettaserve is not installed where Triton's Python backend runs (``.venv-triton``), so there
 ``Model`` is a plain stand-in; ``triton_python_backend_utils`` exists only inside Triton, so it is
 imported only by the methods Triton calls.
