@@ -11,7 +11,7 @@ LLM_EXAMPLE := examples/models/tiny_llama/model.safetensors
 EMBED_EXAMPLE := examples/models/tiny_embedder/model.safetensors
 TOOLS_EXAMPLE := build/tiny_llama_tools/model.safetensors
 
-.PHONY: serve test lint format install install-test install-vllm install-tf install-torchserve test-peers test-tritongrpc test-vllm test-tf test-torchserve native examples bytecode protos clean fuzz
+.PHONY: serve test lint format install install-test install-vllm install-tf install-torchserve install-triton test-peers test-tritongrpc test-vllm test-tf test-torchserve test-triton native examples bytecode protos clean fuzz
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -93,6 +93,27 @@ $(TS_VENV)/.installed: pyproject.toml
 
 install-torchserve: $(TS_VENV)/.installed
 
+# tests_triton/ runs every test against rosettaserve and the real Triton Inference Server 2.51:
+# the tritonserver binary and its Python backend that nvidia-pytriton's wheel ships, with
+# tritonclient (http and grpc; the CUDA extra is of no use on CPU), in a venv of their own
+# (pytriton pins numpy 1); pins as bench/compare's pytriton peer. The server under test is the
+# main venv's. What the binary or the backend stub links from the system and cannot find (ldd)
+# is installed from Debian (tests_triton/servers.py says which packages).
+TRITON_VENV ?= .venv-triton
+TRITON_PY := $(TRITON_VENV)/bin/python
+TRITON_PINS := bench/compare/peers/requirements/pytriton.txt
+
+$(TRITON_VENV)/.installed: $(TRITON_PINS)
+	$(PYTHON) -m venv $(TRITON_VENV)
+	$(TRITON_PY) -m pip install --quiet --upgrade pip
+	$(TRITON_PY) -m pip install --quiet -c $(TRITON_PINS) 'nvidia-pytriton==0.7.0' \
+		'tritonclient[http,grpc]==2.73.0' 'pytest>=8' 'pytest-timeout>=2.3'
+	packages="$$($(TRITON_PY) -m tests_triton.servers)"; [ -z "$$packages" ] || \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$packages)
+	touch $@
+
+install-triton: $(TRITON_VENV)/.installed
+
 $(SKLEARN_EXAMPLE): examples/build_examples.py $(VENV)/.installed
 	$(PY) examples/build_examples.py sklearn
 
@@ -123,7 +144,7 @@ native: install
 serve: install native examples bytecode
 	$(VENV)/bin/rosettaserve serve examples/models --host $(HOST) --http-port $(HTTP_PORT) --grpc-port $(GRPC_PORT)
 
-LINTED := src tests tests_tritongrpc tests_vllm tests_tfgrpc tests_torchserve examples bench scripts deploy
+LINTED := src tests tests_tritongrpc tests_vllm tests_tfgrpc tests_torchserve tests_triton examples bench scripts deploy
 
 lint: install-test
 	$(VENV)/bin/ruff check $(LINTED)
@@ -148,13 +169,13 @@ fuzz: install-test $(CLANG)
 
 # tritonclient.grpc and kserve cannot share a process (both register package `inference` in
 # protobuf's default pool), so the tritonclient.grpc suite runs as its own pytest invocation.
-test: install-test native examples lint $(CLANG) install-vllm install-tf install-torchserve
+test: install-test native examples lint $(CLANG) install-vllm install-tf install-torchserve install-triton
 	$(PY) -m pytest -q tests
 	$(MAKE) --no-print-directory -j2 --output-sync=target test-peers
 
 # the suites that run from a venv of their own (or apart, above): independent of each other,
 # so they run side by side once the main suite is done
-test-peers: test-tritongrpc test-vllm test-tf test-torchserve
+test-peers: test-tritongrpc test-vllm test-tf test-torchserve test-triton
 
 test-tritongrpc:
 	$(PY) -m pytest -q tests_tritongrpc
@@ -168,9 +189,12 @@ test-tf:
 test-torchserve:
 	$(TS_PY) -m pytest -q tests_torchserve
 
+test-triton:
+	ROSETTASERVE=$(abspath $(VENV))/bin/rosettaserve $(TRITON_PY) -m pytest -q tests_triton
+
 protos: install-test
 	$(PY) scripts/generate_protos.py
 
 clean:
 	$(PYTHON) scripts/compile_native.py --clean
-	rm -rf $(VENV) $(VLLM_VENV) $(TF_VENV) $(TS_VENV) $(SKLEARN_EXAMPLE) build .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(VLLM_VENV) $(TF_VENV) $(TS_VENV) $(TRITON_VENV) $(SKLEARN_EXAMPLE) build .pytest_cache .mypy_cache .ruff_cache

@@ -66,11 +66,12 @@ def start_server(
 
 
 def launch(
-    cmd: list[str], kinds: tuple[str, ...]
+    cmd: list[str], kinds: tuple[str, ...], env: dict[str, str] | None = None
 ) -> tuple[subprocess.Popen[str], list[str], dict[str, str]]:
-    """Run ``cmd`` (unbuffered, stderr into stdout), keep every line it prints, and wait until
-    it printed a ``<kind>: <address>`` line for each of ``kinds``; returns those addresses."""
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    """Run ``cmd`` (unbuffered, stderr into stdout, ``env`` over this process's environment),
+    keep every line it prints, and wait until it printed a ``<kind>: <address>`` line for each
+    of ``kinds``; returns those addresses."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1", **(env or {}))
     proc = subprocess.Popen(
         cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
     )
@@ -87,9 +88,15 @@ def launch(
 
     threading.Thread(target=pump, daemon=True).start()
     addresses: dict[str, str] = {}
+    deadline = time.monotonic() + START_TIMEOUT_S
     try:
         while len(addresses) < len(kinds):
-            kind, address = found.get(timeout=START_TIMEOUT_S).split(": ", 1)
+            try:
+                kind, address = found.get(timeout=1).split(": ", 1)
+            except queue.Empty:  # (exited: it never will print them)
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise
+                continue
             addresses[kind] = address
     except queue.Empty:
         proc.kill()
@@ -122,7 +129,7 @@ def inflight(server: ServerProcess, model: str, version: str = "1") -> int:
 def wait_until_ready(server: ServerProcess, context: ssl.SSLContext | None = None) -> None:
     deadline = time.monotonic() + START_TIMEOUT_S
     url = server.http_url + "/v2/health/ready"
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and server.proc.poll() is None:  # (exited: it never will)
         try:
             with urllib.request.urlopen(url, timeout=2, context=context) as r:
                 if r.status == 200:
