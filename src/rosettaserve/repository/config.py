@@ -114,10 +114,10 @@ def _check_together(values: dict[str, Any], problems: declare.Problems) -> None:
             "dynamic_batching.preferred_batch_size",
             f"expected sizes from 1 to max_batch_size ({max_batch}), got {preferred}",
         )
-    if values["isolation"] == "process" and values["runtime"] != "python":
+    if values["isolation"] == "process" and values["runtime"] not in ("python", "torchserve"):
         problems.add(
             "isolation",
-            f"'isolation: process' is offered for python models only "
+            f"'isolation: process' is offered for python and torchserve models only "
             f"(runtime is {values['runtime']!r})",
         )
     if values["version_policy"].get("all") is False:

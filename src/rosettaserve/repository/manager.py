@@ -352,7 +352,7 @@ def _load_blocking(mv: ModelVersion, path: Path, config: ModelConfig, create: Mo
 
 
 def _create(mv: ModelVersion, path: Path, config: ModelConfig, create: ModelFactory) -> Model:
-    if config.isolation == "process":
+    if config.isolation == "process" and config.runtime == "python":  # (torchserve: its own)
         return ProcessModel(mv.name, mv.version, path, config.raw, _instances(config))
     return create(mv.name, mv.version, path, config)
 
