@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import stat
+import uuid
 import zipfile
 from pathlib import Path
 
@@ -163,3 +164,9 @@ def test_a_tensor_answer_is_what_torch_save_writes() -> None:
 def test_an_answer_no_rule_encodes_is_refused() -> None:
     with pytest.raises(predict.Unencodable):
         predict.encode(object())
+
+
+def test_request_ids_are_uuids_and_never_repeat() -> None:
+    ids = [predict.request_id() for _ in range(1000)]
+    assert len(set(ids)) == 1000
+    assert all(str(uuid.UUID(i)) == i for i in ids)
