@@ -49,6 +49,8 @@ class Remote:
         self.proc, self.sock = self._start()
 
     def _start(self) -> tuple[subprocess.Popen[bytes], socket.socket]:
+        """(Linux ends the child when the thread that started it ends: the loading threads,
+        the default executor's and the worker's own, each outliving its process.)"""
         mine, theirs, cmd = child_process(__name__)
         try:
             proc = subprocess.Popen(cmd, pass_fds=(theirs.fileno(),))
