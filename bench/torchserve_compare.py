@@ -2,15 +2,22 @@
 
 Run (from TorchServe's venv, ``make install-torchserve``; wrk from Debian):
 
-    .venv-torchserve/bin/python bench/torchserve_compare.py [--duration 10]
+    .venv-torchserve/bin/python bench/torchserve_compare.py [--duration 10] [--repeats 3]
+        [--workers 2 --isolation process] [--batch-size 8 --max-batch-delay 5]
+        [--servers torchserve rosettaserve]
 
 Both serve the test archives of tests_torchserve (built with torch-model-archiver): ``linear``
 (a BaseHandler subclass over a TorchScript Linear(4, 2)) takes the small request, a JSON row of
 four numbers; ``echo`` (a function handler) takes the 1 MiB one, application/octet-stream bytes,
 and answers a short JSON. TorchServe runs as its docs advise for throughput: as many workers a
-model as cores (its default), no metrics, no token; rosettaserve as ``runtime: torchserve``
-with one handler instance a model. wrk drives each case at 1 and 16 connections for
-``--duration`` seconds after a 2 s warm-up; the table gives requests/s and p99 latency.
+model as cores (its default), no metrics, no token. rosettaserve runs ``runtime: torchserve``
+with ``--workers`` handler workers a model, threads of its process or processes of their own
+(``--isolation``, in its model.yaml). ``--batch-size`` and ``--max-batch-delay`` go into the
+archives' model-config.yaml (``batchSize``, ``maxBatchDelay``), which both servers read: both
+batch alike. Servers run on ``--server-cpus``, wrk on ``--load-cpus`` (taskset). wrk drives
+each case at 1 and 16 connections for ``--duration`` seconds after a 2 s warm-up; each server
+is measured ``--repeats`` times, in turn with the other; the table gives the medians of
+requests/s and p99 latency.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -27,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.serverproc import served, start_server  # noqa: E402
-from tests_torchserve.build_archives import build_repository, build_store  # noqa: E402
+from tests_torchserve.build_archives import ARCHIVES, build_repository, build_store  # noqa: E402
 from tests_torchserve.conftest import run_torchserve  # noqa: E402
 
 CASES = {  # name: (model, content type, body)
@@ -41,11 +49,12 @@ local f = io.open("{body}", "rb")
 wrk.body = f:read("*all")
 f:close()
 """
+Results = dict[tuple[str, int], tuple[float, float]]
 
 
-def wrk(url: str, connections: int, seconds: int, script: Path) -> tuple[float, float]:
-    cmd = ["wrk", "-t1", f"-c{connections}", f"-d{int(seconds)}s", "--latency", "--timeout", "30s",
-           "-s", str(script), url]  # fmt: skip
+def wrk(url: str, connections: int, seconds: int, script: Path, cpus: str) -> tuple[float, float]:
+    cmd = ["taskset", "-c", cpus, "wrk", "-t1", f"-c{connections}", f"-d{int(seconds)}s",
+           "--latency", "--timeout", "30s", "-s", str(script), url]  # fmt: skip
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
     p99 = re.search(r"99%\s+([\d.]+)(us|ms|s)", out)
@@ -56,7 +65,7 @@ def wrk(url: str, connections: int, seconds: int, script: Path) -> tuple[float, 
     return rps, float(p99.group(1)) * scale
 
 
-def measure(base: str, work: Path, seconds: int) -> dict[tuple[str, int], tuple[float, float]]:
+def measure(base: str, work: Path, args: argparse.Namespace) -> Results:
     results = {}
     for case, (model, ctype, body) in CASES.items():
         (work / f"{case}.bin").write_bytes(body)
@@ -64,34 +73,83 @@ def measure(base: str, work: Path, seconds: int) -> dict[tuple[str, int], tuple[
         script.write_text(SCRIPT.format(ctype=ctype, body=work / f"{case}.bin"))
         url = f"{base}/predictions/{model}"
         for connections in (1, 16):
-            wrk(url, connections, 2, script)  # warm-up
-            results[case, connections] = wrk(url, connections, seconds, script)
+            wrk(url, connections, 2, script, args.load_cpus)  # warm-up
+            results[case, connections] = wrk(url, connections, args.duration, script,
+                                             args.load_cpus)  # fmt: skip
     return results
+
+
+def archives(args: argparse.Namespace) -> dict[str, tuple[str, bool, str]]:
+    """The test archives, the benchmark's two with its settings in their model-config.yaml."""
+    settings = ""
+    if args.batch_size:
+        settings = f"batchSize: {args.batch_size}\nmaxBatchDelay: {args.max_batch_delay}\n"
+    chosen = dict(ARCHIVES)
+    for model, _, _ in CASES.values():
+        handler, serialized, config = chosen[model]
+        chosen[model] = (handler, serialized, config + settings)
+    return chosen
+
+
+def run_once(name: str, store: Path, repo: Path, work: Path, args: argparse.Namespace) -> Results:
+    if name == "torchserve":
+        (work / "ts").mkdir(exist_ok=True)
+        with run_torchserve(store, work / "ts", workers=len(os.sched_getaffinity(0))) as urls:
+            return measure(urls[0], work, args)
+    server = start_server(repo)
+    try:
+        return measure(server.http_url, work, args)
+    finally:
+        for _ in served(server):
+            pass
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--duration", type=int, default=10)
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--servers", nargs="+", default=["torchserve", "rosettaserve"])
+    parser.add_argument("--workers", type=int, default=1, help="rosettaserve's, a model")
+    parser.add_argument("--isolation", choices=["thread", "process"], default="thread")
+    parser.add_argument("--batch-size", type=int, default=0)
+    parser.add_argument("--max-batch-delay", type=int, default=5, help="ms")
+    parser.add_argument("--server-cpus", default="0,1")
+    parser.add_argument("--load-cpus", default="1")
     args = parser.parse_args()
+    # the servers (and their workers) inherit this process's CPUs; wrk runs on its own
+    os.sched_setaffinity(0, {int(c) for c in args.server_cpus.split(",")})
+    runs: dict[str, list[Results]] = {name: [] for name in args.servers}
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        store = build_store(work / "store", work)
+        store = build_store(work / "store", work, archives(args))
         repo = build_repository(store, work / "repo")
-        (work / "ts").mkdir()
-        with run_torchserve(store, work / "ts", workers=os.cpu_count() or 1) as (url, _):
-            ts = measure(url, work, args.duration)
-        server = start_server(repo)
-        ours = measure(server.http_url, work, args.duration)
-        for _ in served(server):
-            pass
-    print(
-        "| case | connections | TorchServe req/s | p99 ms | rosettaserve req/s | p99 ms | ratio |"
-    )
-    print("|---|---|---|---|---|---|---|")
-    for key, (rps, p99) in ts.items():
-        our_rps, our_p99 = ours[key]
-        print(f"| {key[0]} | {key[1]} | {rps:.0f} | {p99:.1f} | {our_rps:.0f} | {our_p99:.1f} "
-              f"| {our_rps / rps:.1f}x |")  # fmt: skip
+        for model, _, _ in CASES.values():  # (TorchServe's own count stays a worker a core)
+            yaml = f"runtime: torchserve\nisolation: {args.isolation}\n"
+            yaml += f"parameters:\n  workers: {args.workers}\n"
+            (repo / model / "model.yaml").write_text(yaml)
+        for _ in range(args.repeats):
+            for name in args.servers:
+                runs[name].append(run_once(name, store, repo, work, args))
+                print(name, runs[name][-1], file=sys.stderr, flush=True)
+    report(runs)
+
+
+def report(runs: dict[str, list[Results]]) -> None:
+    medians = {
+        name: {key: (statistics.median(r[key][0] for r in results),
+                     statistics.median(r[key][1] for r in results)) for key in results[0]}
+        for name, results in runs.items()
+    }  # fmt: skip
+    names = list(medians)
+    head = " | ".join(f"{n} req/s | p99 ms" for n in names)
+    ratio = " | ratio" if len(names) == 2 else ""
+    print(f"| case | connections | {head}{ratio} |")
+    print("|---|---|" + "---|---|" * len(names) + ("---|" if ratio else ""))
+    for key in medians[names[0]]:
+        cells = " | ".join(f"{medians[n][key][0]:.0f} | {medians[n][key][1]:.1f}" for n in names)
+        if ratio:
+            cells += f" | {medians[names[1]][key][0] / medians[names[0]][key][0]:.1f}x"
+        print(f"| {key[0]} | {key[1]} | {cells} |")
 
 
 if __name__ == "__main__":

@@ -36,10 +36,13 @@ def archiver() -> str:
     return str(Path(sys.executable).parent / "torch-model-archiver")
 
 
-def build_store(store: Path, work: Path) -> Path:
+def build_store(
+    store: Path, work: Path, archives: dict[str, tuple[str, bool, str]] = ARCHIVES
+) -> Path:
+    """``archives``: ARCHIVES, or another set of the same form (the benchmark's)."""
     store.mkdir(parents=True, exist_ok=True)
     weights = linear_model(work / "model.pt")
-    for name, (handler, serialized, config) in ARCHIVES.items():
+    for name, (handler, serialized, config) in archives.items():
         handler_arg = str(HANDLERS / handler) if handler.endswith(".py") else handler
         cmd = [archiver(), "--model-name", name, "--version", "1", "--handler", handler_arg,
                "--export-path", str(store), "--force"]  # fmt: skip

@@ -3,6 +3,7 @@ serving the same archives (conftest's ``server`` fixture is each in turn)."""
 
 from __future__ import annotations
 
+import io
 import json
 from concurrent.futures import ThreadPoolExecutor
 
@@ -129,6 +130,31 @@ def test_the_status_and_content_type_a_handler_sets(server: httpx.Client) -> Non
     assert r.status_code == 200
     assert r.headers["content-type"] == "text/plain"
     assert r.text == "plain text"
+
+
+def test_answers_are_encoded_by_kind(server: httpx.Client) -> None:
+    """Bytes as they are, a tensor as torch.save writes it, anything else as indented JSON."""
+    r = server.post("/predictions/echo", json={"do": "bytes"})
+    assert (r.status_code, r.content) == (200, b"\x00raw\xff")
+    r = server.post("/predictions/echo", json={"do": "tensor"})
+    assert torch.load(io.BytesIO(r.content)).tolist() == [1.5, -2.0]
+    r = server.post("/predictions/echo", json={"do": "nested"})
+    assert r.content == json.dumps({"b": [1, 2.5, None, True], "a": "\u00e9"}, indent=2).encode()
+    r = server.post("/predictions/echo", json={"do": "header"})
+    assert (r.status_code, r.headers["x-answer"]) == (200, "yes")
+
+
+def test_answers_the_frame_cannot_carry_fail_the_batch(server: httpx.Client) -> None:
+    for do, message in [
+        ("unencodable", "Unsupported model output data type."),
+        ("not_list", "Invalid model predict output"),
+        ("short", "number of batch response mismatched"),
+    ]:
+        r = server.post("/predictions/echo", json={"do": do})
+        assert error(r) == (
+            503,
+            {"code": 503, "type": "InternalServerException", "message": message},
+        )
 
 
 def test_unknown_models_and_versions_are_404(server: httpx.Client) -> None:

@@ -59,7 +59,10 @@ def test_declared_instances_and_process_isolation_parse() -> None:
         ({"instances": True}, "instances: expected an integer >= 1, got True"),
         ({"isolation": "fork"}, "isolation: 'fork' is not one of thread, process"),
         ({"isolation": True}, "isolation: expected one of thread, process"),
-        ({"runtime": "onnx", "isolation": "process"}, "offered for python models only"),
+        (
+            {"runtime": "onnx", "isolation": "process"},
+            "for python and torchserve models only",
+        ),
     ],
 )
 def test_bad_instances_or_isolation_say_what_is_wrong(raw: dict[str, Any], message: str) -> None:

@@ -1,17 +1,20 @@
 """The .mar reader (runtimes/torchserve/mar.py): archives are unpacked whole or not at all, and
-nothing in one may land outside its folder or grow past its bounds."""
+nothing in one may land outside its folder or grow past its bounds; the worker's frames are read
+whole, and a handler's answers are encoded as TorchServe's frame encodes them (predict.py)."""
 
 from __future__ import annotations
 
+import io
 import json
 import stat
+import uuid
 import zipfile
 from pathlib import Path
 
 import pytest
 
 from rosettaserve.repository.config import ConfigError
-from rosettaserve.runtimes.torchserve import frames
+from rosettaserve.runtimes.torchserve import frames, predict
 from rosettaserve.runtimes.torchserve.mar import Limits, open_archive, safe_member_path
 
 MANIFEST = {"runtime": "python", "model": {"modelName": "m", "handler": "handler.py"}}
@@ -135,3 +138,35 @@ def test_a_cut_or_padded_frame_is_refused(cut: int) -> None:
         frames.parse(whole[:-cut])
     with pytest.raises(frames.FrameError):
         frames.parse(whole + b"\x00")
+
+
+@pytest.mark.parametrize(
+    ("answer", "body"),
+    [
+        (b"\x00raw", b"\x00raw"),
+        (bytearray(b"buf"), b"buf"),
+        ("t\u00e9xt", "t\u00e9xt".encode()),
+        ([[1.5, -2.0]], b"[\n  [\n    1.5,\n    -2.0\n  ]\n]"),
+        ({"a": "\u00e9", "n": None}, b'{\n  "a": "\\u00e9",\n  "n": null\n}'),
+        (float("nan"), b"NaN"),
+    ],
+)
+def test_answers_are_encoded_as_torchserves_frame_encodes_them(answer: object, body: bytes) -> None:
+    assert predict.encode(answer) == body
+
+
+def test_a_tensor_answer_is_what_torch_save_writes() -> None:
+    torch = pytest.importorskip("torch")
+    got = torch.load(io.BytesIO(predict.encode(torch.tensor([1.5, -2.0]))))
+    assert got.tolist() == [1.5, -2.0]
+
+
+def test_an_answer_no_rule_encodes_is_refused() -> None:
+    with pytest.raises(predict.Unencodable):
+        predict.encode(object())
+
+
+def test_request_ids_are_uuids_and_never_repeat() -> None:
+    ids = [predict.request_id() for _ in range(1000)]
+    assert len(set(ids)) == 1000
+    assert all(str(uuid.UUID(i)) == i for i in ids)

@@ -132,10 +132,10 @@ def _check_together(values: dict[str, Any], problems: declare.Problems) -> None:
             "give one scheduler: 'dynamic_batching' or 'sequence_batching' (the sequence "
             "batcher batches the sequences' requests itself)",
         )
-    if values["isolation"] == "process" and values["runtime"] != "python":
+    if values["isolation"] == "process" and values["runtime"] not in ("python", "torchserve"):
         problems.add(
             "isolation",
-            f"'isolation: process' is offered for python models only "
+            f"'isolation: process' is offered for python and torchserve models only "
             f"(runtime is {values['runtime']!r})",
         )
     if (values["runtime"] == "ensemble") != bool(values["steps"]):

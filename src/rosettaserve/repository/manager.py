@@ -416,7 +416,7 @@ async def _warm_up(
 
 
 def _create(mv: ModelVersion, path: Path, config: ModelConfig, create: ModelFactory) -> Model:
-    if config.isolation == "process":
+    if config.isolation == "process" and config.runtime == "python":  # (torchserve: its own)
         return ProcessModel(mv.name, mv.version, path, config.raw, _instances(config))
     return create(mv.name, mv.version, path, config)
 

@@ -441,7 +441,7 @@ MODEL_YAML = Section(
         Key(
             "isolation",
             Text(ISOLATIONS),
-            "thread: in the server process; process: worker processes (python only)",
+            "thread: in the server process; process: worker processes (python, torchserve)",
             "thread",
         ),
         WARMUP,

@@ -8,7 +8,10 @@ band, each as it is: the arrays are neither copied into the pickle nor out of it
 from __future__ import annotations
 
 import asyncio
+import ctypes
+import os
 import pickle
+import signal
 import socket
 import struct
 import sys
@@ -16,6 +19,7 @@ from typing import Any
 
 _HEAD = struct.Struct("<II")  # bytes of the pickle, count of buffers sent out of band
 _SIZE = struct.Struct("<Q")  # bytes of one such buffer
+_PR_SET_PDEATHSIG = 1
 
 
 def frames(*message: Any) -> list[bytes | memoryview]:
@@ -32,6 +36,18 @@ def child_process(module: str, *args: str) -> tuple[socket.socket, socket.socket
     child holding its end (pass it in ``pass_fds``; close it here once the child started)."""
     mine, theirs = socket.socketpair()
     return mine, theirs, [sys.executable, "-m", module, str(theirs.fileno()), *args]
+
+
+def die_with(parent: int) -> None:
+    """In a child: be killed when ``parent`` (the server) dies, even by SIGKILL (Linux), so
+    that a stuck model never lingers."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:  # it died before the signal was asked for
+        os._exit(1)
 
 
 def send_blocking(sock: socket.socket, *message: Any) -> None:

@@ -12,7 +12,6 @@ platform, max_batch_size)`` or ``("failed", why)``; then ``("predict", inputs, p
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import os
 import pickle
 import signal
@@ -27,14 +26,12 @@ from rosettaserve.core.model import Model
 from rosettaserve.repository.config import parse_config
 from rosettaserve.repository.manager import load_failure
 from rosettaserve.runtimes import create_model
-from rosettaserve.scheduling.channel import receive_blocking, send_blocking
-
-_PR_SET_PDEATHSIG = 1
+from rosettaserve.scheduling.channel import die_with, receive_blocking, send_blocking
 
 
 def main(argv: list[str]) -> int:
     parent = os.getppid()
-    _die_with(parent)
+    die_with(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C reaches the server, which decides
     sock = socket.socket(fileno=int(argv[0]))
     try:
@@ -83,17 +80,6 @@ def _serve(sock: socket.socket, invoker: Invoker) -> None:
             send_blocking(sock, "error", error)
         except OSError:  # the server has gone
             return
-
-
-def _die_with(parent: int) -> None:
-    """Be killed when the server dies, even by SIGKILL (Linux): a stuck model never lingers."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    except (OSError, AttributeError):
-        pass
-    if os.getppid() != parent:  # it died before the signal was asked for
-        os._exit(1)
 
 
 if __name__ == "__main__":

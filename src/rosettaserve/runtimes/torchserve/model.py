@@ -21,8 +21,10 @@ from rosettaserve.protocols.torchserve.wire import (
     TsRequest,
 )
 from rosettaserve.repository.config import ConfigError
-from rosettaserve.runtimes.torchserve import service
+from rosettaserve.runtimes.torchserve import predict, service
 from rosettaserve.runtimes.torchserve.mar import DEFAULT_FILE, open_archive, safe_member_path
+from rosettaserve.runtimes.torchserve.predict import Predictor
+from rosettaserve.runtimes.torchserve.process import Remote
 from rosettaserve.runtimes.torchserve.workers import Workers
 
 DEFAULT_BATCH_DELAY_MS = 100  # TorchServe's default maxBatchDelay
@@ -37,16 +39,17 @@ class TorchServeModel(Model):
 
     def load(self) -> None:
         self.archive = open_archive(self._archive_path())
+        handlers: list[Predictor] = []
         try:
             settings = self._settings()
             self.batch_size = max(1, int(settings.get("batch_size", 1)))
             self.max_batch_delay = float(settings.get("max_batch_delay", DEFAULT_BATCH_DELAY_MS))
             self.workers = max(1, int(settings.get("workers", 1)))
-            handlers = [
-                service.load_service(self.name, self.archive, self.batch_size)
-                for _ in range(self.workers)
-            ]
+            for _ in range(self.workers):
+                handlers.append(self._handler())
         except BaseException:  # a handler that fails to initialise leaves nothing behind
+            for handler in handlers:
+                handler.close()
             self._release()
             raise
         self._workers = Workers(handlers, self.batch_size, self.max_batch_delay)
@@ -54,6 +57,12 @@ class TorchServeModel(Model):
             self.inputs = [TensorSpec("body", "BYTES", (-1,))]
         if not self.outputs:
             self.outputs = [TensorSpec("output", "BYTES", (-1,))]
+
+    def _handler(self) -> Predictor:
+        """One worker's handler: in this process, or with ``isolation: process`` in its own."""
+        if self.config.get("isolation") == "process":
+            return Remote(self.name, self.archive, self.batch_size)
+        return predict.load(self.name, self.archive, self.batch_size)
 
     def unload(self) -> None:
         self._workers.stop()
@@ -96,9 +105,7 @@ class TorchServeModel(Model):
         """``workers`` handler instances from now on: new ones are loaded (and initialised)
         off the event loop; those beyond the count stop after their batch in hand."""
         while len(self._workers.handlers) < workers:
-            handler = await asyncio.to_thread(
-                service.load_service, self.name, self.archive, self.batch_size
-            )
+            handler = await asyncio.to_thread(self._handler)
             self._workers.add(handler)
         self._workers.shrink(len(self._workers.handlers) - workers)
         self.workers = workers

@@ -3,9 +3,10 @@
 TorchServe's Python package (``torchserve``, the ``[torchserve]`` extra; its Java frontend is
 not used, no JRE is needed) brings ``ts.model_loader``, ``ts.service`` and the default handlers,
 so a handler meets the same ``Service``, ``Context`` and entry-point rules it meets in
-TorchServe's worker. What the worker's socket did is done here: its requests are built from
-``TsRequest`` as the worker decodes them, and the frames the service writes (the answer, and the
-intermediate ones of ``send_intermediate_predict_response``) are read with ``frames.parse``.
+TorchServe's worker. What the worker's socket did is done here: request bodies are decoded as
+the worker decodes them, and the frames a handler sends (the intermediate answers of
+``send_intermediate_predict_response``) are read with ``frames.parse``; ``predict`` runs the
+batches.
 """
 
 from __future__ import annotations
@@ -14,12 +15,11 @@ import json
 import os
 import sys
 import threading
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rosettaserve.protocols.torchserve.wire import Parameter, TsRequest
+from rosettaserve.protocols.torchserve.wire import Parameter
 from rosettaserve.runtimes.torchserve import frames
 from rosettaserve.runtimes.torchserve.mar import Archive
 
@@ -86,28 +86,19 @@ def _inside(module: Any, folder: str) -> bool:
     return isinstance(file, str) and Path(file).resolve().is_relative_to(Path(folder).resolve())
 
 
-def worker_request(request: TsRequest) -> dict[str, Any]:
-    """One request of the worker's batch, as ``ts.service.Service.predict`` reads it."""
-    return {
-        "requestId": uuid.uuid4().hex.encode(),
-        "headers": [{"name": k.encode(), "value": v.encode()} for k, v in request.headers.items()],
-        "parameters": [_decoded(p) for p in request.parameters],
-    }
-
-
-def _decoded(parameter: Parameter) -> dict[str, Any]:
-    """The worker's decoding: JSON bodies parsed, text decoded, anything else a bytearray (the
-    worker's read buffer, which handlers may rely on), as is where the decoding fails."""
-    value: Any = bytearray(parameter.value)
+def decoded(parameter: Parameter) -> Any:
+    """A parameter's value as the worker decodes it: JSON bodies parsed, text decoded, anything
+    else a bytearray (the worker's read buffer, which handlers may rely on), as is where the
+    decoding fails."""
     if os.environ.get(DECODE_ENV, "true") == "true":
         try:
             if parameter.content_type == "application/json":
-                value = json.loads(parameter.value)
-            elif parameter.content_type.startswith("text"):
-                value = parameter.value.decode("utf-8")
+                return json.loads(parameter.value.decode("utf-8"))
+            if parameter.content_type.startswith("text"):
+                return parameter.value.decode("utf-8")
         except ValueError:
-            value = bytearray(parameter.value)
-    return {"name": parameter.name, "contentType": parameter.content_type, "value": value}
+            pass
+    return bytearray(parameter.value)
 
 
 class FrameSocket:
@@ -118,10 +109,3 @@ class FrameSocket:
 
     def sendall(self, data: bytes | bytearray) -> None:
         self.on_frame(frames.parse(data))
-
-
-def run_batch(service: Any, batch: list[dict[str, Any]], socket: FrameSocket) -> frames.Frame:
-    """One call of the handler on a batch; intermediate frames go to ``socket`` as sent."""
-    service.set_cl_socket(socket)
-    answer = service.predict(batch)
-    return frames.parse(answer)

@@ -11,10 +11,10 @@ import queue
 import threading
 import time
 from collections.abc import AsyncIterator
-from typing import Any
 
 from rosettaserve.protocols.torchserve.wire import HandlerFailed, TsAnswer, TsRequest
 from rosettaserve.runtimes.torchserve import frames, service
+from rosettaserve.runtimes.torchserve.predict import Predictor
 
 Event = frames.Frame | frames.Reply | None  # a failed batch, one reply, the end of a stream
 
@@ -37,7 +37,9 @@ class Pending:
 
 
 class Workers:
-    def __init__(self, handlers: list[Any], batch_size: int, max_batch_delay_ms: float) -> None:
+    def __init__(
+        self, handlers: list[Predictor], batch_size: int, max_batch_delay_ms: float
+    ) -> None:
         self.batch_size = batch_size
         self.delay = max_batch_delay_ms / 1000
         self.inbox: queue.SimpleQueue[Pending | None] = queue.SimpleQueue()
@@ -50,7 +52,7 @@ class Workers:
         for handler in self.handlers:
             self._spawn(handler)
 
-    def _spawn(self, handler: Any) -> None:
+    def _spawn(self, handler: Predictor) -> None:
         name = f"ts-worker-{len(self.threads)}"
         thread = threading.Thread(target=self._work, args=(handler,), name=name, daemon=True)
         thread.start()
@@ -59,7 +61,7 @@ class Workers:
     def stop(self) -> None:
         self.shrink(len(self.threads))
 
-    def add(self, handler: Any) -> None:
+    def add(self, handler: Predictor) -> None:
         """One more worker (running once the first request started the others)."""
         self.handlers.append(handler)
         if self.loop is not None:
@@ -68,8 +70,13 @@ class Workers:
     def shrink(self, count: int) -> None:
         """``count`` workers fewer, each once its batch in hand is done."""
         count = min(count, len(self.handlers))
+        gone = self.handlers[len(self.handlers) - count :]
         del self.handlers[len(self.handlers) - count :]
-        for _ in range(count if self.loop is not None else 0):
+        if self.loop is None:  # no thread runs them yet
+            for handler in gone:
+                handler.close()
+            return
+        for _ in range(count):
             self.inbox.put(None)
 
     async def serve(self, request: TsRequest) -> TsAnswer:
@@ -88,9 +95,10 @@ class Workers:
             answer.stream = _rest_of_stream(pending)
         return answer
 
-    def _work(self, handler: Any) -> None:
+    def _work(self, handler: Predictor) -> None:
         while (batch := self._collect()) is not None:
             self._run(handler, batch)
+        handler.close()
 
     def _collect(self) -> list[Pending] | None:
         first = self.inbox.get()
@@ -110,7 +118,7 @@ class Workers:
             batch.append(more)
         return batch
 
-    def _run(self, handler: Any, batch: list[Pending]) -> None:
+    def _run(self, handler: Predictor, batch: list[Pending]) -> None:
         assert self.loop is not None
         loop = self.loop
 
@@ -118,9 +126,8 @@ class Workers:
             loop.call_soon_threadsafe(_settle, batch, frame, last)
 
         socket = service.FrameSocket(lambda frame: deliver(frame, last=False))
-        requests = [service.worker_request(p.request) for p in batch]
         try:
-            final = service.run_batch(handler, requests, socket)
+            final = handler.predict([p.request for p in batch], socket)
         except Exception:  # a frame the handler broke: every request fails as one would
             final = frames.Frame(503, "Prediction failed", [])
         deliver(final, last=True)
