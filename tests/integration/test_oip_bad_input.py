@@ -415,11 +415,11 @@ CASES: list[Case] = [
         400,
         "Inference-Header-Content-Length",
     ),
-    case(
+    case(  # a raw binary request: the whole body (JSON text too) is the one [-1, 4] input
         "header_length_zero",
         with_binary({"inputs": [binary_input("INPUT0", "FP32", [1, 4], 16)]}, _BLOB16, "0"),
         400,
-        "Inference-Header-Content-Length",
+        "not a whole number of 16-byte elements",
     ),
     case(
         "header_length_inside_json",

@@ -237,13 +237,12 @@ def test_a_large_chat_is_rendered_off_the_loop() -> None:
     assert gen.chats[1].startswith("model-request-work")
 
 
-def test_structured_outputs_through_pd_are_refused_on_vllms_engine_only() -> None:
-    """vLLM's decode side recomputes the prompt and the first token, and its grammar would
-    start again there: a 400 before anything is generated. The built-in engine replays the
-    tokens into its matcher and serves them."""
+def test_structured_outputs_pass_on_both_engines_split_or_not() -> None:
+    """Nothing refuses them: the built-in engine replays the tokens into its matcher, and a
+    vLLM prefill instance serves a constrained request whole (pd/prefill.py), since vLLM's
+    grammar cannot start past P's token."""
     asked = GenerateRequest(sampling=SamplingParams(constraint=regex("[a-z]+", "r")))
-    vllm, llm = ModelVersion("m", "1", "vllm"), ModelVersion("m", "1", "llm")
-    with pytest.raises(InvalidInput, match="not supported with prefill/decode"):
-        can_serve(vllm, Generator(), asked, object())  # type: ignore[arg-type]
-    can_serve(vllm, Generator(), asked, None)  # type: ignore[arg-type]
-    can_serve(llm, Generator(), asked, object())  # type: ignore[arg-type]
+    for runtime in ("vllm", "llm"):
+        for split in (None, object()):
+            mv = ModelVersion("m", "1", runtime)
+            can_serve(mv, Generator(), asked, split)  # type: ignore[arg-type]
