@@ -19,6 +19,7 @@ class VersionState(Enum):
     READY = "READY"
     UNAVAILABLE = "UNAVAILABLE"  # failed to load, or every instance is stuck; ``reason``: why
     UNLOADING = "UNLOADING"
+    UNLOADED = "UNLOADED"  # served, but loads on its next request; ``reason``: lazy, idle, evicted
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,8 @@ class ModelVersion:
     max_queue_size: int | None = None  # None: the server's default (0: no limit)
     timeout_us: int | None = None  # default request timeout; None: the server's (0: none)
     load_seconds: float = 0.0
+    resident_bytes: int = 0  # the memory its load took (measured), 0 while not loaded
+    loaded_ms: int = 0  # wall time of its last load (ms): idle since this or its last request
     inflight: int = 0
     labels: list[str] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
@@ -113,6 +116,7 @@ class IndexEntry:
     version: str
     state: str
     reason: str
+    resident_bytes: int = 0  # the memory a loaded version holds (measured at its load)
 
 
 class ModelControl(Protocol):
