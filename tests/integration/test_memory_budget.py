@@ -193,3 +193,26 @@ def test_the_budget_evicts_the_least_recently_used_idle_version(tmp_path: Path) 
         assert [index(proc)[n]["state"] for n in ("a", "busy")] == ["READY", "READY"]
     finally:
         proc.stop()
+
+
+def test_a_load_longer_than_the_load_timeout_answers_503_and_goes_on(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    gate = tmp_path / "load-gate"
+    log = add_model(repo, "slow", 16, "load: lazy\n", load_gate=str(gate))
+    add_model(repo, "apart", 16, "isolation: process\n")  # measured: its worker's memory
+    proc = start_server(repo, "--enable-model-control", "--load-timeout", "0.2")
+    try:
+        answer = httpx.post(
+            f"{proc.http_url}/v2/models/slow/infer",
+            json={"inputs": [{"name": "X", "datatype": "FP32", "shape": [1], "data": [1.0]}]},
+            timeout=60,
+        )
+        assert answer.status_code == 503
+        assert "still loading after 0.2 s (--load-timeout)" in answer.json()["error"]
+        gate.touch()  # the load went on without the request
+        wait_for(lambda: index(proc)["slow"]["state"] == "READY", timeout=60)
+        assert infer(proc, "slow").tolist() == [2.0, 3.0]
+        assert loads(log) == 1
+        assert index(proc)["apart"]["resident_bytes"] >= 16 * MIB
+    finally:
+        proc.stop()

@@ -337,8 +337,9 @@ def _accept(entry: ModelEntry) -> None:
 
 
 def _failure(versions: list[ModelVersion]) -> str:
-    """Why the first of ``versions`` that did not load failed ("" if they all loaded)."""
-    return next((v.reason for v in versions if not v.ready), "")
+    """Why the first of ``versions`` that did not load failed ("" if they all loaded, or load
+    on demand)."""
+    return next((v.reason for v in versions if v.state is VersionState.UNAVAILABLE), "")
 
 
 def _disk_state(model_dir: ModelDir) -> tuple[float, ...]:
