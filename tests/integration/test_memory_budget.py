@@ -131,6 +131,10 @@ def test_a_lazy_version_loads_once_on_its_first_requests(
     page = httpx.get(server.http_url + "/status.json", timeout=10).json()
     shown = [m["resident_bytes"] for m in page["models"] if m["name"] == "lazy"]
     assert shown == [row["resident_bytes"]]
+    client.unload_model("lazy")
+    client.load_model("lazy")  # asked for by name: it loads now, lazy or not
+    assert client.is_model_ready("lazy")
+    assert loads(log) == 2
 
 
 def test_an_idle_version_is_unloaded_and_loads_again(tmp_path: Path) -> None:

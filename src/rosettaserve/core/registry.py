@@ -13,6 +13,10 @@ from rosettaserve.core.model import Model
 from rosettaserve.core.stats import ModelStats
 from rosettaserve.core.types import TensorSpec
 
+# ModelVersion.extra: seconds unused after which the version is unloaded, as a request set it
+# (Ollama's keep_alive; negative: never); wins over model.yaml's unload_after_idle
+KEEP_ALIVE = "keep_alive_s"
+
 
 class VersionState(Enum):
     LOADING = "LOADING"

@@ -217,6 +217,10 @@ class ModelRepository(OnDemand):
             failure = _failure(self._entries[name].versions)
         else:
             failure = await self._replace_model(entry, model_dir)
+        for mv in list(self._entries[name].versions):  # asked for: lazy ones load too
+            if not failure and mv.state is VersionState.UNLOADED:
+                await self.wake(mv)
+                failure = _failure([mv])
         if failure:
             raise ModelError(f"model '{name}' failed to load: {failure}")
 

@@ -9,7 +9,7 @@ import time
 from typing import TYPE_CHECKING
 
 from rosettaserve.core.errors import ModelNotReady
-from rosettaserve.core.registry import ModelVersion, VersionState
+from rosettaserve.core.registry import KEEP_ALIVE, ModelVersion, VersionState
 from rosettaserve.core.timeouts import within
 from rosettaserve.repository import residency
 from rosettaserve.repository.residency import Demand
@@ -97,15 +97,17 @@ class OnDemand:
         log.info("unloaded model %s version %s (%s)", mv.name, mv.version, reason)
 
     async def unload_idle_forever(self, interval: float = 0.25) -> None:
-        """Versions unused for their model.yaml's unload_after_idle seconds: unloaded."""
+        """Versions unused for their model.yaml's unload_after_idle seconds (or their last
+        request's keep_alive): unloaded."""
         while True:
             await asyncio.sleep(interval)
             for entry in list(self._entries.values()):
-                limit = entry.config.unload_after_idle if entry.config else None
-                if limit is None:
-                    continue
+                default = entry.config.unload_after_idle if entry.config else None
                 for mv in list(entry.versions):
-                    if residency.idle(mv) and residency.idle_for_s(mv) >= limit:
+                    limit = mv.extra.get(KEEP_ALIVE, default)  # a request's keep_alive wins
+                    if limit is None or limit < 0 or not residency.idle(mv):
+                        continue
+                    if residency.idle_for_s(mv) >= limit:
                         await self.park(mv, residency.IDLE)
 
 

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from rosettaserve.core.registry import ModelVersion, VersionState
+from rosettaserve.observability.metrics import llm_gauges
 from rosettaserve.scheduling.isolation import ProcessModel
 
 LAZY, IDLE, EVICTED = "lazy", "idle", "evicted"  # why a served version is UNLOADED
@@ -72,9 +73,13 @@ def last_used_ms(mv: ModelVersion) -> int:
 
 
 def idle(mv: ModelVersion) -> bool:
-    """Loaded, and nothing in flight or queued on it: it may be unloaded."""
+    """Loaded, and nothing in flight or queued on it (an LLM engine: no sequence running or
+    waiting, which its requests' count does not hold while they generate): it may be unloaded."""
     waiting = mv.invoker.waiting if mv.invoker is not None else None
-    return mv.state is VersionState.READY and mv.inflight == 0 and not waiting
+    if mv.state is not VersionState.READY or mv.inflight or waiting:
+        return False
+    engine = llm_gauges(mv)
+    return engine is None or not (engine.running or engine.waiting)
 
 
 def idle_for_s(mv: ModelVersion) -> float:
