@@ -151,6 +151,16 @@ def test_an_idle_version_is_unloaded_and_loads_again(tmp_path: Path) -> None:
         assert infer(proc, "idler").tolist() == [2.0, 3.0]  # loaded again for it
         assert loads(log) == before + 1
         assert any("(idle)" in line for line in proc.lines)
+        wait_for(lambda: index(proc)["idler"]["state"] == "UNLOADED", timeout=60)
+        tensor = {"name": "X", "dtype": "DT_FLOAT32", "shape": [2], "flat_float32": [1.0, 2.0]}
+        grps = httpx.post(  # grps's API waits for the load too
+            f"{proc.http_url}/grps/v1/infer/predict?model=idler",
+            json={"gtensors": {"tensors": [tensor]}},
+            timeout=60,
+        )
+        assert grps.status_code == 200, grps.text
+        assert grps.json()["gtensors"]["tensors"][0]["flat_float32"] == [2.0, 3.0]
+        assert loads(log) == before + 2
     finally:
         proc.stop()
 
