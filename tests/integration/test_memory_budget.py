@@ -118,6 +118,8 @@ def test_a_lazy_version_loads_once_on_its_first_requests(
         c.start()
     wait_for(lambda: loads(log) == 1, timeout=60)  # its load started, and is held
     wait_for(lambda: index(server)["lazy"]["state"] == "LOADING")
+    assert client.is_server_ready()  # nor for one that loads for a request
+    assert not client.is_model_ready("lazy")
     gate.touch()
     for c in clients:
         c.join(120)

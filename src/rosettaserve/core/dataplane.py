@@ -24,6 +24,7 @@ from rosettaserve.core.errors import (
 from rosettaserve.core.invoker import Invocable
 from rosettaserve.core.outputs import batch_rows, to_response
 from rosettaserve.core.registry import (
+    ON_DEMAND,
     IndexEntry,
     ModelControl,
     ModelVersion,
@@ -101,7 +102,8 @@ class DataPlane:
         if not self.info.strict_readiness:
             return True
         return all(
-            v.ready or v.state is VersionState.UNLOADED  # loads on demand: nothing to wait for
+            # one that loads on demand (unloaded, or loading for a request): nothing to wait for
+            v.ready or v.state is VersionState.UNLOADED or ON_DEMAND in v.extra
             for name in self.registry.model_names()
             for v in self.registry.versions(name) or []
         )

@@ -9,7 +9,7 @@ import time
 from typing import TYPE_CHECKING
 
 from rosettaserve.core.errors import ModelNotReady
-from rosettaserve.core.registry import KEEP_ALIVE, ModelVersion, VersionState
+from rosettaserve.core.registry import KEEP_ALIVE, ON_DEMAND, ModelVersion, VersionState
 from rosettaserve.core.timeouts import within
 from rosettaserve.repository import residency
 from rosettaserve.repository.residency import Demand
@@ -85,7 +85,11 @@ class OnDemand:
         while mv.state is VersionState.UNLOADING:  # unloading when idle: then loaded again
             await asyncio.sleep(0.01)
         mv.state, mv.reason = VersionState.LOADING, ""
-        await self._load_one(entry, mv)
+        mv.extra[ON_DEMAND] = True
+        try:
+            await self._load_one(entry, mv)
+        finally:
+            del mv.extra[ON_DEMAND]
         log.info("loaded model %s version %s on demand", mv.name, mv.version)
 
     async def park(self, mv: ModelVersion, reason: str) -> None:
