@@ -42,7 +42,6 @@ UNLOAD_MIN_S = 2.0  # a model's unload gets at least this long, even past the dr
 # switching, not throughput, and with ``isolation: process`` each instance is a process holding
 # its own copy of the model: one, unless model.yaml asks for more.
 PARALLEL_RUNTIMES = frozenset({"onnx", "sklearn"})
-
 RELOAD_FAILED = "the model folder was edited and failed to load; this version keeps serving"
 
 
