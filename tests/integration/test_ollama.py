@@ -203,6 +203,7 @@ def test_the_model_routes(client: ollama.Client) -> None:
     listed = {m.model for m in client.list().models}
     assert listed == {f"{LLM}:latest", f"{TOOLS}:latest", f"{EMBEDDER}:latest"}
     assert {m.model for m in client.ps().models} == listed
+    assert all(m.size for m in client.ps().models)  # the memory each holds, measured
     shown = client.show(TOOLS)
     assert shown.capabilities is not None
     assert "tools" in shown.capabilities

@@ -216,3 +216,22 @@ def test_a_text_line_is_the_line_a_dict_would_give(chat: bool) -> None:
     assert got.keys() == want.keys()
     assert got | {"created_at": ""} == want | {"created_at": ""}
     assert got["created_at"].endswith("Z")
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [(0, 0.0), ("0", 0.0), ("5m", 300.0), ("1h30m", 5400.0), ("300ms", 0.3), (2.5, 2.5)],
+)
+def test_keep_alive_is_seconds_or_a_duration(value: object, seconds: float) -> None:
+    assert schema.keep_alive_seconds({"keep_alive": value}) == seconds
+
+
+def test_keep_alive_negative_or_absent() -> None:
+    assert schema.keep_alive_seconds({"keep_alive": "-1"}) == -1.0  # for ever
+    assert schema.keep_alive_seconds({}) is None  # the model's own unload_after_idle
+
+
+@pytest.mark.parametrize("value", ["soon", "5q", "", True, [1]])
+def test_what_is_not_a_duration_is_refused(value: object) -> None:
+    with pytest.raises(InvalidInput, match="keep_alive must be a duration"):
+        schema.keep_alive_seconds({"keep_alive": value})

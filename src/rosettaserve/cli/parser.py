@@ -21,6 +21,8 @@ from rosettaserve.cli.option_groups import (
 )
 from rosettaserve.core.suggest import one_of
 from rosettaserve.observability.tracing import EXPORTERS
+from rosettaserve.repository.model_yaml import LOAD_MODES
+from rosettaserve.repository.residency import parse_size
 from rosettaserve.server.settings import DEFAULT_GRPC_MAX_MESSAGE_SIZE, DEFAULT_MAX_REQUEST_SIZE
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
@@ -230,6 +232,30 @@ def add_scaling_options(serve: argparse.ArgumentParser) -> None:
         "waits turns not ready (503, with the reason) until it moves again (0 = never)",
     )
     serve.add_argument(
+        "--load",
+        type=one_of(LOAD_MODES),
+        choices=LOAD_MODES,
+        default="eager",
+        help="eager: every version loads at start; lazy: on its first request, which waits "
+        "for it (model.yaml load wins); the server is ready without the lazy ones",
+    )
+    serve.add_argument(
+        "--load-timeout",
+        type=positive_float,
+        default=300.0,
+        metavar="SECONDS",
+        help="the longest a request waits for its version to load on demand (then 503)",
+    )
+    serve.add_argument(
+        "--memory-budget",
+        type=_size,
+        default=0,
+        metavar="SIZE",
+        help="memory the loaded versions may hold together, e.g. 12GiB (measured per version as "
+        "the process's growth while it loaded): a load past it unloads the least recently used "
+        "idle versions first (0 = no budget)",
+    )
+    serve.add_argument(
         "--drain-grace",
         type=float,
         default=60.0,
@@ -252,3 +278,10 @@ def add_scaling_options(serve: argparse.ArgumentParser) -> None:
         metavar="PORT",
         help="serve Prometheus /metrics on this port instead of the HTTP port (0 = any free)",
     )
+
+
+def _size(text: str) -> int:
+    try:
+        return parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None

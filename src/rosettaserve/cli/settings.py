@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from rosettaserve.pd.options import PdOptions, SchedulerOptions
+from rosettaserve.repository.residency import Demand
 from rosettaserve.security.keys import KeySourceError, gather_keys
 from rosettaserve.security.tls import TlsError, TlsFiles
 from rosettaserve.server.settings import SecurityOptions, Settings
@@ -90,6 +91,7 @@ def serve_settings(args: argparse.Namespace, security: SecurityOptions) -> Setti
         cache_size=args.cache_size,
         drain_grace_s=max(0.0, args.drain_grace),
         stall_timeout_s=max(0.0, args.stall_timeout),
+        demand=Demand(args.load, args.memory_budget, args.load_timeout),
         metrics_port=args.metrics_port,
         role=args.role,
         pd=PdOptions(

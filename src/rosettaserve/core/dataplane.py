@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from time import perf_counter_ns as _perf_counter_ns
 from typing import Any, Final, Protocol
@@ -24,6 +24,7 @@ from rosettaserve.core.errors import (
 from rosettaserve.core.invoker import Invocable
 from rosettaserve.core.outputs import batch_rows, to_response
 from rosettaserve.core.registry import (
+    ON_DEMAND,
     IndexEntry,
     ModelControl,
     ModelVersion,
@@ -78,12 +79,16 @@ class DataPlane:
         info: ServerInfo | None = None,
         control: ModelControl | None = None,
         limits: Limits | None = None,
+        waker: Callable[[ModelVersion], Awaitable[None]] | None = None,
     ) -> None:
         self.registry = registry
         self.info = info or ServerInfo()
         self.control = control  # None: model control is off
         self.limits = limits or Limits()
         self.observer: Observer | None = None
+        # loads a version that is served but not loaded (load: lazy, unloaded when idle or
+        # evicted) before its request goes on; the repository's (None: versions never wait)
+        self.waker = waker
         self.started = False
 
     # -- health and metadata -------------------------------------------------------------------
@@ -97,7 +102,8 @@ class DataPlane:
         if not self.info.strict_readiness:
             return True
         return all(
-            v.ready
+            # one that loads on demand (unloaded, or loading for a request): nothing to wait for
+            v.ready or v.state is VersionState.UNLOADED or ON_DEMAND in v.extra
             for name in self.registry.model_names()
             for v in self.registry.versions(name) or []
         )
@@ -154,18 +160,27 @@ class DataPlane:
         await self._control().unload_model(check_model_name(name))
 
     def ready_version(self, name: str, version: str = "") -> ModelVersion:
+        return _check_ready(name, self.resolve(name, version))
+
+    async def loaded_version(self, name: str, version: str = "") -> ModelVersion:
+        """``ready_version``, a version that loads on demand loaded first (the request waits)."""
         mv = self.resolve(name, version)
-        if not mv.ready:
-            why = f": {mv.reason}" if mv.reason else ""
-            raise ModelNotReady(
-                f"model '{name}' version {mv.version} is not ready ({mv.state.value}){why}"
-            )
+        if mv.state is not VersionState.READY:
+            mv = await self.wake(name, mv)
         return mv
+
+    async def wake(self, name: str, mv: ModelVersion) -> ModelVersion:
+        """``mv`` loaded if it loads on demand, then checked ready."""
+        if self.waker is not None:
+            await self.waker(mv)
+        return _check_ready(name, mv)
 
     # -- inference -----------------------------------------------------------------------------
 
     async def infer(self, request: InferenceRequest) -> InferenceResponse:
-        mv = self.ready_version(request.model_name, request.model_version)
+        mv = self.resolve(request.model_name, request.model_version)
+        if mv.state is not VersionState.READY:
+            mv = await self.wake(request.model_name, mv)
         call = Call(perf_counter_ns())
         try:
             invoker = prepare(mv, request)
@@ -257,6 +272,15 @@ class DataPlane:
         if self.observer is not None:
             protocol = request.context.get(PROTOCOL, "")
             self.observer.observe(mv, protocol, outcome, call, perf_counter_ns())
+
+
+def _check_ready(name: str, mv: ModelVersion) -> ModelVersion:
+    if not mv.ready:
+        why = f": {mv.reason}" if mv.reason else ""
+        raise ModelNotReady(
+            f"model '{name}' version {mv.version} is not ready ({mv.state.value}){why}"
+        )
+    return mv
 
 
 def check_model_name(name: str) -> str:

@@ -45,7 +45,7 @@ from rosettaserve.core.generate import (
     GenerateRequest,
     TextGenerator,
 )
-from rosettaserve.core.registry import ModelVersion
+from rosettaserve.core.registry import ModelVersion, VersionState
 from rosettaserve.core.run_at_once import bounded
 from rosettaserve.core.structured_output import prepare_constraint
 
@@ -163,6 +163,19 @@ class GenerationPlane:
             which = f"model '{name}' version {version}" if version else f"model '{name}'"
             raise ModelNotFound(f"the {which} does not exist")
         raise ModelNotFound("no text generation model (runtime: llm or vllm) is served")
+
+    async def loaded(self, name: str = "", version: str = "") -> tuple[ModelVersion, TextGenerator]:
+        """``find``, the LLM model named loaded first if it loads on demand (the request waits:
+        load: lazy, or unloaded when idle or evicted)."""
+        versions = self.dataplane.registry.versions(name) if name else None
+        waker = self.dataplane.waker
+        if versions and waker is not None:
+            chosen = [v for v in versions if not version or v.version == version]
+            if chosen and not any(v.ready for v in chosen):
+                latest = max(chosen, key=lambda v: int(v.version))
+                if latest.state is VersionState.UNLOADED and latest.runtime in TEXT_RUNTIMES:
+                    await waker(latest)
+        return self.find(name, version)
 
     def generators(self) -> list[tuple[ModelVersion, TextGenerator]]:
         """Every LLM model's highest ready version."""
@@ -385,6 +398,7 @@ class Generation:
         self.closed = True
         self.stream.cancel()
         self.mv.__exit__(None, None, None)
+        self.mv.stats.last_inference_ms = time.time_ns() // 1_000_000  # its idle time from now
         if self.series is None:
             return
         prompt = self.prompt_tokens

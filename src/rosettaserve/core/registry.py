@@ -13,12 +13,19 @@ from rosettaserve.core.model import Model
 from rosettaserve.core.stats import ModelStats
 from rosettaserve.core.types import TensorSpec
 
+# ModelVersion.extra: seconds unused after which the version is unloaded, as a request set it
+# (Ollama's keep_alive; negative: never); wins over model.yaml's unload_after_idle
+KEEP_ALIVE = "keep_alive_s"
+# ModelVersion.extra: set while it loads on demand (the server's readiness does not wait for it)
+ON_DEMAND = "on_demand"
+
 
 class VersionState(Enum):
     LOADING = "LOADING"
     READY = "READY"
     UNAVAILABLE = "UNAVAILABLE"  # failed to load, or every instance is stuck; ``reason``: why
     UNLOADING = "UNLOADING"
+    UNLOADED = "UNLOADED"  # served, but loads on its next request; ``reason``: lazy, idle, evicted
 
 
 @dataclass(frozen=True)
@@ -102,6 +109,8 @@ class ModelVersion:
     timeout_us: int | None = None  # default request timeout; None: the server's (0: none)
     response_cache: bool = False  # its answers are cached (model.yaml asks, --cache-size is set)
     load_seconds: float = 0.0
+    resident_bytes: int = 0  # the memory its load took (measured), 0 while not loaded
+    loaded_ms: int = 0  # wall time of its last load (ms): idle since this or its last request
     inflight: int = 0
     labels: list[str] = field(default_factory=list)
     class_labels: list[str] = field(default_factory=list)  # labels.txt: index -> class name
@@ -150,6 +159,7 @@ class IndexEntry:
     version: str
     state: str
     reason: str
+    resident_bytes: int = 0  # the memory a loaded version holds (measured at its load)
 
 
 class ModelControl(Protocol):

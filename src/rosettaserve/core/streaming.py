@@ -61,7 +61,7 @@ async def responses(dp: DataPlane, request: InferenceRequest) -> AsyncIterator[I
     from rosettaserve.core.dataplane import input_arrays, prepare
     from rosettaserve.core.outputs import to_response
 
-    mv = dp.ready_version(request.model_name, request.model_version)
+    mv = await dp.loaded_version(request.model_name, request.model_version)
     call = Call(perf_counter_ns())
     try:
         invoker = prepare(mv, request)

@@ -111,6 +111,7 @@ class VersionRow:
     batches: dict[int, int]  # executions per batch size
     llm: LlmGauges | None = None  # an LLM engine's gauges
     totals: TensorTotals | None = None  # its statistics' running totals (Triton's names)
+    resident: int = 0  # bytes its load took (0: not loaded)
 
 
 @dataclass
@@ -282,7 +283,9 @@ def _row(mv: ModelVersion) -> VersionRow:
     if mv.response_cache:
         hit, miss = stats.cache_hit, stats.cache_miss
         totals.cache = CacheTotals(hit.count, hit.ns, miss.count, miss.ns)
-    return VersionRow(mv.state.value, mv.inflight, waiting or 0, batches, llm_gauges(mv), totals)
+    row = VersionRow(mv.state.value, mv.inflight, waiting or 0, batches, llm_gauges(mv), totals)
+    row.resident = mv.resident_bytes
+    return row
 
 
 def llm_gauges(mv: ModelVersion) -> LlmGauges | None:
@@ -343,6 +346,11 @@ HELP = {
     "inflight_requests": ("gauge", "Requests inside a model version now (queued or running)"),
     "queued_requests": ("gauge", "Requests waiting in a model version's batcher queue now"),
     "model_state": ("gauge", "Worker processes in which the version is in this state"),
+    "model_resident_bytes": (
+        "gauge",
+        "Memory a loaded model version holds: the process's growth while it loaded (summed "
+        "over workers; 0 while unloaded)",
+    ),
     "worker_processes": ("gauge", "Worker processes whose metrics are included"),
 }
 PROCESS_HELP = {
@@ -364,6 +372,7 @@ def render(snapshots: list[Snapshot]) -> bytes:
         "inflight_requests": list(_gauge(snapshots, "inflight")),
         "queued_requests": list(_gauge(snapshots, "queued")),
         "model_state": list(_states(snapshots)),
+        "model_resident_bytes": list(_resident(snapshots)),
         "worker_processes": [f"{PREFIX}worker_processes {len(snapshots)}"],
     }
     for name, samples in families.items():
@@ -453,6 +462,15 @@ def _gauge(snapshots: list[Snapshot], attr: str) -> Iterator[str]:
             totals[key] = totals.get(key, 0) + getattr(row, attr)
     for (model, version), value in sorted(totals.items()):
         yield f"{PREFIX}{attr}_requests{{{label_set(model=model, version=version)}}} {value}"
+
+
+def _resident(snapshots: list[Snapshot]) -> Iterator[str]:
+    totals: dict[ModelKey, int] = {}
+    for snap in snapshots:
+        for key, row in snap.versions.items():
+            totals[key] = totals.get(key, 0) + row.resident
+    for (model, version), value in sorted(totals.items()):
+        yield f"{PREFIX}model_resident_bytes{{{label_set(model=model, version=version)}}} {value}"
 
 
 def _states(snapshots: list[Snapshot]) -> Iterator[str]:

@@ -142,7 +142,9 @@ def _add_rows(a: VersionRow, b: VersionRow) -> VersionRow:
     for size, n in b.batches.items():
         batches[size] = batches.get(size, 0) + n
     state = a.state if a.state == b.state else f"{a.state}/{b.state}"
-    return VersionRow(state, a.inflight + b.inflight, a.queued + b.queued, batches)
+    row = VersionRow(state, a.inflight + b.inflight, a.queued + b.queued, batches)
+    row.resident = a.resident + b.resident
+    return row
 
 
 def _model_doc(key: ModelKey, m: _Model, mv: ModelVersion | None) -> dict[str, Any]:
@@ -156,6 +158,7 @@ def _model_doc(key: ModelKey, m: _Model, mv: ModelVersion | None) -> dict[str, A
         "reason": mv.reason if mv is not None else "",
         "runtime": mv.runtime if mv is not None else "",
         "load_seconds": round(mv.load_seconds, 3) if mv is not None else None,
+        "resident_bytes": row.resident if row is not None else 0,  # measured at its load
         "max_batch_size": mv.max_batch_size if mv is not None else 0,
         "dynamic_batching": bool(mv is not None and mv.dynamic_batching is not None),
         "requests": dict(sorted(m.outcomes.items())),

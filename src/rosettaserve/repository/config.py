@@ -55,6 +55,8 @@ class ModelConfig:
     timeout_us: int | None  # default_timeout_microseconds; None: --request-timeout
     instances: int | None  # execution instances; None: the runtime's default
     isolation: str  # thread: in the server process; process: worker processes
+    load: str | None = None  # eager | lazy; None: the server's --load
+    unload_after_idle: float | None = None  # seconds unused before it is unloaded; None: never
     raw: dict[str, Any] = field(default_factory=dict)
     warmup: tuple[WarmupSample, ...] = ()
     sequence_batching: SequenceBatching | None = None
@@ -104,6 +106,8 @@ def parse_config(raw: dict[str, Any]) -> ModelConfig:
         timeout_us=values["default_timeout_microseconds"],
         instances=values["instances"],
         isolation=values["isolation"],
+        load=values["load"],
+        unload_after_idle=values["unload_after_idle"],
         raw=raw,
         warmup=warmup,
         sequence_batching=sequences,

@@ -20,6 +20,7 @@ from rosettaserve.core.invoker import Invoker
 from rosettaserve.core.model import Model
 from rosettaserve.core.registry import IndexEntry, ModelVersion, VersionState
 from rosettaserve.core.timeouts import within
+from rosettaserve.repository import residency
 from rosettaserve.repository.config import CONFIG_FILE, ConfigError, ModelConfig, read_config
 from rosettaserve.repository.layout import (
     ModelDir,
@@ -27,6 +28,8 @@ from rosettaserve.repository.layout import (
     scan_model,
     scan_repository,
 )
+from rosettaserve.repository.on_demand import DRAIN_TIMEOUT_S, OnDemand
+from rosettaserve.repository.residency import Demand
 from rosettaserve.repository.warmup import WarmupFailed, sample_arrays, warm_up
 from rosettaserve.scheduling.batcher import schedule
 from rosettaserve.scheduling.isolation import ProcessModel
@@ -37,7 +40,6 @@ log = logging.getLogger("rosettaserve.repository")
 Reporter = Callable[[list[ModelVersion]], None]  # called once per batch of loaded versions
 # (name, version, version folder, its config) -> the model, built but not loaded
 ModelFactory = Callable[[str, str, Path, ModelConfig], Model]
-DRAIN_TIMEOUT_S = 60.0
 UNLOAD_MIN_S = 2.0  # a model's unload gets at least this long, even past the drain deadline
 # Runtimes whose predict spends its time in native code that releases the GIL (ONNX Runtime,
 # scikit-learn's numeric kernels): calls on several threads run in parallel, so by default they
@@ -60,19 +62,24 @@ class ModelEntry:
     rejected: tuple[float, ...] = ()
 
 
-class ModelRepository:
+class ModelRepository(OnDemand):
     def __init__(
         self,
         root: Path,
         create: ModelFactory,
         report: Reporter | None = None,
         cache: ResponseCache | None = None,
+        demand: Demand | None = None,
     ) -> None:
         self.root = root
         self._create = create
         self._cache = cache  # --cache-size: the answers of models with response_cache: true
         self._entries: dict[str, ModelEntry] = {}
         self._report = report or (lambda versions: None)
+        self.demand = demand or Demand()
+        self._loads = asyncio.Lock()  # loads take turns: each one's memory growth is its own
+        self._waking: dict[ModelVersion, asyncio.Future[None]] = {}  # on-demand loads running
+        self._sizes: dict[tuple[str, str], int] = {}  # what each version held when last loaded
 
     # -- Registry protocol ---------------------------------------------------------------------
 
@@ -107,8 +114,12 @@ class ModelRepository:
     async def _load_versions(self, entry: ModelEntry, numbers: list[int]) -> None:
         fresh = [self._placeholder(entry, n) for n in numbers]
         entry.versions = sorted([*entry.versions, *fresh], key=lambda v: int(v.version))
+        lazy = (entry.config.load if entry.config else None) or self.demand.mode
         for mv in fresh:
-            await self._load_one(entry, mv)
+            if lazy == residency.LAZY and entry.config is not None:
+                mv.state, mv.reason = VersionState.UNLOADED, residency.LAZY
+            else:
+                await self._load_one(entry, mv)
         if fresh:
             self._report(fresh)
 
@@ -127,22 +138,30 @@ class ModelRepository:
         )
 
     async def _load_one(self, entry: ModelEntry, mv: ModelVersion) -> None:
+        """The one way a version loads (at start, on request, on demand): its memory measured,
+        then held against the budget."""
         start = time.perf_counter()
         if entry.config is None:
             _fail(mv, entry.error)
         else:
             path = entry.dir.versions[int(mv.version)]
-            try:
-                mv.class_labels = await run_loading(read_class_labels, entry.dir.path)
-                invoker = await run_loading(_load_blocking, mv, path, entry.config, self._create)
-            except Exception as exc:  # any failure keeps the server and other models serving
-                _fail(mv, load_failure(exc), None if isinstance(exc, ConfigError) else exc)
-            else:
-                if entry.config.response_cache and self._cache is not None:
-                    assert mv.invoker is not None
-                    mv.invoker = CachedInvoker(mv.invoker, self._cache, mv)
-                    mv.response_cache = True
-                await _warm_up(mv, invoker, entry.dir.path, entry.config)
+            async with self._loads:
+                await self._make_room(mv, self._sizes.get((mv.name, mv.version), 0))
+                before = residency.rss_bytes()
+                try:
+                    mv.class_labels = await run_loading(read_class_labels, entry.dir.path)
+                    invoker = await run_loading(
+                        _load_blocking, mv, path, entry.config, self._create
+                    )
+                except Exception as exc:  # any failure keeps the server and other models serving
+                    _fail(mv, load_failure(exc), None if isinstance(exc, ConfigError) else exc)
+                else:
+                    if entry.config.response_cache and self._cache is not None:
+                        assert mv.invoker is not None
+                        mv.invoker = CachedInvoker(mv.invoker, self._cache, mv)
+                        mv.response_cache = True
+                    await _warm_up(mv, invoker, entry.dir.path, entry.config)
+                    await self._hold(mv, residency.resident(mv, before))
         mv.load_seconds = time.perf_counter() - start
 
     # -- unloading -----------------------------------------------------------------------------
@@ -153,8 +172,12 @@ class ModelRepository:
         """Stop routing to ``mv``, let requests in flight finish, then release it (by
         ``deadline``, monotonic time: a model's unload that outlasts it is left behind)."""
         entry.versions = [v for v in entry.versions if v is not mv]
+        await self._release(mv, deadline or time.monotonic() + DRAIN_TIMEOUT_S)
+        log.info("unloaded model %s version %s", mv.name, mv.version)
+
+    async def _release(self, mv: ModelVersion, deadline: float) -> None:
+        """The one way a version's model is released: drained, unloaded, its instances closed."""
         mv.state = VersionState.UNLOADING
-        deadline = deadline or time.monotonic() + DRAIN_TIMEOUT_S
         while mv.inflight and time.monotonic() < deadline:
             await asyncio.sleep(0.01)
         if mv.model is not None:
@@ -167,7 +190,6 @@ class ModelRepository:
                 log.exception("unloading %s version %s failed", mv.name, mv.version)
         if mv.instances is not None:
             mv.instances.close()
-        log.info("unloaded model %s version %s", mv.name, mv.version)
 
     async def unload_all(self, deadline: float | None = None) -> None:
         """Every version, all at once, each drained and released by ``deadline`` (monotonic)."""
@@ -192,7 +214,8 @@ class ModelRepository:
                 rows.append(IndexEntry(name, "", VersionState.UNAVAILABLE.value, why))
                 continue
             rows.extend(
-                IndexEntry(name, v.version, v.state.value, v.reason) for v in entry.versions
+                IndexEntry(name, v.version, v.state.value, v.reason, v.resident_bytes)
+                for v in entry.versions
             )
         return rows
 
@@ -205,6 +228,10 @@ class ModelRepository:
             failure = _failure(self._entries[name].versions)
         else:
             failure = await self._replace_model(entry, model_dir)
+        for mv in list(self._entries[name].versions):  # asked for: lazy ones load too
+            if not failure and mv.state is VersionState.UNLOADED:
+                await self.wake(mv)
+                failure = _failure([mv])
         if failure:
             raise ModelError(f"model '{name}' failed to load: {failure}")
 
@@ -325,8 +352,9 @@ def _accept(entry: ModelEntry) -> None:
 
 
 def _failure(versions: list[ModelVersion]) -> str:
-    """Why the first of ``versions`` that did not load failed ("" if they all loaded)."""
-    return next((v.reason for v in versions if not v.ready), "")
+    """Why the first of ``versions`` that did not load failed ("" if they all loaded, or load
+    on demand)."""
+    return next((v.reason for v in versions if v.state is VersionState.UNAVAILABLE), "")
 
 
 def _disk_state(model_dir: ModelDir) -> tuple[float, ...]:

@@ -29,6 +29,7 @@ from rosettaserve.repository.declare import (
 from rosettaserve.repository.model_yaml_triton import RESPONSE_CACHE, SEQUENCES, STEPS, WARMUP
 
 ISOLATIONS = ("thread", "process")
+LOAD_MODES = ("eager", "lazy")
 TOOL_PARSERS = tuple(sorted(PARSERS))
 TF_METHODS = ("predict", "classify", "regress")
 LLM_DTYPES = ("float32", "float16", "bfloat16", "float64")
@@ -443,6 +444,18 @@ MODEL_YAML = Section(
             Text(ISOLATIONS),
             "thread: in the server process; process: worker processes (python, torchserve)",
             "thread",
+        ),
+        Key(
+            "load",
+            Text(LOAD_MODES),
+            "eager: at start; lazy: on its first request, which waits for it",
+            default_doc="--load",
+        ),
+        Key(
+            "unload_after_idle",
+            Number(0.0),
+            "seconds unused after which it is unloaded (loaded again on its next request)",
+            default_doc="never",
         ),
         WARMUP,
         SEQUENCES,

@@ -69,6 +69,7 @@ class Server:
             self._create_model,  # the runtimes build each version's model
             report=None if self.quiet else lambda vs: say(model_line(vs)),
             cache=ResponseCache(settings.cache_size) if settings.cache_size else None,
+            demand=settings.demand,
         )
         control = settings.enable_model_control
         info = ServerInfo(
@@ -77,8 +78,13 @@ class Server:
             strict_readiness=settings.strict_readiness,
         )
         limits = Limits(settings.max_queue_size, settings.request_timeout_us)
+        # waker: versions that load on demand (load: lazy, unloaded when idle or evicted)
         self.dataplane = DataPlane(
-            self.repository, info, self.repository if control else None, limits
+            self.repository,
+            info,
+            self.repository if control else None,
+            limits,
+            self.repository.wake,
         )
         self.model_calls = ModelCalls(self.dataplane)  # models calling models (BLS, ensembles)
         self.metrics = Metrics()
@@ -210,11 +216,13 @@ class Server:
         loading = asyncio.create_task(self._load(preloaded))
         # stuck models, and models that make no progress while work waits: not ready
         watching = asyncio.create_task(watch(self._all_versions, s.stall_timeout_s))
+        idling = asyncio.create_task(self.repository.unload_idle_forever())
         await self._stopping.wait()
         if self.link is None:
             say("rosettaserve: draining in-flight requests, then stopping")
         loading.cancel()
         watching.cancel()
+        idling.cancel()
         grace = s.drain_grace_s  # then the server stops, even with model calls stuck
         deadline = time.monotonic() + grace
         await self.health.enter_graceful_shutdown()  # Watch: NOT_SERVING before the port closes

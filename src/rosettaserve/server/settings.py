@@ -7,6 +7,7 @@ from pathlib import Path
 
 from rosettaserve.core.generation_plane import DEFAULT_RESPONSES_STORE
 from rosettaserve.pd.options import PdOptions
+from rosettaserve.repository.residency import Demand
 from rosettaserve.security.tls import TlsFiles
 from rosettaserve.transport.body_pace import BodyPace
 from rosettaserve.transport.defaults import (
@@ -74,6 +75,7 @@ class Settings:
     send_timeout: float = DEFAULT_SEND_TIMEOUT  # an answer the client takes nothing of: dropped
     drain_grace_s: float = 60.0  # on SIGTERM: the longest requests in flight are waited for
     stall_timeout_s: float = 60.0  # no progress this long while work waits: not ready (0: off)
+    demand: Demand = field(default_factory=Demand)  # --load, --memory-budget, --load-timeout
     metrics_port: int | None = None  # None: /metrics on the HTTP port
     management_port: int | None = None  # None: TorchServe's management API on the HTTP port
     reuse_port: bool = False  # set by the supervisor for its workers

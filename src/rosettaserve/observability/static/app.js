@@ -4,7 +4,8 @@
 
 const INTERVAL_MS = Math.max(250, Number(new URLSearchParams(location.search).get("interval")) || 2000);
 const HISTORY = 90; // points kept per chart (3 minutes at the default interval)
-const STATES = ["READY", "LOADING", "UNLOADING", "UNAVAILABLE"];
+const REASON_LABEL = { READY: "Note", UNLOADED: "Unloaded" }; // else the reason is a failure
+const STATES = ["READY", "LOADING", "UNLOADING", "UNLOADED", "UNAVAILABLE"];
 
 let previous = null; // the last document, for rates over the poll interval
 const history = { rps: [], p99: [], model: new Map() };
@@ -107,6 +108,7 @@ function modelRows(m, rps) {
     el("td", {}, badge(m.state)),
     cell("runtime", m.runtime || "–", false),
     cell("load", m.load_seconds === null ? "–" : `${m.load_seconds.toFixed(2)} s`),
+    cell("memory", m.resident_bytes ? bytes(m.resident_bytes) : "–"),
     cell("success", int(m.requests.success || 0)),
     cell("failed", int(failed)),
     cell("rps", rate(rps)),
@@ -123,7 +125,7 @@ function modelRows(m, rps) {
   );
   if (!m.reason) return [row];
   const why = el("tr", { class: "reason", "data-reason-for": `${m.name}/${m.version}` },
-    el("td", { colspan: "18", "data-field": "reason" }, `${m.state === "READY" ? "Note" : "Failed"}: ${m.reason}`));
+    el("td", { colspan: "19", "data-field": "reason" }, `${REASON_LABEL[m.state] || "Failed"}: ${m.reason}`));
   return [row, why];
 }
 
@@ -179,7 +181,7 @@ function update(doc) {
   document.querySelector("#models tbody").replaceChildren(...rows);
   if (!doc.models.length) {
     document.querySelector("#models tbody").replaceChildren(
-      el("tr", {}, el("td", { colspan: "18", class: "muted" }, "No model in the repository.")));
+      el("tr", {}, el("td", { colspan: "19", class: "muted" }, "No model in the repository.")));
   }
   document.getElementById("llm-card").hidden = llmRows.length === 0;
   document.querySelector("#llm tbody").replaceChildren(...llmRows);

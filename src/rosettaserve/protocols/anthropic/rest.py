@@ -67,7 +67,7 @@ def stream_error(exc: ServingError, first: bytes) -> bytes:
 
 async def messages(plane: GenerationPlane, req: HttpRequest, split: Split | None) -> HttpResponse:
     doc = json_object(req.body)
-    mv, gen = plane.find(schema.model_name(doc))
+    mv, gen = await plane.loaded(schema.model_name(doc))
     mr = schema.messages_request(doc, gen.info.max_stop_sequences)
     plan, chat = family_plan(
         mr.tools, mr.tool_choice, gen.info.options, mv.name, mr.generate.sampling
@@ -92,7 +92,7 @@ async def count_tokens(
     plane: GenerationPlane, req: HttpRequest, split: Split | None
 ) -> HttpResponse:
     doc = json_object(req.body)
-    mv, gen = plane.find(schema.model_name(doc))
+    mv, gen = await plane.loaded(schema.model_name(doc))
     mr = schema.messages_request(doc, gen.info.max_stop_sequences, counting=True)
     offered = mr.tools and mr.tool_choice.mode is not ChoiceMode.NONE  # as messages renders them
     chat = ChatTemplate(tools=template_tools(mr.tools)) if offered else None

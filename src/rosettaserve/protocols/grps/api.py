@@ -13,7 +13,13 @@ import yaml
 
 from rosettaserve.core.call import PROTOCOL
 from rosettaserve.core.dataplane import DataPlane
-from rosettaserve.core.errors import InvalidInput, ModelNotFound, ServingError, bounded
+from rosettaserve.core.errors import (
+    InvalidInput,
+    ModelNotFound,
+    ModelNotReady,
+    ServingError,
+    bounded,
+)
 from rosettaserve.core.registry import ModelVersion
 from rosettaserve.core.status import ErrorKind
 from rosettaserve.core.types import InferenceRequest, InferenceResponse
@@ -81,7 +87,12 @@ class GrpsApi:
     async def infer(
         self, payload: convert.Payload, query_model: str = "", protocol: str = "grps"
     ) -> InferenceResponse:
-        return await self.dp.infer(self.request(payload, query_model, protocol))
+        try:
+            request = self.request(payload, query_model, protocol)
+        except ModelNotReady:  # it may load on demand (load: lazy, unloaded when idle): wait
+            await self.dp.loaded_version(*self.select(payload.model, query_model))
+            request = self.request(payload, query_model, protocol)
+        return await self.dp.infer(request)
 
     def infer_stream(
         self, payload: convert.Payload, query_model: str = "", protocol: str = "grps"

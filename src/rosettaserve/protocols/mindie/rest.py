@@ -84,7 +84,7 @@ async def infer(plane: GenerationPlane, req: HttpRequest, split: Split | None) -
     doc = json_object(req.body)
     f = Fields(doc)
     p = f.object("parameters")
-    mv, gen = plane.find(f.string("model") or "")
+    mv, gen = await plane.loaded(f.string("model") or "")
     params = read_sampling(p, SAMPLING, gen.info.max_stop_sequences)
     request = GenerateRequest(sampling=params, stream=f.boolean("stream", False))
     prompt_of(doc, request)

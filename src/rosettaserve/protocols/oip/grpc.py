@@ -88,7 +88,7 @@ class OipServicer:
             core_request = parse_infer(request, True)
         except LargeWork:  # a BYTES tensor too large to decode on the event loop
             core_request = await run_request_work(parse_infer, request, False)
-        mv = self.dp.ready_version(core_request.model_name, core_request.model_version)
+        mv = await self.dp.loaded_version(core_request.model_name, core_request.model_version)
         decoupled = mv.invoker is not None and mv.invoker.streams
         async for response in self.dp.infer_stream(core_request):
             requested.answer(self.dp, core_request, response)

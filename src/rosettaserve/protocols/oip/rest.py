@@ -137,7 +137,7 @@ def repository_routes(dp: DataPlane) -> list[Route]:
         return json_response(
             [
                 {"name": r.name, "state": r.state, "reason": r.reason}
-                | ({"version": r.version} if r.version else {})
+                | ({"version": r.version, "resident_bytes": r.resident_bytes} if r.version else {})
                 for r in rows
             ]
         )

@@ -76,10 +76,16 @@ async def tags(plane: GenerationPlane, req: HttpRequest, split: Split | None) ->
 
 
 async def ps(plane: GenerationPlane, req: HttpRequest, split: Split | None) -> HttpResponse:
-    """Every served model is loaded and stays so (``expires_at`` null: keep_alive does not
-    unload here)."""
+    """The served models with the memory each holds (measured at its load; ``expires_at``
+    null: keep_alive does not unload here)."""
     models = [
-        _listed(mv, f) | {"expires_at": None, "size_vram": 0, "context_length": f["window"]}
+        _listed(mv, f)
+        | {
+            "size": mv.resident_bytes,
+            "expires_at": None,
+            "size_vram": 0,
+            "context_length": f["window"],
+        }
         for mv, f in _served(plane)
     ]
     return json_response({"models": models})

@@ -28,7 +28,7 @@ from rosettaserve.core.generate import (
     json_object,
 )
 from rosettaserve.core.generation_plane import Generation, GenerationPlane, Split, chat_prompt
-from rosettaserve.core.registry import ModelVersion
+from rosettaserve.core.registry import KEEP_ALIVE, ModelVersion
 from rosettaserve.protocols.llm_http import Endpoint, streamed
 from rosettaserve.protocols.ollama import schema
 from rosettaserve.protocols.openai.rest import chat_tool_plan
@@ -70,11 +70,11 @@ def now() -> str:
     return str(_CLOCK[1])
 
 
-def find(plane: GenerationPlane, name: str) -> tuple[ModelVersion, TextGenerator]:
+async def find(plane: GenerationPlane, name: str) -> tuple[ModelVersion, TextGenerator]:
     """The model ``NAME`` or ``NAME:TAG``; a missing one answered in Ollama's words."""
     base, version = schema.split_name(name)
     try:
-        return plane.find(base, version)
+        return await plane.loaded(base, version)
     except ModelNotFound:
         raise ModelNotFound(f'model "{name}" not found, try pulling it first') from None
 
@@ -96,7 +96,12 @@ async def _serve(
     start = perf_counter_ns()
     doc = json_object(req.body)
     name = schema.model_name(doc)
-    mv, gen = find(plane, name)
+    mv, gen = await find(plane, name)
+    keep_alive = schema.keep_alive_seconds(doc)  # this request's idle time, else model.yaml's
+    if keep_alive is None:
+        mv.extra.pop(KEEP_ALIVE, None)
+    else:
+        mv.extra[KEEP_ALIVE] = keep_alive
     info = gen.info
     if chat:
         ol = schema.chat_request(doc, info.max_stop_sequences, info.max_model_len)

@@ -19,6 +19,7 @@ completion's.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -166,9 +167,29 @@ def _sampling(oa: OpenAIRequest, doc: dict[str, Any], max_stop: int, window: int
     params.constraint = read_constraint(doc, OLLAMA_FORMS)
     oa.generate.sampling = params
     oa.generate.stream = f.boolean("stream", True)
-    keep_alive = doc.get("keep_alive")
-    if keep_alive is not None and not isinstance(keep_alive, str | int | float):
-        raise InvalidInput('keep_alive must be a duration ("5m") or a number of seconds')
+    keep_alive_seconds(doc)
+
+
+def keep_alive_seconds(doc: dict[str, Any]) -> float | None:
+    """``keep_alive``: how long the model stays loaded unused after this request, in seconds
+    (a number, or a duration as Ollama writes it: "5m", "1h30m", "0"; negative: for ever);
+    None when the request does not say."""
+    value = doc.get("keep_alive")
+    if value is None:
+        return None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str):
+        text = value.strip()
+        sign = -1.0 if text.startswith("-") else 1.0
+        parts = _DURATION_PART.findall(text.lstrip("+-"))
+        if parts and "".join(n + u for n, u in parts) == text.lstrip("+-"):
+            return sign * sum(float(n) * _DURATION_UNITS[u or "s"] for n, u in parts)
+    raise InvalidInput('keep_alive must be a duration ("5m") or a number of seconds')
+
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h|)")
+_DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
 # -- messages ------------------------------------------------------------------------------------

@@ -68,7 +68,7 @@ def stream_error(exc: ServingError, first: bytes) -> bytes:
 
 async def create(plane: GenerationPlane, req: HttpRequest, split: Split | None) -> HttpResponse:
     doc = json_object(req.body)
-    mv, gen = plane.find(model_name(doc))
+    mv, gen = await plane.loaded(model_name(doc))
     rr = responses_request(doc, gen.info.max_stop_sequences)
     plan, chat = family_plan(
         rr.tools, rr.tool_choice, gen.info.options, mv.name, rr.generate.sampling

@@ -39,7 +39,7 @@ def stream_error(exc: ServingError, first: bytes) -> bytes:
 
 async def chat(plane: GenerationPlane, req: HttpRequest, split: Split | None) -> HttpResponse:
     doc = json_object(req.body)
-    mv, gen = plane.find(schema.model_name(doc))
+    mv, gen = await plane.loaded(schema.model_name(doc))
     info = gen.info
     trusted = plane.trust_request_chat_template
     oa, messages = schema.chat_request(doc, info.max_n, info.max_stop_sequences, trusted)
@@ -72,7 +72,7 @@ async def completions(
     plane: GenerationPlane, req: HttpRequest, split: Split | None
 ) -> HttpResponse:
     doc = json_object(req.body)
-    mv, gen = plane.find(schema.model_name(doc))
+    mv, gen = await plane.loaded(schema.model_name(doc))
     oa = schema.completion_request(doc, gen.info.max_n, gen.info.max_stop_sequences)
     reply = Reply("text", mv.name, *reply_identity(split, "cmpl"))
     oa.generate.request_id = reply.id

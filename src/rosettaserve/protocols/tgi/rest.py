@@ -36,7 +36,7 @@ async def run(
     stream: bool | None,
     as_list: bool,
 ) -> HttpResponse:
-    mv, gen = plane.find(Fields(doc).string("model") or "")
+    mv, gen = await plane.loaded(Fields(doc).string("model") or "")
     tgi = tgi_request(doc, gen.info.max_stop_sequences, stream)
     await _truncate(gen, tgi)
     prefix = (tgi.generate.prompt or "") if tgi.return_full_text else ""

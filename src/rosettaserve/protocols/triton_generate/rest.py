@@ -92,7 +92,7 @@ async def run(
 ) -> HttpResponse:
     doc = json_object(req.body)
     text = inputs_text(doc, "text_input")
-    mv, gen = plane.find(req.params["model"], req.params.get("version", ""))
+    mv, gen = await plane.loaded(req.params["model"], req.params.get("version", ""))
     p = Fields(parameters(doc), "parameters")
     params = read_sampling(p, SAMPLING, gen.info.max_stop_sequences)
     reply = Reply(doc, mv.name, mv.version, p.boolean("details", False))

@@ -111,7 +111,7 @@ async def _generate(
     prompt = f.string("prompt")
     if not prompt:
         raise InvalidInput("'prompt' must be a non-empty string")
-    mv, gen = plane.find(f.string("model") or "")
+    mv, gen = await plane.loaded(f.string("model") or "")
     params, n = sampling(f, gen.info.max_n, gen.info.max_stop_sequences)
     request = GenerateRequest(
         prompt=prompt, sampling=params, n=n, stream=f.boolean("stream", False)
