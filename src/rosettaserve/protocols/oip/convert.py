@@ -14,7 +14,7 @@ from rosettaserve.core.errors import InvalidInput
 from rosettaserve.core.executor import LET_OTHERS_RUN, LargeWork, let_others_run
 from rosettaserve.core.registry import ModelVersion
 from rosettaserve.core.types import InferenceRequest, InferenceResponse, RequestedOutput, Tensor
-from rosettaserve.protocols.oip import requested, shared_memory
+from rosettaserve.protocols.oip import classification, requested, shared_memory
 
 # Final: compiled, constants or C statics, not a lookup in the module's dict (a batched request
 # looked up ~12 of them) [cost: final-static]
@@ -38,6 +38,29 @@ SEARCHED_VALUES: Final = 64
 _SPLICE_MARK: Final = b"\x00"
 _SPLICE: Final = orjson.Fragment(_SPLICE_MARK)
 _NO_OUTPUTS: Final[dict[str, dict[str, Any]]] = {}  # no outputs named: never written to
+# Triton's extensions a tensor's parameters may ask for, looked up here (compiled) so that a
+# request asking none of them never calls their modules (interpreted) [cost: extension-keys]
+SHM_REGION: Final = shared_memory.REGION
+SHM_OFFSET: Final = shared_memory.OFFSET
+SHM_SIZE: Final = shared_memory.BYTE_SIZE
+CLASSES: Final = classification.CLASSIFICATION
+ANSWERED: Final = (shared_memory.OUTPUTS, classification.COUNTS)  # request.context keys
+
+
+def asks_extensions(outputs: list[RequestedOutput] | None) -> bool:
+    """Whether requested outputs ask for shared memory or classes (requested.note reads them)."""
+    if outputs is not None:
+        for out in outputs:
+            p = out.parameters
+            if p and (SHM_REGION in p or SHM_OFFSET in p or SHM_SIZE in p or CLASSES in p):
+                return True
+    return False
+
+
+def answered_by_extensions(request: InferenceRequest) -> bool:
+    """Whether the answer goes through requested.answer (classes, shared memory)."""
+    context = request.context
+    return ANSWERED[0] in context or ANSWERED[1] in context
 
 
 def json_length(header: str | None, body_size: int) -> int:
@@ -101,7 +124,8 @@ def parse_infer(
         parameters=parameters,
         context=request_context(parameters, "oip_rest", {BINARY_OUTPUT_KEY: binary_default}),
     )
-    requested.note(request)
+    if asks_extensions(request.outputs):
+        requested.note(request)
     return request
 
 
@@ -193,7 +217,9 @@ def _parse_input(item: Any, index: int, blobs: _Blobs, inline: bool) -> Tensor:
     params = _parameters(item.get("parameters"), "input", name)
     size = params.get(BINARY_SIZE_KEY)
     has_data = item.get("data") is not None  # kserve's client sends "data": null beside binary
-    region = shared_memory.input_bytes(params, name)
+    region = None
+    if params and (SHM_REGION in params or SHM_OFFSET in params or SHM_SIZE in params):
+        region = shared_memory.input_bytes(params, name)
     if region is not None or has_data == (size is not None):
         _one_source(name, has_data, size is not None, region is not None)
     if region is not None:
@@ -273,7 +299,7 @@ def encode_infer(
     spliced: list[np.ndarray] = []  # float32 outputs written into the answer (_SPLICE)
     for tensor in response.outputs:
         params = wanted.get(tensor.name, {})
-        if params and shared_memory.in_shared_memory(params):  # written there: no data here
+        if params and SHM_REGION in params:  # written in shared memory: no data here
             outputs.append(_tensor_metadata(tensor))
             continue
         binary = bool(params.get(BINARY_DATA_KEY, default_binary))

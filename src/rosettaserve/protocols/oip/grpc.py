@@ -91,7 +91,8 @@ class OipServicer:
         mv = await self.dp.loaded_version(core_request.model_name, core_request.model_version)
         decoupled = mv.invoker is not None and mv.invoker.streams
         async for response in self.dp.infer_stream(core_request):
-            requested.answer(self.dp, core_request, response)
+            if convert.answered_by_extensions(core_request):
+                requested.answer(self.dp, core_request, response)
             try:
                 msg = encode_infer(response, True)
             except LargeWork:  # a BYTES output too large to encode on the event loop

@@ -26,7 +26,7 @@ from rosettaserve.core.types import (
     Tensor,
 )
 from rosettaserve.protocols.oip import requested, shared_memory
-from rosettaserve.protocols.oip.convert import request_context
+from rosettaserve.protocols.oip.convert import asks_extensions, request_context
 from rosettaserve.protocols.oip.pb import grpc_service_pb2 as pb
 
 # V2 datatype -> the InferTensorContents field that carries it (FP16/BF16 travel raw only)
@@ -170,7 +170,8 @@ def build_request(
         parameters=parameters,
         context=request_context(parameters, "oip_grpc"),
     )
-    requested.note(request)
+    if asks_extensions(request.outputs):
+        requested.note(request)
     return request
 
 

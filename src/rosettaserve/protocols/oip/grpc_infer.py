@@ -11,6 +11,7 @@ from rosettaserve.core.call import TIMEOUT_US
 from rosettaserve.core.dataplane import DataPlane
 from rosettaserve.core.executor import LargeWork, run_request_work
 from rosettaserve.core.types import InferenceRequest
+from rosettaserve.protocols.oip.convert import answered_by_extensions
 from rosettaserve.protocols.oip.grpc_wire import reply_bytes, request_from
 from rosettaserve.protocols.oip.requested import answer
 
@@ -22,7 +23,8 @@ async def model_infer(dp: DataPlane, request: bytes, context: Any) -> bytes:
     except LargeWork:  # contents too large to decode on the event loop
         core = await run_request_work(request_from, request, False)
     response = await dp.infer(within_deadline(core, context))
-    answer(dp, core, response)
+    if answered_by_extensions(core):
+        answer(dp, core, response)
     try:
         return reply_bytes(response, True)
     except LargeWork:  # a BYTES output too large to encode on the event loop

@@ -114,7 +114,8 @@ def infer_routes(dp: DataPlane) -> list[Route]:
             parse = convert.parse_infer
             request = await run_request_work(parse, raw, header, model, version, False)
         response = await dp.infer(request)
-        requested.answer(dp, request, response)
+        if convert.answered_by_extensions(request):
+            requested.answer(dp, request, response)
         try:
             body, blobs, header_length = convert.encode_infer(response, request, True)
         except LargeWork:  # a BYTES output too large to encode on the event loop
