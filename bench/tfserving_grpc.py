@@ -42,8 +42,8 @@ from loadgen import Load, h2load  # noqa: E402
 from rosetta import identity_repo  # noqa: E402
 
 from rosettaserve.protocols.oip.pb import grpc_service_pb2 as oip  # noqa: E402
+from rosettaserve.protocols.tfserving import messages as tfs  # noqa: E402
 from rosettaserve.protocols.tfserving import tensorproto  # noqa: E402
-from rosettaserve.protocols.tfserving.pb import serving_pb2 as tfs  # noqa: E402
 
 PREDICT = "/tensorflow.serving.PredictionService/Predict"
 INFER = "/inference.GRPCInferenceService/ModelInfer"

@@ -206,8 +206,8 @@ def tfserving_bodies() -> dict[str, bytes]:
 def tensor_protos() -> dict[str, bytes]:
     """TensorProtos as tf.make_tensor_proto writes them: tensor_content, typed values, one
     value standing for a shape, strings."""
+    from rosettaserve.protocols.tfserving import messages as tfpb
     from rosettaserve.protocols.tfserving import tensorproto
-    from rosettaserve.protocols.tfserving.pb import tensorflow_pb2 as tfpb
 
     def typed(dtype: int, dims: list[int], **values: list[Any]) -> bytes:
         proto = tfpb.TensorProto(dtype=dtype, **values)

@@ -12,8 +12,7 @@ from rosettaserve.core.errors import InvalidInput
 from rosettaserve.core.types import Tensor, TensorSpec
 from rosettaserve.protocols.tfserving import examples, tensorproto
 from rosettaserve.protocols.tfserving import grpc_convert as conv
-from rosettaserve.protocols.tfserving.pb import serving_pb2 as pb
-from rosettaserve.protocols.tfserving.pb import tensorflow_pb2 as tfpb
+from rosettaserve.protocols.tfserving import messages as pb
 from rosettaserve.protocols.tfserving.signatures import Signature
 from rosettaserve.protocols.tfserving.status import Target
 
@@ -38,7 +37,7 @@ def test_target_from_model_spec() -> None:
 
 
 def floats(*values: float) -> Any:
-    proto = tfpb.TensorProto(dtype=tfpb.DT_FLOAT, float_val=values)
+    proto = pb.TensorProto(dtype=pb.DT_FLOAT, float_val=values)
     proto.tensor_shape.dim.add().size = len(values)
     return proto
 
@@ -55,7 +54,7 @@ def test_predict_inputs_and_checks() -> None:
         "input size does not match signature: 1!=1 len({w}) != len({x}). Sent extra: {w}. "
         "Missing but required: {x}."
     )
-    ints = tfpb.TensorProto(dtype=tfpb.DT_INT64, int64_val=[1])
+    ints = pb.TensorProto(dtype=pb.DT_INT64, int64_val=[1])
     with pytest.raises(InvalidInput, match=r"^Expects arg\[0\] to be float but int64 is provided$"):
         conv.predict_inputs(pb.PredictRequest(inputs={"x": ints}), SIGNATURE)
 
@@ -73,7 +72,7 @@ def test_output_filter() -> None:
 
 
 def example(**features: Any) -> Any:
-    made = tfpb.Example()
+    made = pb.Example()
     for name, values in features.items():
         feature = made.features.feature[name]
         if isinstance(values[0], bytes):
@@ -129,13 +128,13 @@ def test_predict_response_names_the_version_and_signature() -> None:
     assert (response.model_spec.name, response.model_spec.version.value) == ("m", 7)
     assert response.model_spec.signature_name == "serving_default"
     assert response.outputs["y"].tensor_content == np.float32(2.5).tobytes()
-    assert list(response.outputs["y"].tensor_shape.dim) == [tfpb.TensorShapeProto.Dim(size=1)]
+    assert list(response.outputs["y"].tensor_shape.dim) == [pb.TensorShapeProto.Dim(size=1)]
 
 
 def by_protobuf(data: np.ndarray, datatype: str) -> Any:
     """The TensorProto TF Serving answers, built with protobuf's own API."""
-    made = tfpb.TensorProto(dtype=tensorproto.TO_DT[datatype])
-    made.tensor_shape.dim.extend(tfpb.TensorShapeProto.Dim(size=d) for d in data.shape)
+    made = pb.TensorProto(dtype=tensorproto.TO_DT[datatype])
+    made.tensor_shape.dim.extend(pb.TensorShapeProto.Dim(size=d) for d in data.shape)
     if datatype == "BYTES":
         made.string_val.extend(data.reshape(-1).tolist())
     else:
@@ -203,7 +202,7 @@ def test_metadata_and_status_from_the_rest_documents() -> None:
         "/tensorflow.serving.SignatureDefMap"
     )
     found = defs.signature_def["serving_default"]
-    assert found.inputs["x"].dtype == tfpb.DT_FLOAT
+    assert found.inputs["x"].dtype == pb.DT_FLOAT
     assert found.inputs["x"].tensor_shape.dim[0].size == -1
     assert found.method_name == "tensorflow/serving/predict"
     assert response.model_spec.version.value == 3

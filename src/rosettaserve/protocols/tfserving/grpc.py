@@ -16,9 +16,9 @@ from rosettaserve.core.dataplane import DataPlane
 from rosettaserve.core.errors import InvalidInput
 from rosettaserve.core.executor import run_request_work, run_sized
 from rosettaserve.protocols.tfserving import grpc_convert as conv
+from rosettaserve.protocols.tfserving import messages as pb
 from rosettaserve.protocols.tfserving import schema, service, signatures
 from rosettaserve.protocols.tfserving.examples import ExamplesRequest
-from rosettaserve.protocols.tfserving.pb import serving_pb2 as pb
 from rosettaserve.protocols.tfserving.status import model_status, servable
 from rosettaserve.transport.grpc_context import Aborted
 from rosettaserve.web.grpc_services import ServiceTable

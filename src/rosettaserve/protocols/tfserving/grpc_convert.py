@@ -13,7 +13,7 @@ from rosettaserve.core.errors import InvalidInput
 from rosettaserve.core.registry import ModelVersion
 from rosettaserve.core.types import Tensor, TensorSpec
 from rosettaserve.protocols.tfserving import examples, schema, tensorproto
-from rosettaserve.protocols.tfserving.pb import serving_pb2 as pb
+from rosettaserve.protocols.tfserving import messages as pb
 from rosettaserve.protocols.tfserving.signatures import Signature
 from rosettaserve.protocols.tfserving.status import Target
 

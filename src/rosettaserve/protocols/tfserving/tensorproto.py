@@ -20,7 +20,7 @@ import numpy as np
 
 from rosettaserve.core import dtypes
 from rosettaserve.core.errors import InvalidInput
-from rosettaserve.protocols.tfserving.pb import tensorflow_pb2 as tfpb
+from rosettaserve.protocols.tfserving import messages as pb
 
 Part = bytes | memoryview  # of a serialized message: joined by the caller
 _LITTLE: Final = sys.byteorder == "little"  # the wire's order is little-endian
@@ -32,20 +32,20 @@ _MAX_SIZE: Final = (2**63 - 1) // 16
 _ONE_BYTE: Final = [bytes((i,)) for i in range(0x80)]  # the varints of one byte, made once
 # DataType enum value -> our V2 datatype name (the dtypes a served model can take)
 FROM_DT: Final[dict[int, str]] = {
-    tfpb.DT_FLOAT: "FP32",
-    tfpb.DT_DOUBLE: "FP64",
-    tfpb.DT_INT32: "INT32",
-    tfpb.DT_UINT8: "UINT8",
-    tfpb.DT_INT16: "INT16",
-    tfpb.DT_INT8: "INT8",
-    tfpb.DT_STRING: "BYTES",
-    tfpb.DT_INT64: "INT64",
-    tfpb.DT_BOOL: "BOOL",
-    tfpb.DT_BFLOAT16: "BF16",
-    tfpb.DT_UINT16: "UINT16",
-    tfpb.DT_HALF: "FP16",
-    tfpb.DT_UINT32: "UINT32",
-    tfpb.DT_UINT64: "UINT64",
+    pb.DT_FLOAT: "FP32",
+    pb.DT_DOUBLE: "FP64",
+    pb.DT_INT32: "INT32",
+    pb.DT_UINT8: "UINT8",
+    pb.DT_INT16: "INT16",
+    pb.DT_INT8: "INT8",
+    pb.DT_STRING: "BYTES",
+    pb.DT_INT64: "INT64",
+    pb.DT_BOOL: "BOOL",
+    pb.DT_BFLOAT16: "BF16",
+    pb.DT_UINT16: "UINT16",
+    pb.DT_HALF: "FP16",
+    pb.DT_UINT32: "UINT32",
+    pb.DT_UINT64: "UINT64",
 }
 TO_DT: Final[dict[str, int]] = {name: dt for dt, name in FROM_DT.items()}
 # what a TensorProto's writer writes most: its dtype field, and a dim of a size under 128
@@ -192,4 +192,4 @@ def varint(value: int) -> bytes:
 
 def make(data: np.ndarray, datatype: str) -> Any:
     """A new TensorProto holding ``data``, as ``wire_parts`` writes it."""
-    return tfpb.TensorProto.FromString(b"".join(wire_parts(data, datatype)))
+    return pb.TensorProto.FromString(b"".join(wire_parts(data, datatype)))
