@@ -230,6 +230,29 @@ def tensor_protos() -> dict[str, bytes]:
     }
 
 
+def predict_requests() -> dict[str, bytes]:
+    """Predict requests as tensorflow-serving-api's users send them (tensor_content), and with
+    typed values, a version or a label, and an output filter."""
+    from rosettaserve.protocols.tfserving import messages as tfpb
+
+    protos = tensor_protos()
+
+    def request(inputs: dict[str, str], **spec: Any) -> bytes:
+        made = tfpb.PredictRequest(model_spec={"name": "m", **spec})
+        for alias, seed in inputs.items():
+            made.inputs[alias].ParseFromString(protos[seed])
+        return made.SerializeToString()
+
+    return {
+        "content.pb": request({"x": "content_fp32.pb"}),
+        "two_inputs.pb": request(
+            {"x": "content_bool.pb", "y": "content_bf16.pb"}, version={"value": 2}
+        ),
+        "typed.pb": request({"x": "one_float.pb"}, version_label="canary"),
+        "filtered.pb": request({"x": "content_fp32.pb"}, signature_name="s") + b"\x1a\x01y",
+    }
+
+
 def grps_bodies() -> dict[str, bytes]:
     gtensors = {
         "tensors": [
@@ -397,6 +420,7 @@ def main() -> None:
         "tfserving_json": tfserving_bodies(),
         "grps_json": grps_bodies(),
         "tfserving_tensorproto": tensor_protos(),
+        "tfserving_predict": predict_requests(),
         "llm_sampling": sampling_requests(),
         "openai_request": openai_bodies(),
         "pd_scheduler": pd_scheduler_inputs(),

@@ -10,7 +10,7 @@ import pytest
 
 from rosettaserve.core.errors import InvalidInput
 from rosettaserve.core.types import Tensor, TensorSpec
-from rosettaserve.protocols.tfserving import examples, tensorproto
+from rosettaserve.protocols.tfserving import examples, predict_wire, tensorproto
 from rosettaserve.protocols.tfserving import grpc_convert as conv
 from rosettaserve.protocols.tfserving import messages as pb
 from rosettaserve.protocols.tfserving.signatures import Signature
@@ -21,19 +21,33 @@ Y = TensorSpec("y", "FP32", (-1,))
 SIGNATURE = Signature("serving_default", "predict", {"x": X}, {"y": Y, "z": Y})
 
 
+def targets(req: Any) -> list[Target]:
+    """The request's target as every rpc reads it, and as Predict reads it from the wire."""
+    read = predict_wire.read(req.SerializeToString())
+    assert read is not None
+    return [predict_wire.target(req), read.target]
+
+
 def test_target_from_model_spec() -> None:
     req = pb.PredictRequest()
-    with pytest.raises(InvalidInput, match=r"^Missing ModelSpec$"):
-        conv.target(req)
+    for reader in (predict_wire.target, lambda r: predict_wire.read(r.SerializeToString())):
+        with pytest.raises(InvalidInput, match=r"^Missing ModelSpec$"):
+            reader(req)
     req.model_spec.signature_name = "s"
-    with pytest.raises(InvalidInput, match=r"^ModelSpec has no name specified\.$"):
-        conv.target(req)
+    for reader in (predict_wire.target, lambda r: predict_wire.read(r.SerializeToString())):
+        with pytest.raises(InvalidInput, match=r"^ModelSpec has no name specified\.$"):
+            reader(req)
     req.model_spec.name = "m"
-    assert conv.target(req) == Target("m")
+    assert targets(req) == [Target("m")] * 2
     req.model_spec.version.value = 0  # set, even to 0: a specific version
-    assert conv.target(req) == Target("m", 0)
+    assert targets(req) == [Target("m", 0)] * 2
     req.model_spec.version_label = "stable"
-    assert conv.target(req) == Target("m", label="stable")
+    assert targets(req) == [Target("m", label="stable")] * 2
+
+
+def call(**fields: Any) -> predict_wire.Predict:
+    """A PredictRequest for model m, as Predict reads a parsed message."""
+    return predict_wire.from_message(pb.PredictRequest(model_spec={"name": "m"}, **fields))
 
 
 def floats(*values: float) -> Any:
@@ -43,29 +57,27 @@ def floats(*values: float) -> Any:
 
 
 def test_predict_inputs_and_checks() -> None:
-    req = pb.PredictRequest(inputs={"x": floats(1.0, 2.0)})
+    req = call(inputs={"x": floats(1.0, 2.0)})
     conv.check_inputs(req, SIGNATURE)
     assert conv.predict_inputs(req, SIGNATURE)["x"].tolist() == [1.0, 2.0]
-    req.inputs["w"].CopyFrom(floats(1.0))
-    del req.inputs["x"]
     with pytest.raises(InvalidInput) as info:
-        conv.check_inputs(req, SIGNATURE)
+        conv.check_inputs(call(inputs={"w": floats(1.0)}), SIGNATURE)
     assert info.value.message == (
         "input size does not match signature: 1!=1 len({w}) != len({x}). Sent extra: {w}. "
         "Missing but required: {x}."
     )
     ints = pb.TensorProto(dtype=pb.DT_INT64, int64_val=[1])
     with pytest.raises(InvalidInput, match=r"^Expects arg\[0\] to be float but int64 is provided$"):
-        conv.predict_inputs(pb.PredictRequest(inputs={"x": ints}), SIGNATURE)
+        conv.predict_inputs(call(inputs={"x": ints}), SIGNATURE)
 
 
 def test_output_filter() -> None:
-    assert list(conv.output_specs(pb.PredictRequest(), SIGNATURE)) == ["y", "z"]
-    assert list(conv.output_specs(pb.PredictRequest(output_filter=["z"]), SIGNATURE)) == ["z"]
+    assert list(conv.output_specs(call(), SIGNATURE)) == ["y", "z"]
+    assert list(conv.output_specs(call(output_filter=["z"]), SIGNATURE)) == ["z"]
     with pytest.raises(InvalidInput, match=r"^duplicate output tensor alias: z$"):
-        conv.output_specs(pb.PredictRequest(output_filter=["z", "z"]), SIGNATURE)
+        conv.output_specs(call(output_filter=["z", "z"]), SIGNATURE)
     with pytest.raises(InvalidInput) as info:
-        conv.output_specs(pb.PredictRequest(output_filter=["q"]), SIGNATURE)
+        conv.output_specs(call(output_filter=["q"]), SIGNATURE)
     assert info.value.message == (
         "output tensor alias not found in signature: q Outputs expected to be in the set {y,z}."
     )

@@ -86,7 +86,11 @@ def shape_of(proto: Any) -> tuple[int, ...] | None:
     shape = proto.tensor_shape
     if shape.unknown_rank:
         return None
-    dims = tuple([d.size for d in shape.dim])
+    return checked_shape(tuple([d.size for d in shape.dim]))
+
+
+def checked_shape(dims: tuple[int, ...]) -> tuple[int, ...] | None:
+    """``dims``, or None when they cannot be a tensor's."""
     if not dims:
         return dims
     size = math.prod(dims)
@@ -133,8 +137,19 @@ def to_array(proto: Any, alias: str) -> tuple[str, np.ndarray]:
     return datatype, array.reshape(shape)
 
 
+def content_array(
+    dtype: int, dims: tuple[int, ...], content: bytes | memoryview, alias: str
+) -> tuple[str, np.ndarray]:
+    """``to_array`` of a tensor whose (non-empty) values are all in ``tensor_content``, read
+    from the wire (``predict_wire``): its dtype, dims and content."""
+    datatype, shape = FROM_DT.get(dtype), checked_shape(dims)
+    if datatype is None or shape is None or datatype == "BYTES":
+        raise parse_error(alias)
+    return datatype, _from_content(content, datatype, shape, math.prod(shape), alias)
+
+
 def _from_content(
-    content: bytes, datatype: str, shape: tuple[int, ...], count: int, alias: str
+    content: bytes | memoryview, datatype: str, shape: tuple[int, ...], count: int, alias: str
 ) -> np.ndarray:
     dt = dtypes.DTYPES[datatype]
     if len(content) != count * dt.itemsize:
