@@ -57,7 +57,7 @@ class PredictionServicer:
         call = predict_wire.request(request)
         mv = servable(self.dp, call.target)
         name = call.signature_name or schema.DEFAULT_SIGNATURE
-        if name not in signatures.signatures(mv):
+        if signatures.named(mv, name) is None:
             raise Aborted(FAILED_PRECONDITION, f'Serving signature key "{name}" not found.', ())
         signature = signatures.find(mv, name, schema.PREDICT)
         conv.check_inputs(call, signature)
