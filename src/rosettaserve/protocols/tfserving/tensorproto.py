@@ -30,6 +30,7 @@ MAX_FILLED: Final = 1 << 24
 # the elements of a shape's nonzero dims: numpy counts its bytes in int64 even with a dim of 0
 _MAX_SIZE: Final = (2**63 - 1) // 16
 _ONE_BYTE: Final = [bytes((i,)) for i in range(0x80)]  # the varints of one byte, made once
+SMALL_COPY: Final = 4096  # bytes of tensor_content written as a copy, not a view
 # DataType enum value -> our V2 datatype name (the dtypes a served model can take)
 FROM_DT: Final[dict[int, str]] = {
     pb.DT_FLOAT: "FP32",
@@ -183,9 +184,12 @@ def wire_parts(data: np.ndarray, datatype: str) -> list[Part]:
     array = np.ascontiguousarray(data, dtype=dtypes.DTYPES[datatype].numpy)
     if not _LITTLE:
         array = array.byteswap()
-    # the values themselves, not a copy: the caller's b"".join copies them into the reply
-    content = array.reshape(-1).view(np.uint8).data
-    parts += [b"\x22" + varint(content.nbytes), content]
+    content: Part
+    if array.nbytes <= SMALL_COPY:  # a copy of a few bytes costs less than a view of them
+        content = array.tobytes()
+    else:  # the values themselves, not a copy: the caller's b"".join copies them into the reply
+        content = array.reshape(-1).view(np.uint8).data
+    parts += [b"\x22" + varint(len(content)), content]
     return parts
 
 
