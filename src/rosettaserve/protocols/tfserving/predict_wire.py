@@ -44,16 +44,19 @@ _DIM: Final = 2 << 3 | LENGTH
 _SIZE: Final = 1 << 3 | VARINT
 
 
-@dataclass(slots=True)  # not frozen: a frozen dataclass's __init__ costs a call per field
 class Content:
-    """A TensorProto whose values are all in ``tensor_content``."""
+    """A TensorProto whose values are all in ``tensor_content``. A plain class: compiled, a
+    dataclass field of type memoryview does not build."""
 
-    dtype: int  # tensorflow.DataType
-    dims: tuple[int, ...]
-    content: memoryview  # of the request's bytes: not copied
+    __slots__ = ("content", "dims", "dtype")
+
+    def __init__(self, dtype: int, dims: tuple[int, ...], content: memoryview) -> None:
+        self.dtype = dtype  # tensorflow.DataType
+        self.dims = dims
+        self.content = content  # of the request's bytes: not copied
 
 
-@dataclass(slots=True)
+@dataclass(slots=True)  # not frozen: a frozen dataclass's __init__ costs a call per field
 class Predict:
     target: Target
     signature_name: str
