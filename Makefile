@@ -11,7 +11,7 @@ LLM_EXAMPLE := examples/models/tiny_llama/model.safetensors
 EMBED_EXAMPLE := examples/models/tiny_embedder/model.safetensors
 TOOLS_EXAMPLE := build/tiny_llama_tools/model.safetensors
 
-.PHONY: serve test lint format install install-test install-vllm install-tf install-torchserve install-triton test-peers test-tritongrpc test-vllm test-tf test-torchserve test-triton native examples bytecode protos clean fuzz
+.PHONY: serve test lint format install install-test install-vllm install-tf install-torchserve install-triton test-peers test-tritongrpc test-vllm test-tf test-torchserve test-triton native examples bytecode protos tfserving-protos clean fuzz
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -194,6 +194,10 @@ test-triton:
 
 protos: install-test
 	$(PY) scripts/generate_protos.py
+
+# TF Serving's messages: from the descriptors the pinned TF packages in .venv-tf ship
+tfserving-protos: install-test install-tf
+	$(PY) scripts/generate_tfserving_protos.py --site $$($(TF_PY) -c 'import site; print(site.getsitepackages()[0])')
 
 clean:
 	$(PYTHON) scripts/compile_native.py --clean

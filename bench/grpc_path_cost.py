@@ -1,7 +1,7 @@
 """The server's own cost of one OIP gRPC ModelInfer call, in-process: frames in, frames out.
 
     taskset -c 0 .venv/bin/python bench/grpc_path_cost.py REPO [--requests 20000] [--rounds 7]
-        [--model identity] [--raw] [--access-log off|text|json]
+        [--model identity] [--raw | --tfserving] [--access-log off|text|json]
 
 Loads REPO (by default one with a python identity model named ``identity``, as
 ``identity_repo`` in bench/compare/rosetta.py writes it), makes the server's gRPC port
@@ -9,9 +9,10 @@ Loads REPO (by default one with a python identity model named ``identity``, as
 frames a client sends for ModelInfer (HEADERS, then DATA ending the stream), lets the loop run
 until the call's answer is written (HEADERS, DATA, trailers) to a transport that only counts
 bytes. The request is bench/compare's gRPC small case (FP32 [1,4] in ``fp32_contents``; with
---raw, in ``raw_input_contents``). The request headers are sent as literals (no HPACK dynamic
-table), which costs the server a little more than a real client's indexed ones. Prints the
-best round's microseconds per call.
+--raw, in ``raw_input_contents``; with --tfserving, TF Serving's Predict with the same tensor in
+``tensor_content``, as ``tf.make_tensor_proto`` writes it). The request headers are sent as
+literals (no HPACK dynamic table), which costs the server a little more than a real client's
+indexed ones. Prints the best round's microseconds per call.
 
 As with bench/rest_path_cost.py, instruction counts are steadier than wall-clock time: run it
 under callgrind twice and subtract (startup cancels out). ROSETTASERVE_INLINE_US keeps the
@@ -36,6 +37,8 @@ import uvloop
 from rosettaserve.observability import logging_setup
 from rosettaserve.protocols.oip.grpc import RPCS, SERVICE, OipServicer
 from rosettaserve.protocols.oip.pb import grpc_service_pb2 as pb
+from rosettaserve.protocols.tfserving import grpc as tfgrpc
+from rosettaserve.protocols.tfserving import messages, tensorproto
 from rosettaserve.server.server import Server
 from rosettaserve.server.settings import Settings
 from rosettaserve.transport import h2, h2_wire
@@ -67,22 +70,26 @@ class CountingTransport:
         pass
 
 
-# the request headers of every call (encoded once: the client's cost is not the server's)
-BLOCK = encode(
-    [
-        (":method", "POST"),
-        (":scheme", "http"),
-        (":path", f"/{SERVICE}/ModelInfer"),
-        (":authority", "127.0.0.1"),
-        ("content-type", "application/grpc"),
-        ("te", "trailers"),
-    ]
-)
+def headers(path: str) -> bytes:
+    """The request headers of every call (encoded once: the client's cost is not the server's)."""
+    return encode(
+        [
+            (":method", "POST"),
+            (":scheme", "http"),
+            (":path", path),
+            (":authority", "127.0.0.1"),
+            ("content-type", "application/grpc"),
+            ("te", "trailers"),
+        ]
+    )
 
 
-def client_frames(stream_id: int, message: bytes) -> bytes:
-    """A ModelInfer call as a client sends it: HEADERS, then DATA ending the stream."""
-    block = BLOCK
+BLOCK = headers(f"/{SERVICE}/ModelInfer")
+PREDICT_BLOCK = headers(f"/{tfgrpc.PREDICTION_SERVICE}/Predict")
+
+
+def client_frames(stream_id: int, message: bytes, block: bytes = BLOCK) -> bytes:
+    """A call as a client sends it: HEADERS, then DATA ending the stream."""
     data = b"\x00" + len(message).to_bytes(4, "big") + message
     return b"".join(
         [
@@ -105,13 +112,22 @@ def infer_request(model: str, raw: bool) -> bytes:
     return bytes(request.SerializeToString())
 
 
+def predict_request(model: str) -> bytes:
+    tensor = np.random.default_rng(SEED).standard_normal((1, 4)).astype(np.float32)
+    request = messages.PredictRequest()
+    request.model_spec.name = model
+    request.inputs["INPUT0"].CopyFrom(tensorproto.make(tensor, "FP32"))
+    return bytes(request.SerializeToString())
+
+
 async def measure(
-    repo: Path, message: bytes, requests: int, rounds: int, *, access_log: str
+    repo: Path, message: bytes, requests: int, rounds: int, *, access_log: str, block: bytes
 ) -> None:
     server = Server(Settings(repository=repo, access_log=access_log != "off", log_level="info"))
     await server.repository.load_all()
     server.dataplane.started = True
     services = [(SERVICE, OipServicer(server.dataplane, server.calls), RPCS)]
+    services += tfgrpc.services(server.dataplane)
     port = GrpcServer(services, 1 << 30, server.calls)
     if access_log != "off":  # its lines formatted and written, to /dev/null
         logging_setup.configure("info", access_log, stream=open(os.devnull, "w"))  # noqa: SIM115
@@ -135,7 +151,7 @@ async def measure(
     for _ in range(rounds):
         start = time.perf_counter()
         for _ in range(requests):
-            conn.data_received(client_frames(stream_id, message))
+            conn.data_received(client_frames(stream_id, message, block))
             stream_id += 2
             while conn.streams:
                 await asyncio.sleep(0)
@@ -153,6 +169,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--model", default="identity")
     parser.add_argument("--raw", action="store_true", help="raw_input_contents, not fp32_contents")
+    parser.add_argument("--tfserving", action="store_true", help="TF Serving's Predict instead")
     parser.add_argument(
         "--access-log",
         choices=("off", "text", "json"),
@@ -161,8 +178,18 @@ def main() -> None:
     )
     args = parser.parse_args()
     message = infer_request(args.model, args.raw)
+    block = BLOCK
+    if args.tfserving:
+        message, block = predict_request(args.model), PREDICT_BLOCK
     uvloop.run(
-        measure(args.repository, message, args.requests, args.rounds, access_log=args.access_log)
+        measure(
+            args.repository,
+            message,
+            args.requests,
+            args.rounds,
+            access_log=args.access_log,
+            block=block,
+        )
     )
 
 

@@ -1,7 +1,7 @@
 """TF Serving gRPC Predict vs OIP gRPC ModelInfer on the same model, side by side in one run.
 
-Run:  .venv/bin/python bench/tfserving_grpc.py [--duration 10] [--repeats 3] [--server-cpu 0]
-      [--load-cpu 1]
+Run:  PYTHONPATH=src .venv/bin/python bench/tfserving_grpc.py [--duration 10] [--repeats 3]
+      [--server-cpu 0] [--load-cpu 1]
 
 One ``rosettaserve serve`` (bench/compare's ``identity`` model: python, FP32 [-1, -1], output =
 input) pinned to one core, h2load (bench/compare's loadgen, one thread) pinned to another. Each
@@ -14,8 +14,8 @@ case sends one request message over and over, as the clients write it:
 
 Each answer is checked once (the input comes back) before a warm-up run and a measured run per
 connection count, every call in turn, --repeats times (medians reported): a busy spell on a
-shared machine hits every call alike. The TensorProto is built here with the server's own
-messages (wire-identical to TensorFlow's), so the script needs no TensorFlow.
+shared machine hits every call alike. The TensorProto is built here with the server's copy of
+TensorFlow's own messages (protocols/tfserving/pb), so the script needs no TensorFlow.
 """
 
 from __future__ import annotations
@@ -42,8 +42,8 @@ from loadgen import Load, h2load  # noqa: E402
 from rosetta import identity_repo  # noqa: E402
 
 from rosettaserve.protocols.oip.pb import grpc_service_pb2 as oip  # noqa: E402
+from rosettaserve.protocols.tfserving import messages as tfs  # noqa: E402
 from rosettaserve.protocols.tfserving import tensorproto  # noqa: E402
-from rosettaserve.protocols.tfserving.pb import serving_pb2 as tfs  # noqa: E402
 
 PREDICT = "/tensorflow.serving.PredictionService/Predict"
 INFER = "/inference.GRPCInferenceService/ModelInfer"
@@ -134,26 +134,47 @@ def main() -> None:
                 for case, conns in RUNS:
                     for label, path, message, data in cases[case]:
                         size = answer(ch, path, message, data)
-                        m = run(load, address, (path, message, size), f"{case}-c{conns}-r{repeat}")
-                        measured.setdefault((case, conns, label), []).append(m)
-                        print(f"  r{repeat} {case} c{conns} {label}: {m.rps:.0f} req/s", flush=True)
+                        tag = f"{case}-c{conns}-r{repeat}"
+                        m, cpu = run(load, address, (path, message, size), tag, proc.pid)
+                        measured.setdefault((case, conns, label), []).append((m, cpu))
+                        print(
+                            f"  r{repeat} {case} c{conns} {label}: {m.rps:.0f} req/s, "
+                            f"server CPU {cpu:.0f} us/call",
+                            flush=True,
+                        )
     finally:
         proc.terminate()
         proc.wait(timeout=30)
     print(
-        f"\n| case | conns | call | req/s (median of {args.repeats}) | p50 ms | p99 ms | errors |"
+        f"\n| case | conns | call | req/s (median of {args.repeats}) | p50 ms | p99 ms | "
+        "server CPU us/call | errors |"
     )
-    print("|---|---|---|---|---|---|---|")
-    for (case, conns, label), ms in measured.items():
+    print("|---|---|---|---|---|---|---|---|")
+    for (case, conns, label), runs in measured.items():
+        ms = [m for m, _ in runs]
         rps, p50, p99 = (
             statistics.median(getattr(m, k) for m in ms) for k in ("rps", "p50", "p99")
         )
+        cpu = statistics.median(c for _, c in runs)
         errors = sum(m.errors for m in ms)
-        print(f"| {case} | {conns} | {label} | {rps:.0f} | {p50:.2f} | {p99:.2f} | {errors} |")
+        print(
+            f"| {case} | {conns} | {label} | {rps:.0f} | {p50:.2f} | {p99:.2f} | {cpu:.0f} | "
+            f"{errors} |"
+        )
 
 
-def run(load: Load, address: str, call: tuple[str, bytes, int], tag: str) -> Any:
-    """A warm-up run and a measured run of one call: ``call`` is (path, message, answer size)."""
+def cpu_seconds(pid: int) -> float:
+    """The CPU time (user + system) the process has used: steadier than req/s when other work
+    shares the machine, since only the server's own cycles count."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run(
+    load: Load, address: str, call: tuple[str, bytes, int], tag: str, pid: int
+) -> tuple[Any, float]:
+    """A warm-up run and a measured run of one call: ``call`` is (path, message, answer size).
+    Gives the measurement and the server's CPU microseconds per call in the measured run."""
     path, message, size = call
     tag = f"{tag}-{'tf' if path == PREDICT else 'oip'}-{len(message)}"
     frame = load.raw / f"{tag}.bin"
@@ -163,7 +184,9 @@ def run(load: Load, address: str, call: tuple[str, bytes, int], tag: str) -> Any
     url = f"http://{address}{path}"
     conns = int(tag.split("-c")[1].split("-")[0])
     h2load(load, url, body, conns=conns, seconds=load.warmup, tag=tag + "-w", answer_size=size)
-    return h2load(load, url, body, conns=conns, seconds=load.duration, tag=tag, answer_size=size)
+    before = cpu_seconds(pid)
+    m = h2load(load, url, body, conns=conns, seconds=load.duration, tag=tag, answer_size=size)
+    return m, (cpu_seconds(pid) - before) / max(m.requests, 1) * 1e6
 
 
 if __name__ == "__main__":

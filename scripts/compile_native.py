@@ -40,6 +40,7 @@ MODULES = [
     "rosettaserve/core/invoker.py",
     "rosettaserve/core/json_bulk.py",
     "rosettaserve/core/outputs.py",
+    "rosettaserve/core/protowire.py",
     "rosettaserve/core/registry.py",
     "rosettaserve/core/stats.py",
     "rosettaserve/core/types.py",

@@ -19,7 +19,6 @@ PROTO_DIRS = [
     "rosettaserve/protocols/oip/pb",
     "rosettaserve/protocols/grps/pb",
     "rosettaserve/protocols/health/pb",
-    "rosettaserve/protocols/tfserving/pb",
 ]
 
 

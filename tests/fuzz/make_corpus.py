@@ -214,8 +214,8 @@ def tfserving_bodies() -> dict[str, bytes]:
 def tensor_protos() -> dict[str, bytes]:
     """TensorProtos as tf.make_tensor_proto writes them: tensor_content, typed values, one
     value standing for a shape, strings."""
+    from rosettaserve.protocols.tfserving import messages as tfpb
     from rosettaserve.protocols.tfserving import tensorproto
-    from rosettaserve.protocols.tfserving.pb import tensorflow_pb2 as tfpb
 
     def typed(dtype: int, dims: list[int], **values: list[Any]) -> bytes:
         proto = tfpb.TensorProto(dtype=dtype, **values)
@@ -235,6 +235,29 @@ def tensor_protos() -> dict[str, bytes]:
         "half_vals.pb": typed(tfpb.DT_HALF, [2], half_val=[0x3C00, 0xFC00]),
         "uint64_vals.pb": typed(tfpb.DT_UINT64, [1], uint64_val=[2**64 - 1]),
         "no_values.pb": typed(tfpb.DT_INT64, [2, 2]),
+    }
+
+
+def predict_requests() -> dict[str, bytes]:
+    """Predict requests as tensorflow-serving-api's users send them (tensor_content), and with
+    typed values, a version or a label, and an output filter."""
+    from rosettaserve.protocols.tfserving import messages as tfpb
+
+    protos = tensor_protos()
+
+    def request(inputs: dict[str, str], **spec: Any) -> bytes:
+        made = tfpb.PredictRequest(model_spec={"name": "m", **spec})
+        for alias, seed in inputs.items():
+            made.inputs[alias].ParseFromString(protos[seed])
+        return made.SerializeToString()
+
+    return {
+        "content.pb": request({"x": "content_fp32.pb"}),
+        "two_inputs.pb": request(
+            {"x": "content_bool.pb", "y": "content_bf16.pb"}, version={"value": 2}
+        ),
+        "typed.pb": request({"x": "one_float.pb"}, version_label="canary"),
+        "filtered.pb": request({"x": "content_fp32.pb"}, signature_name="s") + b"\x1a\x01y",
     }
 
 
@@ -405,6 +428,7 @@ def main() -> None:
         "tfserving_json": tfserving_bodies(),
         "grps_json": grps_bodies(),
         "tfserving_tensorproto": tensor_protos(),
+        "tfserving_predict": predict_requests(),
         "llm_sampling": sampling_requests(),
         "openai_request": openai_bodies(),
         "pd_scheduler": pd_scheduler_inputs(),

@@ -10,10 +10,9 @@ import pytest
 
 from rosettaserve.core.errors import InvalidInput
 from rosettaserve.core.types import Tensor, TensorSpec
-from rosettaserve.protocols.tfserving import examples, tensorproto
+from rosettaserve.protocols.tfserving import examples, predict_wire, tensorproto
 from rosettaserve.protocols.tfserving import grpc_convert as conv
-from rosettaserve.protocols.tfserving.pb import serving_pb2 as pb
-from rosettaserve.protocols.tfserving.pb import tensorflow_pb2 as tfpb
+from rosettaserve.protocols.tfserving import messages as pb
 from rosettaserve.protocols.tfserving.signatures import Signature
 from rosettaserve.protocols.tfserving.status import Target
 
@@ -22,58 +21,70 @@ Y = TensorSpec("y", "FP32", (-1,))
 SIGNATURE = Signature("serving_default", "predict", {"x": X}, {"y": Y, "z": Y})
 
 
+def targets(req: Any) -> list[Target]:
+    """The request's target as every rpc reads it, and as Predict reads it from the wire."""
+    read = predict_wire.read(req.SerializeToString())
+    assert read is not None
+    return [predict_wire.target(req), read.target]
+
+
 def test_target_from_model_spec() -> None:
     req = pb.PredictRequest()
-    with pytest.raises(InvalidInput, match=r"^Missing ModelSpec$"):
-        conv.target(req)
+    for reader in (predict_wire.target, lambda r: predict_wire.read(r.SerializeToString())):
+        with pytest.raises(InvalidInput, match=r"^Missing ModelSpec$"):
+            reader(req)
     req.model_spec.signature_name = "s"
-    with pytest.raises(InvalidInput, match=r"^ModelSpec has no name specified\.$"):
-        conv.target(req)
+    for reader in (predict_wire.target, lambda r: predict_wire.read(r.SerializeToString())):
+        with pytest.raises(InvalidInput, match=r"^ModelSpec has no name specified\.$"):
+            reader(req)
     req.model_spec.name = "m"
-    assert conv.target(req) == Target("m")
+    assert targets(req) == [Target("m")] * 2
     req.model_spec.version.value = 0  # set, even to 0: a specific version
-    assert conv.target(req) == Target("m", 0)
+    assert targets(req) == [Target("m", 0)] * 2
     req.model_spec.version_label = "stable"
-    assert conv.target(req) == Target("m", label="stable")
+    assert targets(req) == [Target("m", label="stable")] * 2
+
+
+def call(**fields: Any) -> predict_wire.Predict:
+    """A PredictRequest for model m, as Predict reads a parsed message."""
+    return predict_wire.from_message(pb.PredictRequest(model_spec={"name": "m"}, **fields))
 
 
 def floats(*values: float) -> Any:
-    proto = tfpb.TensorProto(dtype=tfpb.DT_FLOAT, float_val=values)
+    proto = pb.TensorProto(dtype=pb.DT_FLOAT, float_val=values)
     proto.tensor_shape.dim.add().size = len(values)
     return proto
 
 
 def test_predict_inputs_and_checks() -> None:
-    req = pb.PredictRequest(inputs={"x": floats(1.0, 2.0)})
+    req = call(inputs={"x": floats(1.0, 2.0)})
     conv.check_inputs(req, SIGNATURE)
     assert conv.predict_inputs(req, SIGNATURE)["x"].tolist() == [1.0, 2.0]
-    req.inputs["w"].CopyFrom(floats(1.0))
-    del req.inputs["x"]
     with pytest.raises(InvalidInput) as info:
-        conv.check_inputs(req, SIGNATURE)
+        conv.check_inputs(call(inputs={"w": floats(1.0)}), SIGNATURE)
     assert info.value.message == (
         "input size does not match signature: 1!=1 len({w}) != len({x}). Sent extra: {w}. "
         "Missing but required: {x}."
     )
-    ints = tfpb.TensorProto(dtype=tfpb.DT_INT64, int64_val=[1])
+    ints = pb.TensorProto(dtype=pb.DT_INT64, int64_val=[1])
     with pytest.raises(InvalidInput, match=r"^Expects arg\[0\] to be float but int64 is provided$"):
-        conv.predict_inputs(pb.PredictRequest(inputs={"x": ints}), SIGNATURE)
+        conv.predict_inputs(call(inputs={"x": ints}), SIGNATURE)
 
 
 def test_output_filter() -> None:
-    assert list(conv.output_specs(pb.PredictRequest(), SIGNATURE)) == ["y", "z"]
-    assert list(conv.output_specs(pb.PredictRequest(output_filter=["z"]), SIGNATURE)) == ["z"]
+    assert list(conv.output_specs(call(), SIGNATURE)) == ["y", "z"]
+    assert list(conv.output_specs(call(output_filter=["z"]), SIGNATURE)) == ["z"]
     with pytest.raises(InvalidInput, match=r"^duplicate output tensor alias: z$"):
-        conv.output_specs(pb.PredictRequest(output_filter=["z", "z"]), SIGNATURE)
+        conv.output_specs(call(output_filter=["z", "z"]), SIGNATURE)
     with pytest.raises(InvalidInput) as info:
-        conv.output_specs(pb.PredictRequest(output_filter=["q"]), SIGNATURE)
+        conv.output_specs(call(output_filter=["q"]), SIGNATURE)
     assert info.value.message == (
         "output tensor alias not found in signature: q Outputs expected to be in the set {y,z}."
     )
 
 
 def example(**features: Any) -> Any:
-    made = tfpb.Example()
+    made = pb.Example()
     for name, values in features.items():
         feature = made.features.feature[name]
         if isinstance(values[0], bytes):
@@ -129,13 +140,13 @@ def test_predict_response_names_the_version_and_signature() -> None:
     assert (response.model_spec.name, response.model_spec.version.value) == ("m", 7)
     assert response.model_spec.signature_name == "serving_default"
     assert response.outputs["y"].tensor_content == np.float32(2.5).tobytes()
-    assert list(response.outputs["y"].tensor_shape.dim) == [tfpb.TensorShapeProto.Dim(size=1)]
+    assert list(response.outputs["y"].tensor_shape.dim) == [pb.TensorShapeProto.Dim(size=1)]
 
 
 def by_protobuf(data: np.ndarray, datatype: str) -> Any:
     """The TensorProto TF Serving answers, built with protobuf's own API."""
-    made = tfpb.TensorProto(dtype=tensorproto.TO_DT[datatype])
-    made.tensor_shape.dim.extend(tfpb.TensorShapeProto.Dim(size=d) for d in data.shape)
+    made = pb.TensorProto(dtype=tensorproto.TO_DT[datatype])
+    made.tensor_shape.dim.extend(pb.TensorShapeProto.Dim(size=d) for d in data.shape)
     if datatype == "BYTES":
         made.string_val.extend(data.reshape(-1).tolist())
     else:
@@ -203,7 +214,7 @@ def test_metadata_and_status_from_the_rest_documents() -> None:
         "/tensorflow.serving.SignatureDefMap"
     )
     found = defs.signature_def["serving_default"]
-    assert found.inputs["x"].dtype == tfpb.DT_FLOAT
+    assert found.inputs["x"].dtype == pb.DT_FLOAT
     assert found.inputs["x"].tensor_shape.dim[0].size == -1
     assert found.method_name == "tensorflow/serving/predict"
     assert response.model_spec.version.value == 3

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from rosettaserve.core.errors import InvalidInput
+from rosettaserve.protocols.tfserving import messages as tfpb
 from rosettaserve.protocols.tfserving import tensorproto
-from rosettaserve.protocols.tfserving.pb import tensorflow_pb2 as tfpb
 
 
 def proto(dtype: int, dims: list[int], **fields: Any) -> Any:

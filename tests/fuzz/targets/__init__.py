@@ -17,6 +17,7 @@ TARGETS = (
     "json_numbers",
     "tfserving_json",
     "tfserving_tensorproto",
+    "tfserving_predict",
     "grps_json",
     "oip_rest",
     "llm_sampling",

@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 from google.protobuf.message import DecodeError
 
+from rosettaserve.protocols.tfserving import messages as tfpb
 from rosettaserve.protocols.tfserving import tensorproto
-from rosettaserve.protocols.tfserving.pb import tensorflow_pb2 as tfpb
 from tests.fuzz.targets.refusals import assert_a_refusal
 
 

@@ -23,6 +23,17 @@ from rosettaserve.core import dtypes
 from rosettaserve.core.codec import INLINE_ELEMENTS, check_elements, raw_bytes
 from rosettaserve.core.errors import InvalidInput
 from rosettaserve.core.executor import LET_OTHERS_RUN, LargeWork, let_others_run
+from rosettaserve.core.protowire import (
+    FIXED64,
+    LENGTH,
+    VARINT,
+    Unexpected,
+    length_field,
+    signed64,
+    span,
+    text,
+    varint,
+)
 from rosettaserve.core.types import InferenceRequest, InferenceResponse, Parameters, RequestedOutput
 from rosettaserve.protocols.oip.grpc_convert import (
     InputFields,
@@ -35,12 +46,7 @@ from rosettaserve.protocols.oip.pb import grpc_service_pb2 as pb
 
 # Final: compiled, these are constants or C statics, not a lookup in the module's dict (a small
 # ModelInfer call looked up some 40 of them) [cost: final-static]
-VARINT: Final = 0  # wire types
-FIXED64: Final = 1
-LENGTH: Final = 2
-FIXED32: Final = 5
 _U64: Final = 1 << 64
-_SHORT: Final = (1 << 62) - 1  # at most this, an int is native in compiled code: compared cheaply
 _ONE_BYTE: Final = [bytes((value,)) for value in range(0x80)]  # the varints of 0-127
 _DOUBLE: Final = struct.Struct("<d")
 
@@ -57,10 +63,6 @@ _CONTENTS: Final = {
 }
 _FIXED: Final[dict[str, np.dtype[Any]]] = {"<f4": np.dtype("<f4"), "<f8": np.dtype("<f8")}
 _PARAMETER_FIELDS: Final = {"bool_param": 1, "int64_param": 2, "uint64_param": 5}  # the varint ones
-
-
-class Unexpected(Exception):
-    """Inside the reader: something protobuf should judge."""
 
 
 def request_from(data: bytes, inline: bool = False) -> InferenceRequest:
@@ -103,11 +105,11 @@ def model_named(data: bytes) -> tuple[str, str]:
     at, end = 0, len(data)
     try:
         while at < end:
-            number, start, at = _length_field(data, at, end)
+            number, start, at = length_field(data, at, end)
             if number == 1:
-                name = _text(data, start, at)
+                name = text(data, start, at)
             elif number == 2:
-                version = _text(data, start, at)
+                version = text(data, start, at)
     except Unexpected:
         return "", ""
     return name, version
@@ -122,18 +124,18 @@ def _request(data: bytes, inline: bool) -> InferenceRequest:
     view: memoryview | None = None
     at, end = 0, len(data)
     while at < end:
-        number, start, at = _length_field(data, at, end)
+        number, start, at = length_field(data, at, end)
         if number == 5:
             inputs.append(_input(data, start, at, inline))
         elif number == 7:
             view = memoryview(data) if view is None else view
             raw.append(view[start:at])  # no copy: the tensor is a view of the request
         elif number == 1:
-            model_name = _text(data, start, at)
+            model_name = text(data, start, at)
         elif number == 2:
-            model_version = _text(data, start, at)
+            model_version = text(data, start, at)
         elif number == 3:
-            request_id = _text(data, start, at)
+            request_id = text(data, start, at)
         elif number == 4:
             _map_entry(data, start, at, parameters)
         elif number == 6:
@@ -158,23 +160,23 @@ def _input(data: bytes, at: int, end: int, inline: bool) -> InputFields:
     parameters: Parameters = {}
     contents: dict[str, Any] | None = None
     while at < end:
-        key, at = _varint(data, at, end)
+        key, at = varint(data, at, end)
         number, wire = key >> 3, key & 7
         if number == 3 and wire == VARINT:  # shape, unpacked
-            value, at = _varint(data, at, end)
-            shape.append(_signed64(value))
+            value, at = varint(data, at, end)
+            shape.append(signed64(value))
             continue
         if wire != LENGTH:
             raise Unexpected
-        start, at = _span(data, at, end)
+        start, at = span(data, at, end)
         if number == 1:
-            name = _text(data, start, at)
+            name = text(data, start, at)
         elif number == 2:
-            datatype = _text(data, start, at)
+            datatype = text(data, start, at)
         elif number == 3:
             while start < at:
-                value, start = _varint(data, start, at)
-                shape.append(_signed64(value))
+                value, start = varint(data, start, at)
+                shape.append(signed64(value))
         elif number == 4:
             _map_entry(data, start, at, parameters)
         elif number == 5 and contents is None:
@@ -188,9 +190,9 @@ def _output(data: bytes, at: int, end: int) -> RequestedOutput:
     name = ""
     parameters: Parameters = {}
     while at < end:
-        number, start, at = _length_field(data, at, end)
+        number, start, at = length_field(data, at, end)
         if number == 1:
-            name = _text(data, start, at)
+            name = text(data, start, at)
         elif number == 2:
             _map_entry(data, start, at, parameters)
         else:
@@ -207,19 +209,19 @@ def _contents(data: bytes, at: int, end: int, name: str, inline: bool) -> dict[s
     contents: dict[str, Any] = {}
     taken = 0  # values read one by one
     while at < end:
-        key, at = _varint(data, at, end)
+        key, at = varint(data, at, end)
         number, wire = key >> 3, key & 7
         if number not in _CONTENTS:
             raise Unexpected
         field, kind = _CONTENTS[number]
         if wire == VARINT and kind not in _FIXED and kind != "bytes":
-            value, at = _varint(data, at, end)
+            value, at = varint(data, at, end)
             contents.setdefault(field, []).append(_narrow(value, kind))
             taken = _counted(taken, inline)
             continue
         if wire != LENGTH:
             raise Unexpected  # fixed-width numbers one by one: rare, left to protobuf
-        start, at = _span(data, at, end)
+        start, at = span(data, at, end)
         if kind in _FIXED:
             dtype = _FIXED[kind]
             if (at - start) % dtype.itemsize:
@@ -244,7 +246,7 @@ def _packed(
 ) -> int:
     """Packed varints added to ``values``; the values read one by one so far (``taken``)."""
     while at < end:
-        value, at = _varint(data, at, end)
+        value, at = varint(data, at, end)
         values.append(_narrow(value, kind))
         taken = _counted(taken, inline)
     return taken
@@ -265,7 +267,7 @@ def _counted(taken: int, inline: bool) -> int:
 def _narrow(value: int, kind: str) -> Any:
     """A varint as the field's type reads it (protobuf truncates wider values, as C does)."""
     if kind == "int64":
-        return _signed64(value)
+        return signed64(value)
     if kind == "int32":
         value &= 0xFFFFFFFF
         return value - (1 << 32) if value >= 1 << 31 else value
@@ -281,9 +283,9 @@ def _map_entry(data: bytes, at: int, end: int, into: Parameters) -> None:
     key = ""
     value: Any = None
     while at < end:
-        number, start, at = _length_field(data, at, end)
+        number, start, at = length_field(data, at, end)
         if number == 1:
-            key = _text(data, start, at)
+            key = text(data, start, at)
         elif number == 2:
             value = _parameter(data, start, at)
         else:
@@ -295,21 +297,21 @@ def _parameter(data: bytes, at: int, end: int) -> Any:
     """An InferParameter's value (its oneof: the last field on the wire wins)."""
     value: Any = None
     while at < end:
-        key, at = _varint(data, at, end)
+        key, at = varint(data, at, end)
         number, wire = key >> 3, key & 7
         if wire == VARINT and number in (1, 2, 5):
-            raw, at = _varint(data, at, end)
+            raw, at = varint(data, at, end)
             # branches, not one conditional expression: compiled, that would join bool and
             # int into int, and a bool_param would arrive as 0 or 1
             if number == 1:
                 value = raw != 0
             elif number == 2:
-                value = _signed64(raw)
+                value = signed64(raw)
             else:
                 value = raw
         elif wire == LENGTH and number == 3:
-            start, at = _span(data, at, end)
-            value = _text(data, start, at)
+            start, at = span(data, at, end)
+            value = text(data, start, at)
         elif wire == FIXED64 and number == 4:
             if at + 8 > end:
                 raise Unexpected
@@ -318,52 +320,6 @@ def _parameter(data: bytes, at: int, end: int) -> Any:
         else:
             raise Unexpected
     return value
-
-
-def _length_field(data: bytes, at: int, end: int) -> tuple[int, int, int]:
-    """A length-delimited field: (field number, start of its payload, end of its payload)."""
-    key, at = _varint(data, at, end)
-    if key & 7 != LENGTH:
-        raise Unexpected
-    start, stop = _span(data, at, end)
-    return key >> 3, start, stop
-
-
-def _span(data: bytes, at: int, end: int) -> tuple[int, int]:
-    length, at = _varint(data, at, end)
-    if length > end - at:
-        raise Unexpected
-    return at, at + length
-
-
-def _varint(data: bytes, at: int, end: int) -> tuple[int, int]:
-    if at < end and data[at] < 0x80:  # one byte: tags, lengths, small numbers
-        return data[at], at + 1
-    value = 0
-    shift = 0
-    while at < end and shift < 64:
-        byte = data[at]
-        at += 1
-        if shift == 63 and byte > 1:  # the tenth byte carries bit 63 only
-            raise Unexpected
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, at
-        shift += 7
-    raise Unexpected
-
-
-def _signed64(value: int) -> int:
-    if value <= _SHORT:
-        return value
-    return value - _U64 if value >= 1 << 63 else value
-
-
-def _text(data: bytes, start: int, stop: int) -> str:
-    try:
-        return data[start:stop].decode()
-    except UnicodeDecodeError:
-        raise Unexpected from None
 
 
 def write_infer(response: InferenceResponse, inline: bool = False) -> bytes | None:
@@ -422,8 +378,8 @@ def _parameter_entry(key: str, value: Any) -> bytes | None:
     """A map entry {key, InferParameter}, the value in the field ``parameter_choice`` names."""
     field, held = parameter_choice(value)
     if field == "string_param":
-        text = held.encode()
-        param = _varint_bytes(3 << 3 | LENGTH) + _varint_bytes(len(text)) + text
+        utf8 = held.encode()
+        param = _varint_bytes(3 << 3 | LENGTH) + _varint_bytes(len(utf8)) + utf8
     elif field == "double_param":
         param = _varint_bytes(4 << 3 | FIXED64) + _DOUBLE.pack(held)
     else:

@@ -16,9 +16,9 @@ from rosettaserve.core.dataplane import DataPlane
 from rosettaserve.core.errors import InvalidInput
 from rosettaserve.core.executor import run_request_work, run_sized
 from rosettaserve.protocols.tfserving import grpc_convert as conv
-from rosettaserve.protocols.tfserving import schema, service, signatures
+from rosettaserve.protocols.tfserving import messages as pb
+from rosettaserve.protocols.tfserving import predict_wire, schema, service, signatures
 from rosettaserve.protocols.tfserving.examples import ExamplesRequest
-from rosettaserve.protocols.tfserving.pb import serving_pb2 as pb
 from rosettaserve.protocols.tfserving.status import model_status, servable
 from rosettaserve.transport.grpc_context import Aborted
 from rosettaserve.web.grpc_services import ServiceTable
@@ -35,7 +35,12 @@ _METHODS = {schema.METHOD_NAMES[m]: m for m in (schema.CLASSIFY, schema.REGRESS)
 
 
 def model_of(request: Any) -> str:
-    """The model a request names, for the access line."""
+    """The model a request names, for the access line (Predict's are its bytes)."""
+    if isinstance(request, bytes):
+        try:
+            return predict_wire.request(request).target.model or "-"
+        except InvalidInput:
+            return "-"
     tasks = getattr(request, "tasks", None)
     if tasks:
         return str(tasks[0].model_spec.name) or "-"
@@ -48,24 +53,24 @@ class PredictionServicer:
         self.dp = dp
         self.model_of = model_of
 
-    async def Predict(self, request: Any, context: Any) -> Any:
-        target = conv.target(request)
-        mv = servable(self.dp, target)
-        name = request.model_spec.signature_name or schema.DEFAULT_SIGNATURE
-        if name not in signatures.signatures(mv):
+    async def Predict(self, request: bytes, context: Any) -> bytes:
+        call = predict_wire.request(request)
+        mv = servable(self.dp, call.target)
+        name = call.signature_name or schema.DEFAULT_SIGNATURE
+        if signatures.named(mv, name) is None:
             raise Aborted(FAILED_PRECONDITION, f'Serving signature key "{name}" not found.', ())
         signature = signatures.find(mv, name, schema.PREDICT)
-        conv.check_inputs(request, signature)
-        if conv.typed_values(request) > INLINE_TYPED_VALUES:
-            arrays = await run_request_work(conv.predict_inputs, request, signature)
+        conv.check_inputs(call, signature)
+        if conv.typed_values(call) > INLINE_TYPED_VALUES:
+            arrays = await run_request_work(conv.predict_inputs, call, signature)
         else:
-            arrays = conv.predict_inputs(request, signature)
-        wanted = conv.output_specs(request, signature)
+            arrays = conv.predict_inputs(call, signature)
+        wanted = conv.output_specs(call, signature)
         outputs = await service.predict(self.dp, mv, signature, arrays, wanted, protocol=PROTOCOL)
         return conv.predict_response(mv, signature, outputs)  # serialized
 
     async def Classify(self, request: Any, context: Any) -> Any:
-        target = conv.target(request)
+        target = predict_wire.target(request)
         examples = await _examples(request.input, request.model_spec.signature_name)
         done = await service.classify(self.dp, target, examples, PROTOCOL)
         response = pb.ClassificationResponse()
@@ -74,7 +79,7 @@ class PredictionServicer:
         return response
 
     async def Regress(self, request: Any, context: Any) -> Any:
-        target = conv.target(request)
+        target = predict_wire.target(request)
         examples = await _examples(request.input, request.model_spec.signature_name)
         done = await service.regress(self.dp, target, examples, PROTOCOL)
         response = pb.RegressionResponse()
@@ -87,7 +92,7 @@ class PredictionServicer:
         tasks = _checked_tasks(request)
         response = pb.MultiInferenceResponse()
         for task in tasks:
-            target = conv.target(task)
+            target = predict_wire.target(task)
             name = task.model_spec.signature_name
             examples = await _examples(request.input, name)
             result = response.results.add()
@@ -103,7 +108,7 @@ class PredictionServicer:
         return response
 
     async def GetModelMetadata(self, request: Any, context: Any) -> Any:
-        target = conv.target(request)
+        target = predict_wire.target(request)
         conv.check_metadata_fields(request)
         return conv.metadata_response(signatures.metadata(servable(self.dp, target)))
 
@@ -143,12 +148,12 @@ class ModelServicer:
         self.model_of = model_of
 
     async def GetModelStatus(self, request: Any, context: Any) -> Any:
-        return conv.status_response(model_status(self.dp, conv.target(request)))
+        return conv.status_response(model_status(self.dp, predict_wire.target(request)))
 
 
 # rpc name -> (request type, response type, streaming)
 PREDICTION_RPCS: dict[str, tuple[Any, Any, bool | str]] = {
-    "Predict": (pb.PredictRequest, bytes, False),  # the answer is written by hand
+    "Predict": (bytes, bytes, False),  # read and written by hand (predict_wire, grpc_convert)
     "Classify": (pb.ClassificationRequest, pb.ClassificationResponse, False),
     "Regress": (pb.RegressionRequest, pb.RegressionResponse, False),
     "MultiInference": (pb.MultiInferenceRequest, pb.MultiInferenceResponse, False),

@@ -13,28 +13,13 @@ from rosettaserve.core.errors import InvalidInput
 from rosettaserve.core.registry import ModelVersion
 from rosettaserve.core.types import Tensor, TensorSpec
 from rosettaserve.protocols.tfserving import examples, schema, tensorproto
-from rosettaserve.protocols.tfserving.pb import serving_pb2 as pb
+from rosettaserve.protocols.tfserving import messages as pb
+from rosettaserve.protocols.tfserving.predict_wire import Content, Predict
 from rosettaserve.protocols.tfserving.signatures import Signature
-from rosettaserve.protocols.tfserving.status import Target
 
 SIGNATURE_DEF = "signature_def"  # the one metadata field TF Serving serves
 _ERROR_CODES = {"OK": 0, "UNKNOWN": 2}  # tensorflow.error.Code
 _SPEC_CACHE = "tfserving.grpc.model_spec"
-
-
-def target(request: Any) -> Target:
-    """The version a request's ModelSpec names, with TF Serving's errors."""
-    if not request.HasField("model_spec"):
-        raise InvalidInput("Missing ModelSpec")
-    spec = request.model_spec
-    if not spec.name:
-        raise InvalidInput("ModelSpec has no name specified.")
-    choice = spec.WhichOneof("version_choice")
-    if choice == "version":
-        return Target(spec.name, spec.version.value)
-    if choice == "version_label":
-        return Target(spec.name, label=spec.version_label)
-    return Target(spec.name)
 
 
 def model_spec(out: Any, mv: ModelVersion, signature_name: str) -> None:
@@ -48,11 +33,11 @@ def model_spec(out: Any, mv: ModelVersion, signature_name: str) -> None:
 # -- Predict ----------------------------------------------------------------------------------
 
 
-def check_inputs(request: Any, signature: Signature) -> None:
+def check_inputs(request: Predict, signature: Signature) -> None:
     """Every signature input sent, and nothing else (TF Serving's message, sets sorted)."""
-    sent, wanted = set(request.inputs), set(signature.inputs)
-    if sent == wanted:
+    if request.inputs.keys() == signature.inputs.keys():
         return
+    sent, wanted = set(request.inputs), set(signature.inputs)
     raise InvalidInput(
         f"input size does not match signature: {len(sent)}!={len(wanted)} "
         f"len({{{_join(sent)}}}) != len({{{_join(wanted)}}}). Sent extra: "
@@ -64,11 +49,17 @@ def _join(names: set[str]) -> str:
     return ",".join(sorted(names))
 
 
-def predict_inputs(request: Any, signature: Signature) -> dict[str, np.ndarray]:
+def predict_inputs(request: Predict, signature: Signature) -> dict[str, np.ndarray]:
     """One array per signature input, in the datatype the model takes."""
     arrays = {}
     for index, (alias, spec) in enumerate(signature.inputs.items()):
-        datatype, array = tensorproto.to_array(request.inputs[alias], alias)
+        tensor = request.inputs[alias]
+        if type(tensor) is Content:
+            datatype, array = tensorproto.content_array(
+                tensor.dtype, tensor.dims, tensor.content, alias
+            )
+        else:
+            datatype, array = tensorproto.to_array(tensor, alias)
         if datatype != spec.datatype:  # the session's own check, as TF answers it
             raise InvalidInput(
                 f"Expects arg[{index}] to be {schema.tf_type(spec.datatype).short} but "
@@ -78,12 +69,16 @@ def predict_inputs(request: Any, signature: Signature) -> dict[str, np.ndarray]:
     return arrays
 
 
-def typed_values(request: Any) -> int:
+def typed_values(request: Predict) -> int:
     """How many values the request's tensors hold in typed fields (read one by one)."""
-    return sum(tensorproto.typed_count(proto) for proto in request.inputs.values())
+    return sum(
+        tensorproto.typed_count(proto)
+        for proto in request.inputs.values()
+        if type(proto) is not Content
+    )
 
 
-def output_specs(request: Any, signature: Signature) -> dict[str, TensorSpec]:
+def output_specs(request: Predict, signature: Signature) -> dict[str, TensorSpec]:
     """The outputs ``output_filter`` asks for (all when empty), with TF Serving's errors."""
     if not request.output_filter:
         return signature.outputs  # read, never changed

@@ -46,16 +46,25 @@ class ClassifyView:
 
 
 def signatures(mv: ModelVersion) -> dict[str, Signature]:
-    cached = mv.extra.get(_CACHE)
+    return dict(_cached(mv))
+
+
+def named(mv: ModelVersion, name: str) -> Signature | None:
+    """The signature called ``name``, if the version has one (a lookup, no copy)."""
+    return _cached(mv).get(name)
+
+
+def _cached(mv: ModelVersion) -> dict[str, Signature]:
+    cached: dict[str, Signature] | None = mv.extra.get(_CACHE)
     if cached is None:
         cached = mv.extra[_CACHE] = _build(mv)
-    return dict(cached)
+    return cached
 
 
 def find(mv: ModelVersion, name: str, method: str) -> Signature:
     """The signature a request names ("" = serving_default), with TF's errors."""
     key = name or schema.DEFAULT_SIGNATURE
-    signature = signatures(mv).get(key)
+    signature = _cached(mv).get(key)
     if signature is None:
         if method == schema.PREDICT:
             raise InvalidInput(f'Serving signature name: "{key}" not found in signature def')

@@ -20,7 +20,7 @@ import numpy as np
 
 from rosettaserve.core import dtypes
 from rosettaserve.core.errors import InvalidInput
-from rosettaserve.protocols.tfserving.pb import tensorflow_pb2 as tfpb
+from rosettaserve.protocols.tfserving import messages as pb
 
 Part = bytes | memoryview  # of a serialized message: joined by the caller
 _LITTLE: Final = sys.byteorder == "little"  # the wire's order is little-endian
@@ -30,22 +30,23 @@ MAX_FILLED: Final = 1 << 24
 # the elements of a shape's nonzero dims: numpy counts its bytes in int64 even with a dim of 0
 _MAX_SIZE: Final = (2**63 - 1) // 16
 _ONE_BYTE: Final = [bytes((i,)) for i in range(0x80)]  # the varints of one byte, made once
+SMALL_COPY: Final = 4096  # bytes of tensor_content written as a copy, not a view
 # DataType enum value -> our V2 datatype name (the dtypes a served model can take)
 FROM_DT: Final[dict[int, str]] = {
-    tfpb.DT_FLOAT: "FP32",
-    tfpb.DT_DOUBLE: "FP64",
-    tfpb.DT_INT32: "INT32",
-    tfpb.DT_UINT8: "UINT8",
-    tfpb.DT_INT16: "INT16",
-    tfpb.DT_INT8: "INT8",
-    tfpb.DT_STRING: "BYTES",
-    tfpb.DT_INT64: "INT64",
-    tfpb.DT_BOOL: "BOOL",
-    tfpb.DT_BFLOAT16: "BF16",
-    tfpb.DT_UINT16: "UINT16",
-    tfpb.DT_HALF: "FP16",
-    tfpb.DT_UINT32: "UINT32",
-    tfpb.DT_UINT64: "UINT64",
+    pb.DT_FLOAT: "FP32",
+    pb.DT_DOUBLE: "FP64",
+    pb.DT_INT32: "INT32",
+    pb.DT_UINT8: "UINT8",
+    pb.DT_INT16: "INT16",
+    pb.DT_INT8: "INT8",
+    pb.DT_STRING: "BYTES",
+    pb.DT_INT64: "INT64",
+    pb.DT_BOOL: "BOOL",
+    pb.DT_BFLOAT16: "BF16",
+    pb.DT_UINT16: "UINT16",
+    pb.DT_HALF: "FP16",
+    pb.DT_UINT32: "UINT32",
+    pb.DT_UINT64: "UINT64",
 }
 TO_DT: Final[dict[str, int]] = {name: dt for dt, name in FROM_DT.items()}
 # what a TensorProto's writer writes most: its dtype field, and a dim of a size under 128
@@ -86,7 +87,11 @@ def shape_of(proto: Any) -> tuple[int, ...] | None:
     shape = proto.tensor_shape
     if shape.unknown_rank:
         return None
-    dims = tuple([d.size for d in shape.dim])
+    return checked_shape(tuple([d.size for d in shape.dim]))
+
+
+def checked_shape(dims: tuple[int, ...]) -> tuple[int, ...] | None:
+    """``dims``, or None when they cannot be a tensor's."""
     if not dims:
         return dims
     size = math.prod(dims)
@@ -133,8 +138,19 @@ def to_array(proto: Any, alias: str) -> tuple[str, np.ndarray]:
     return datatype, array.reshape(shape)
 
 
+def content_array(
+    dtype: int, dims: tuple[int, ...], content: bytes | memoryview, alias: str
+) -> tuple[str, np.ndarray]:
+    """``to_array`` of a tensor whose (non-empty) values are all in ``tensor_content``, read
+    from the wire (``predict_wire``): its dtype, dims and content."""
+    datatype, shape = FROM_DT.get(dtype), checked_shape(dims)
+    if datatype is None or shape is None or datatype == "BYTES":
+        raise parse_error(alias)
+    return datatype, _from_content(content, datatype, shape, math.prod(shape), alias)
+
+
 def _from_content(
-    content: bytes, datatype: str, shape: tuple[int, ...], count: int, alias: str
+    content: bytes | memoryview, datatype: str, shape: tuple[int, ...], count: int, alias: str
 ) -> np.ndarray:
     dt = dtypes.DTYPES[datatype]
     if len(content) != count * dt.itemsize:
@@ -168,9 +184,12 @@ def wire_parts(data: np.ndarray, datatype: str) -> list[Part]:
     array = np.ascontiguousarray(data, dtype=dtypes.DTYPES[datatype].numpy)
     if not _LITTLE:
         array = array.byteswap()
-    # the values themselves, not a copy: the caller's b"".join copies them into the reply
-    content = array.reshape(-1).view(np.uint8).data
-    parts += [b"\x22" + varint(content.nbytes), content]
+    content: Part
+    if array.nbytes <= SMALL_COPY:  # a copy of a few bytes costs less than a view of them
+        content = array.tobytes()
+    else:  # the values themselves, not a copy: the caller's b"".join copies them into the reply
+        content = array.reshape(-1).view(np.uint8).data
+    parts += [b"\x22" + varint(len(content)), content]
     return parts
 
 
@@ -192,4 +211,4 @@ def varint(value: int) -> bytes:
 
 def make(data: np.ndarray, datatype: str) -> Any:
     """A new TensorProto holding ``data``, as ``wire_parts`` writes it."""
-    return tfpb.TensorProto.FromString(b"".join(wire_parts(data, datatype)))
+    return pb.TensorProto.FromString(b"".join(wire_parts(data, datatype)))
