@@ -5,7 +5,7 @@
 Times ``DataPlane.infer`` (validation, the invoker, the answer built from what the model
 returned) on the python ``identity`` model of bench/compare (FP32 [1,4] in, the same out): the
 model run on each request (no cache), and answered from the response cache (every request after
-the first a hit: the key's BLAKE2b digest, the lookup, the whole key compared). The same again
+the first a hit: the key's hash, the lookup, the whole key compared). The same again
 with a [1,262144] input (1 MiB), where the key's bytes are hashed and compared. Prints the best
 of ``--repeat`` rounds, in microseconds per request, and the hit's cost over the model's.
 """
