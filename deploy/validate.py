@@ -4,7 +4,8 @@ Built-in kinds are checked against the Kubernetes OpenAPI schemas (kubernetes-va
 an unknown field is an error, as with ``kubectl apply --validate=strict``); custom resources
 against the ``openAPIV3Schema`` of their CustomResourceDefinition, kept in deploy/schemas/
 (KServe's ClusterServingRuntime and InferenceService, the Prometheus Operator's
-ServiceMonitor, the Gateway API Inference Extension's InferencePool), just as strictly. Every object's name must be a valid Kubernetes name.
+ServiceMonitor, the Gateway API Inference Extension's InferencePool), just as strictly. Every
+object's name must be a valid Kubernetes name.
 
     python deploy/validate.py FILE... [--kubernetes-version 1.32.0]
     helm template deploy/helm/rosettaserve | python deploy/validate.py -
