@@ -194,7 +194,7 @@ class DynamicBatcher:
         for item in self._queue:
             deadline = item.call.deadline if item.call else None
             if deadline is not None and deadline <= now:
-                _settle(item, error=TimeoutError())  # the data plane words the 504
+                _settle(item.future, error=TimeoutError())  # the data plane words the 504
             else:
                 kept.append(item)
         self._queue = kept
@@ -219,27 +219,28 @@ class DynamicBatcher:
             ran = perf_counter_ns()
             for item in batch:
                 _mark(item.call, ran, rows)
-            result = await self.inner.predict(inputs, batch[0].parameters, _batch_call(batch))
+            call = _batch_call([item.call for item in batch])
+            result = await self.inner.predict(inputs, batch[0].parameters, call)
             done = perf_counter_ns()
             parts = [result] if len(batch) == 1 else self._split(result, batch, rows)
         except ServingError as exc:
             for item in batch:
-                _settle(item, error=exc)
+                _settle(item.future, error=exc)
             return
         except asyncio.CancelledError:
             for item in batch:
-                _settle(item, error=Cancelled("the server stopped while the batch ran"))
+                _settle(item.future, error=Cancelled("the server stopped while the batch ran"))
             raise
         except Exception as exc:  # concatenation or splitting failed: the server's fault
             log.error("batching for model %s failed", self.name, exc_info=exc)
             error = ModelError(f"batching for model '{self.name}' failed: {exc}")
             for item in batch:
-                _settle(item, error=error)
+                _settle(item.future, error=error)
             return
         for item, part in zip(batch, parts, strict=True):
             if item.call is not None:
                 item.call.done = done
-            _settle(item, result=part)
+            _settle(item.future, result=part)
         if self.stats is not None:
             self.stats.record_execution(rows, ran - start, done - ran, perf_counter_ns() - done)
 
@@ -324,11 +325,12 @@ def _stack(arrays: list[np.ndarray], rows: int) -> np.ndarray:
     return np.concatenate(arrays)
 
 
-def _batch_call(batch: list[Pending]) -> Call:
-    """The batch's own call, due when its last request is (the instances watch it by that)."""
+def _batch_call(calls: list[Call | None]) -> Call:
+    """The batch's own call, due when its last request is (the instances watch it by that);
+    ``calls``: its requests' (the sequence batcher's too, whose requests are not Pending)."""
     deadline = 0.0
-    for item in batch:
-        due = None if item.call is None else item.call.deadline
+    for call in calls:
+        due = None if call is None else call.deadline
         if due is None:  # a request without a timeout: neither has the batch
             return Call(perf_counter_ns())
         deadline = max(deadline, due)
@@ -341,14 +343,16 @@ def _mark(call: Call | None, ran: int, rows: int) -> None:
         call.batch_size = rows
 
 
-def _settle(item: Pending, result: Any = None, error: BaseException | None = None) -> None:
-    """Hand a request its result or error, unless it has stopped waiting."""
-    if item.future.done():
+def _settle(
+    future: asyncio.Future[Any], result: Any = None, error: BaseException | None = None
+) -> None:
+    """Hand a request (its future) its result or error, unless it has stopped waiting."""
+    if future.done():
         return
     if error is not None:
-        item.future.set_exception(error)
+        future.set_exception(error)
     else:
-        item.future.set_result(result)
+        future.set_result(result)
 
 
 def _resolve(future: asyncio.Future[None]) -> None:

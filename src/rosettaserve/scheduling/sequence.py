@@ -306,7 +306,7 @@ class SequenceBatcher:
             for item in items:
                 _mark(item.call, ran, len(items))
             parameters = {k: v for k, v in items[0].parameters.items() if k not in SEQUENCE_KEYS}
-            batch_call = _batch_call(items)  # type: ignore[arg-type]  # (Waiting: Pending's call)
+            batch_call = _batch_call([item.call for item in items])
             batch_call.instance = lane.index
             result = await self.inner.predict(arrays, parameters, batch_call)
             done = perf_counter_ns()
@@ -338,7 +338,7 @@ class SequenceBatcher:
             if item.call is not None:
                 item.call.done = done
             shown = {k: v for k, v in part.items() if k not in self.hidden}
-            _settle(item, result=shown)  # type: ignore[arg-type]  # (Waiting: Pending's future)
+            _settle(item.future, result=shown)
 
     def _failed(self, taken: list[tuple[Sequence, Waiting] | None], exc: BaseException) -> None:
         if isinstance(exc, asyncio.CancelledError):
@@ -352,7 +352,7 @@ class SequenceBatcher:
         for pair in taken:
             if pair is not None:
                 self._finish(pair[0], pair[1], now)
-                _settle(pair[1], error=error)  # type: ignore[arg-type]  # (as Pending's future)
+                _settle(pair[1].future, error=error)
 
     def _finish(self, seq: Sequence, item: Waiting, now: float) -> None:
         seq.busy = False
