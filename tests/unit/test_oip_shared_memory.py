@@ -29,8 +29,11 @@ def key(request: pytest.FixtureRequest) -> Iterator[str]:
 
 @pytest.fixture
 def regions() -> Iterator[sm.Regions]:
+    """The process's registry, open (a server built earlier in this process may have closed
+    it: --allow-client-shm off), as it was afterwards."""
+    previous, sm.REGIONS.refusal = sm.REGIONS.refusal, None
     yield sm.REGIONS
-    sm.REGIONS.refusal = None
+    sm.REGIONS.refusal = previous
     sm.REGIONS.unregister()
 
 
