@@ -33,8 +33,9 @@ def regions() -> Iterator[sm.Regions]:
     it: --allow-client-shm off), as it was afterwards."""
     previous, sm.REGIONS.refusal = sm.REGIONS.refusal, None
     yield sm.REGIONS
-    sm.REGIONS.refusal = previous
+    sm.REGIONS.refusal = None
     sm.REGIONS.unregister()
+    sm.REGIONS.refusal = previous
 
 
 def test_an_unaligned_offset_maps_the_right_bytes(regions: sm.Regions, key: str) -> None:
