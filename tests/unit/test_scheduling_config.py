@@ -8,6 +8,7 @@ import pytest
 from google.protobuf.json_format import ParseDict
 
 from rosettaserve.core.registry import DynamicBatching, ModelVersion
+from rosettaserve.core.types import TensorSpec
 from rosettaserve.protocols.oip import extensions
 from rosettaserve.protocols.oip.pb import grpc_service_pb2 as pb
 from rosettaserve.repository.config import ConfigError, parse_config
@@ -92,3 +93,20 @@ def test_model_config_shows_dynamic_batching_in_triton_shape() -> None:
     batching = msg.config.dynamic_batching
     assert list(batching.preferred_batch_size) == [4, 8]
     assert batching.default_queue_policy.max_queue_size == 16
+
+
+def test_model_config_shows_label_files_and_the_response_cache_as_triton_does() -> None:
+    """An output's label_filename (labels.txt names the classes of every output) and
+    response_cache {"enable": true}: only when the version has them."""
+    outputs = [TensorSpec("A", "FP32", (-1,)), TensorSpec("B", "INT64", (1,))]
+    mv = ModelVersion(name="m", version="1", runtime="python", outputs=outputs)
+    doc = extensions.model_config(mv)
+    assert "response_cache" not in doc
+    assert all("label_filename" not in o for o in doc["output"])
+    mv.class_labels, mv.response_cache = ["cat", "dog"], True
+    doc = extensions.model_config(mv)
+    assert doc["response_cache"] == {"enable": True}
+    assert [o["label_filename"] for o in doc["output"]] == ["labels.txt", "labels.txt"]
+    msg = ParseDict({"config": doc}, pb.ModelConfigResponse())  # what gRPC ModelConfig sends
+    assert msg.config.response_cache.enable
+    assert [o.label_filename for o in msg.config.output] == ["labels.txt", "labels.txt"]

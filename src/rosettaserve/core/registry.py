@@ -15,6 +15,8 @@ from rosettaserve.core.types import TensorSpec
 
 # ModelVersion.extra: seconds unused after which the version is unloaded, as a request set it
 # (Ollama's keep_alive; negative: never); wins over model.yaml's unload_after_idle
+# the classification extension's class names, one a line, in the model's folder (its labels)
+CLASS_LABELS = "labels.txt"
 KEEP_ALIVE = "keep_alive_s"
 # ModelVersion.extra: set while it loads on demand (the server's readiness does not wait for it)
 ON_DEMAND = "on_demand"

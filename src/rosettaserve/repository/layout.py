@@ -6,6 +6,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from rosettaserve.core.registry import CLASS_LABELS
 from rosettaserve.repository.config import CONFIG_FILE
 
 _SKIP = {"__pycache__"}
@@ -38,7 +39,6 @@ def scan_model(path: Path) -> ModelDir:
     return ModelDir(path.name, path, numeric or {1: path}, mtime)
 
 
-CLASS_LABELS = "labels.txt"  # the classification extension's class names, one a line
 MAX_LABELS_BYTES = 16 << 20
 
 

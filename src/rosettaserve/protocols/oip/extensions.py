@@ -9,7 +9,12 @@ from collections.abc import Iterable
 from typing import Any
 
 from rosettaserve.core.errors import Unsupported
-from rosettaserve.core.registry import ModelVersion, SequenceBatching, SequenceControl
+from rosettaserve.core.registry import (
+    CLASS_LABELS,
+    ModelVersion,
+    SequenceBatching,
+    SequenceControl,
+)
 from rosettaserve.core.stats import Duration
 from rosettaserve.core.types import TensorSpec
 
@@ -19,11 +24,15 @@ def config_type(datatype: str) -> str:
 
 
 def model_config(mv: ModelVersion) -> dict[str, Any]:
-    """Triton's ModelConfig: dims exclude the batch dim when max_batch_size > 0."""
+    """Triton's ModelConfig: dims exclude the batch dim when max_batch_size > 0; an output's
+    ``label_filename`` and ``response_cache`` when the version has them, as Triton shows them."""
     batch = mv.max_batch_size
 
     def dims(spec: TensorSpec) -> list[int]:
         return list(spec.shape[1:] if batch > 0 and spec.shape else spec.shape)
+
+    # labels.txt names the classes of every output (Triton names a file per output)
+    labelled = {"label_filename": CLASS_LABELS} if mv.class_labels else {}
 
     doc: dict[str, Any] = {
         "name": mv.name,
@@ -35,10 +44,12 @@ def model_config(mv: ModelVersion) -> dict[str, Any]:
             for s in mv.inputs
         ],
         "output": [
-            {"name": s.name, "data_type": config_type(s.datatype), "dims": dims(s)}
+            {"name": s.name, "data_type": config_type(s.datatype), "dims": dims(s), **labelled}
             for s in mv.outputs
         ],
     }
+    if mv.response_cache:
+        doc["response_cache"] = {"enable": True}
     if mv.invoker is not None and mv.invoker.streams:
         doc["model_transaction_policy"] = {"decoupled": True}
     if mv.dynamic_batching is not None:
