@@ -78,3 +78,11 @@ def counted(
     with contextlib.suppress(AssertionError):
         wait_for(lambda: all(n >= added for n in since().values()), timeout=10)
     return since()
+
+
+def status_of(protocol: str, http: int) -> str:
+    """tritonclient's status of an error: the HTTP code, or the gRPC code it maps to."""
+    if protocol == "http":
+        return str(http)
+    names = {400: "INVALID_ARGUMENT", 404: "NOT_FOUND", 409: "ALREADY_EXISTS", 500: "INTERNAL"}
+    return f"StatusCode.{names[http]}"

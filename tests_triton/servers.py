@@ -20,10 +20,11 @@ ROOT = HERE.parent
 REPOSITORY = HERE / "repository"
 ROSETTASERVE = os.environ.get("ROSETTASERVE", str(ROOT / ".venv" / "bin" / "rosettaserve"))
 SERVERS = ("rosettaserve", "triton")
-# flags a feature under test needs, each server's spelling (e.g. a response cache:
-# ["--cache-size", "1048576"] and ["--cache-config", "local,size=1048576"])
-ROSETTASERVE_ARGS: list[str] = []
-TRITON_ARGS: list[str] = []
+# flags a feature under test needs, each server's spelling: the response cache's size, and system
+# shared memory (Triton always serves it, rosettaserve with --allow-client-shm)
+CACHE_BYTES = 1 << 20
+ROSETTASERVE_ARGS: list[str] = ["--cache-size", str(CACHE_BYTES), "--allow-client-shm"]
+TRITON_ARGS: list[str] = ["--cache-config", f"local,size={CACHE_BYTES}"]
 
 
 @dataclass

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from tritonclient.utils import InferenceServerException
 
-from tests_triton.clients import PROTOCOLS, client, count, counted, infer, stats
+from tests_triton.clients import PROTOCOLS, client, count, counted, infer, stats, status_of
 from tests_triton.servers import Peer
 
 
@@ -73,18 +73,11 @@ def test_a_callees_error_reaches_the_client_through_its_caller(server: Peer, pro
     x = np.array([-1.0], np.float32)
     with pytest.raises(InferenceServerException) as direct:
         infer(server, protocol, "picky", {"X": x}, ["Y"])
-    assert direct.value.status() == status(protocol, 400)
+    assert direct.value.status() == status_of(protocol, 400)
     kind = "success" if server.name == "triton" else "fail"
     before = {model: count(server, model, kind) for model in ("caller", "picky")}
     with pytest.raises(InferenceServerException) as caught:
         infer(server, protocol, "caller", {"INPUT": x}, ["OUT"])
     assert caught.value.message() == "negative values are refused"
-    assert caught.value.status() == status(protocol, 500 if server.name == "triton" else 400)
+    assert caught.value.status() == status_of(protocol, 500 if server.name == "triton" else 400)
     assert counted(server, before, 1, kind) == {"caller": 1, "picky": 1}
-
-
-def status(protocol: str, http: int) -> str:
-    """tritonclient's status of an error: the HTTP code, or the gRPC code it maps to."""
-    if protocol == "http":
-        return str(http)
-    return {400: "StatusCode.INVALID_ARGUMENT", 500: "StatusCode.INTERNAL"}[http]
