@@ -179,6 +179,16 @@ def test_a_start_needs_an_id_and_others_a_start() -> None:
     asyncio.run(run())
 
 
+def test_oldest_prefers_a_full_batch_unless_told() -> None:
+    """Triton's default, which its configuration shows: the same batches as none preferred."""
+    for given, preferred in (({}, (4,)), ({"preferred_batch_size": [3, 2, 3]}, (2, 3))):
+        config = parse_config(
+            {"runtime": "python", "max_batch_size": 4, "sequence_batching": {"oldest": given}}
+        )
+        assert config.sequence_batching is not None
+        assert config.sequence_batching.preferred_batch_size == preferred
+
+
 @pytest.mark.parametrize(
     ("batching", "message"),
     [

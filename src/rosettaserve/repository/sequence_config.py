@@ -35,7 +35,8 @@ def sequence_batching(
         controls=tuple(c for c in controls if c is not None),
         states=tuple(_state(item) for item in value["state"] or [] if item),
         max_candidate_sequences=oldest.get("max_candidate_sequences") or max(1, max_batch_size),
-        preferred_batch_size=tuple(sorted(set(preferred))),
+        # unset: a full batch, as Triton fills it in (and its configuration shows it)
+        preferred_batch_size=tuple(sorted(set(preferred))) or (max(1, max_batch_size),),
         max_queue_delay_us=oldest.get("max_queue_delay_microseconds", 0) or 0,
     )
 
