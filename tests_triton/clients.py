@@ -4,12 +4,14 @@ by name, statistics as counts."""
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
-from tritonclient.utils import np_to_triton_dtype
+from tritonclient.utils import InferenceServerException, np_to_triton_dtype
 
 from tests.serverproc import wait_for
 from tests_triton.servers import Peer
@@ -85,4 +87,12 @@ def status_of(protocol: str, http: int) -> str:
     if protocol == "http":
         return str(http)
     names = {400: "INVALID_ARGUMENT", 404: "NOT_FOUND", 409: "ALREADY_EXISTS", 500: "INTERNAL"}
+    names[501] = "UNIMPLEMENTED"
     return f"StatusCode.{names[http]}"
+
+
+def refused(call: Callable[[], object]) -> InferenceServerException:
+    """The error ``call()`` fails with."""
+    with pytest.raises(InferenceServerException) as caught:
+        call()
+    return caught.value

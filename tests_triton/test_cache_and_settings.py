@@ -11,7 +11,7 @@ import pytest
 from google.protobuf.json_format import MessageToDict
 from tritonclient.utils import InferenceServerException
 
-from tests_triton.clients import PROTOCOLS, client, counted, infer, stats, status_of
+from tests_triton.clients import PROTOCOLS, client, counted, infer, refused, stats, status_of
 from tests_triton.servers import Peer
 
 
@@ -91,6 +91,31 @@ def test_trace_settings_read_and_updated(server: Peer, protocol: str) -> None:
         assert trace(c, protocol) == expected  # the server's are untouched
         back = update_trace(c, protocol, "double", {"trace_rate": None, "trace_count": None})
         assert back == expected
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_trace_settings_refused(server: Peer, protocol: str) -> None:
+    """The same status from both for a trace_file (501: never named over the network) and a
+    trace_rate that is not a number (400). Documented differences: a trace_level without a
+    trace file is 400 on Triton (it writes traces only to a file), 501 on ours without
+    --otel-exporter (spans leave only through an exporter); the settings of an unknown model are
+    400 on Triton, 404 on ours (as every other answer about an unknown model, on both)."""
+    triton = server.name == "triton"
+    with client(server, protocol) as c:
+        level = refused(lambda: update_trace(c, protocol, "", {"trace_level": ["TIMESTAMPS"]}))
+        assert level.status() == status_of(protocol, 400 if triton else 501)
+        assert ("trace file name is not given" if triton else "--otel-exporter") in level.message()
+        named = refused(lambda: update_trace(c, protocol, "", {"trace_file": "/tmp/t.json"}))
+        assert named.status() == status_of(protocol, 501)
+        rate = refused(lambda: update_trace(c, protocol, "", {"trace_rate": "abc"}))
+        assert rate.status() == status_of(protocol, 400)
+        assert rate.message().startswith("Unable to parse 'trace_rate'")
+        unknown = refused(lambda: trace(c, protocol, "nothing"))
+        assert unknown.status() == status_of(protocol, 400 if triton else 404)
+        assert unknown.message() == (
+            "Request for unknown model : nothing" if triton else "unknown model 'nothing'"
+        )
+        assert trace(c, protocol)["trace_level"] == ["OFF"]  # nothing changed
 
 
 def trace(c: Any, protocol: str, model: str = "") -> dict[str, Any]:

@@ -15,7 +15,7 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from tests_triton.clients import PROTOCOLS, client, status_of
+from tests_triton.clients import PROTOCOLS, client, refused, status_of
 from tests_triton.servers import Peer
 
 # two sequences taking turns: (which, value, start, end) and each answer, its running sum
@@ -111,12 +111,6 @@ def test_a_string_corrid(server: Peer, protocol: str) -> None:
         send = sender(c, protocol)
         assert take_turns(send, "accumulate_text", ids) == SUMS
         assert send("accumulate_text", 7, 6001, True, True) == 7
-
-
-def refused(call: Callable[[], object]) -> InferenceServerException:
-    with pytest.raises(InferenceServerException) as caught:
-        call()
-    return caught.value
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)

@@ -14,9 +14,9 @@ import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 import tritonclient.utils.shared_memory as shm
-from tritonclient.utils import InferenceServerException, serialize_byte_tensor
+from tritonclient.utils import serialize_byte_tensor
 
-from tests_triton.clients import PROTOCOLS, client, status_of
+from tests_triton.clients import PROTOCOLS, client, refused, status_of
 from tests_triton.servers import Peer
 
 SIZE = 64  # bytes of each region
@@ -142,12 +142,6 @@ def status(c: Any, protocol: str, name: str = "") -> dict[str, dict[str, Any]]:
     }  # fmt: skip
 
 
-def error(call: Any) -> InferenceServerException:
-    with pytest.raises(InferenceServerException) as caught:
-        call()
-    return caught.value
-
-
 def test_errors_of_regions_and_sizes(regions: Regions) -> None:
     """The same messages from both. Documented differences in the status: an output region
     smaller than the output is a client's mistake on ours (400), INTERNAL (500) on Triton."""
@@ -158,17 +152,17 @@ def test_errors_of_regions_and_sizes(regions: Regions) -> None:
         def infer(given: Any, asked: Any = None) -> Any:
             return lambda: c.infer("double", [given], outputs=asked)
 
-        unknown = error(infer(shared_input(p, "IN", "nope", X.nbytes)))
+        unknown = refused(infer(shared_input(p, "IN", "nope", X.nbytes)))
         assert unknown.status() == status_of(p, 404)
         assert unknown.message() == "Unable to find shared memory region: 'nope'"
-        past = error(infer(shared_input(p, "IN", "in", X.nbytes, offset=SIZE - 4)))
+        past = refused(infer(shared_input(p, "IN", "in", X.nbytes, offset=SIZE - 4)))
         assert past.status() == status_of(p, 400)
         assert past.message() == "Invalid offset + byte size for shared memory region: 'in'"
-        at_end = error(infer(shared_input(p, "IN", "in", X.nbytes, offset=SIZE)))
+        at_end = refused(infer(shared_input(p, "IN", "in", X.nbytes, offset=SIZE)))
         assert at_end.status() == status_of(p, 400)
         assert at_end.message() == "Invalid offset for shared memory region: 'in'"
         small = [shared_output(p, "OUT", "out", X.nbytes - 4)]
-        too_small = error(infer(shared_input(p, "IN", "in", X.nbytes, offset=AT), small))
+        too_small = refused(infer(shared_input(p, "IN", "in", X.nbytes, offset=AT), small))
         assert too_small.status() == status_of(p, 500 if triton else 400)
         assert too_small.message() == (
             "shared memory size specified with the request for output 'OUT' (8 bytes) should "
@@ -186,17 +180,17 @@ def test_errors_of_registering(regions: Regions) -> None:
     p, triton = regions.protocol, regions.server.name == "triton"
     with client(regions.server, p) as c:
         c.register_system_shared_memory("small", key, 16)
-        again = error(lambda: c.register_system_shared_memory("small", key, 16))
+        again = refused(lambda: c.register_system_shared_memory("small", key, 16))
         assert again.status() == status_of(p, 400 if triton and p == "http" else 409)
         assert again.message() == "shared memory region 'small' already in manager"
-        too_big = error(lambda: c.register_system_shared_memory("big", key, 17))
+        too_big = refused(lambda: c.register_system_shared_memory("big", key, 17))
         assert too_big.status() == status_of(p, 500 if triton else 400)
         assert too_big.message() == (
             f"Invalid shared memory region: '{key}'"
             if triton
             else "failed to register shared memory region 'big': invalid args"
         )
-        missing = error(lambda: c.register_system_shared_memory("x", f"{key}-none", 8))
+        missing = refused(lambda: c.register_system_shared_memory("x", f"{key}-none", 8))
         assert missing.status() == status_of(p, 500 if triton else 400)
         assert missing.message() == f"Unable to open shared memory region: '{key}-none'"
         assert list(status(c, p)) == ["small"]
@@ -204,6 +198,6 @@ def test_errors_of_registering(regions: Regions) -> None:
 
 def test_an_unknown_regions_status(server: Peer) -> None:
     with client(server, "http") as c:
-        caught = error(lambda: c.get_system_shared_memory_status("nothing"))
+        caught = refused(lambda: c.get_system_shared_memory_status("nothing"))
     assert "Unable to find system shared memory region: 'nothing'" in caught.message()
     assert caught.status() == "404"
