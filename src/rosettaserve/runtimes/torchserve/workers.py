@@ -1,7 +1,15 @@
 """TorchServe's workers, as threads: each takes the first waiting request, waits up to
 ``max_batch_delay`` for ``batch_size`` of them (TorchServe's worker batching), and runs its own
-handler instance on the batch. The event loop only queues requests and settles their answers
-(one callback a frame, for the whole batch): it never waits on a handler.
+handler instance on the batch. The event loop queues requests and settles their answers (one
+callback a frame, for the whole batch).
+
+A handler in this process whose calls have been cheap (a running mean under the invoker's
+``INLINE_NS``, as a python model's) is called on the event loop itself when requests are not
+batched (``batch_size`` 1) and the handler is free: handing the request to a thread and its answer
+back cost more than such a call (at one connection, most of a small request's time), and in one
+process the thread would take the same GIL anyway. A slow call raises the mean and sends the
+next requests back to the threads. A handler in a process of its own (``process.Remote``) is
+never called there: its time is a wait on another process, which the event loop must not make.
 """
 
 from __future__ import annotations
@@ -10,13 +18,16 @@ import asyncio
 import queue
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from time import perf_counter_ns
 
+from rosettaserve.core import invoker
 from rosettaserve.protocols.torchserve.wire import HandlerFailed, TsAnswer, TsRequest
 from rosettaserve.runtimes.torchserve import frames, service
 from rosettaserve.runtimes.torchserve.predict import Predictor
 
 Event = frames.Frame | frames.Reply | None  # a failed batch, one reply, the end of a stream
+Deliver = Callable[[list["Pending"], frames.Frame, bool], None]  # (batch, frame, last one?)
 
 
 class Pending:
@@ -46,6 +57,8 @@ class Workers:
         self.loop: asyncio.AbstractEventLoop | None = None
         self.handlers = handlers
         self.threads: list[threading.Thread] = []
+        self.mean_ns = float(2 * invoker.INLINE_NS)  # of the handlers' calls; unknown at first
+        self.busy: dict[Predictor, threading.Lock] = {}  # held while a handler runs a batch
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
@@ -53,6 +66,7 @@ class Workers:
             self._spawn(handler)
 
     def _spawn(self, handler: Predictor) -> None:
+        self.busy[handler] = threading.Lock()
         name = f"ts-worker-{len(self.threads)}"
         thread = threading.Thread(target=self._work, args=(handler,), name=name, daemon=True)
         thread.start()
@@ -84,7 +98,8 @@ class Workers:
         if self.loop is None:
             self.start(loop)
         pending = Pending(request, loop)
-        self.inbox.put(pending)
+        if self.batch_size > 1 or self.mean_ns >= invoker.INLINE_NS or not self._inline(pending):
+            self.inbox.put(pending)
         first = await pending.first
         if isinstance(first, frames.Frame):
             raise HandlerFailed(first.code, first.message)
@@ -95,10 +110,26 @@ class Workers:
             answer.stream = _rest_of_stream(pending)
         return answer
 
+    def _inline(self, pending: Pending) -> bool:
+        """Run ``pending`` on this (the event loop's) thread with a free handler of this
+        process; False if none is free."""
+        for handler in self.handlers:
+            lock = self.busy.get(handler)
+            if handler.runs_here and lock is not None and lock.acquire(blocking=False):
+                try:
+                    self._call(handler, [pending], _settle)
+                finally:
+                    lock.release()
+                return True
+        return False
+
     def _work(self, handler: Predictor) -> None:
+        lock = self.busy[handler]
         while (batch := self._collect()) is not None:
-            self._run(handler, batch)
+            with lock:
+                self._run(handler, batch)
         handler.close()
+        self.busy.pop(handler, None)
 
     def _collect(self) -> list[Pending] | None:
         first = self.inbox.get()
@@ -119,18 +150,26 @@ class Workers:
         return batch
 
     def _run(self, handler: Predictor, batch: list[Pending]) -> None:
+        """On a worker thread: the answers are settled on the event loop."""
         assert self.loop is not None
         loop = self.loop
 
-        def deliver(frame: frames.Frame, last: bool) -> None:
+        def deliver(batch: list[Pending], frame: frames.Frame, last: bool) -> None:
             loop.call_soon_threadsafe(_settle, batch, frame, last)
 
-        socket = service.FrameSocket(lambda frame: deliver(frame, last=False))
+        self._call(handler, batch, deliver)
+
+    def _call(self, handler: Predictor, batch: list[Pending], deliver: Deliver) -> None:
+        """The handler on ``batch``, each frame it sends and its answer delivered, its time
+        counted in the running mean."""
+        socket = service.FrameSocket(lambda frame: deliver(batch, frame, False))
+        start = perf_counter_ns()
         try:
             final = handler.predict([p.request for p in batch], socket)
         except Exception:  # a frame the handler broke: every request fails as one would
             final = frames.Frame(503, "Prediction failed", [])
-        deliver(final, last=True)
+        self.mean_ns = invoker.running_mean(self.mean_ns, perf_counter_ns() - start)
+        deliver(batch, final, True)
 
 
 def _settle(batch: list[Pending], frame: frames.Frame, last: bool) -> None:

@@ -1,0 +1,127 @@
+"""Where TorchServe handlers run: a cheap handler of this process on the event loop, the rest on
+the worker threads (runtimes/torchserve/workers.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pytest
+
+from rosettaserve.core import invoker as invoker_module
+from rosettaserve.protocols.torchserve.wire import Parameter, TsAnswer, TsRequest
+from rosettaserve.runtimes.torchserve import frames
+from rosettaserve.runtimes.torchserve.service import FrameSocket
+from rosettaserve.runtimes.torchserve.workers import Workers
+
+
+class Recorder:
+    """A handler answering each request's body back, noting the thread of each call."""
+
+    def __init__(self, runs_here: bool = True, pause_s: float = 0.0, chunks: int = 0) -> None:
+        self.runs_here = runs_here
+        self.pause_s = pause_s
+        self.chunks = chunks  # intermediate answers sent before the last one
+        self.threads: list[int] = []
+        self.batches: list[int] = []
+
+    def predict(self, requests: list[TsRequest], socket: FrameSocket) -> frames.Frame:
+        self.threads.append(threading.get_ident())
+        self.batches.append(len(requests))
+        if self.pause_s:
+            time.sleep(self.pause_s)
+        stream = {"ts_stream_next": "true"}
+        for n in range(self.chunks):
+            socket.on_frame(frames.Frame(200, "", [_reply(f"part{n}".encode(), stream)]))
+        last = {"ts_stream_next": "false"} if self.chunks else {}
+        return frames.Frame(200, "", [_reply(r.parameters[0].value, last) for r in requests])
+
+    def close(self) -> None:
+        """Nothing held."""
+
+
+def _reply(body: bytes, headers: dict[str, str]) -> frames.Reply:
+    return frames.Reply("id", "text/plain", 200, "OK", dict(headers), body)
+
+
+def _request(n: int) -> TsRequest:
+    return TsRequest([Parameter("body", "text/plain", str(n).encode())])
+
+
+async def _body(answer: TsAnswer) -> bytes:
+    if answer.stream is None:
+        return answer.body
+    return answer.body + b"".join([chunk async for chunk in answer.stream])
+
+
+def serve(workers: Workers, count: int, at_once: int = 1) -> tuple[int, list[bytes]]:
+    """The event loop's thread and the bodies answered to ``count`` requests, ``at_once`` of
+    them in flight together."""
+
+    async def main() -> tuple[int, list[bytes]]:
+        bodies: list[bytes] = []
+        for start in range(0, count, at_once):
+            numbers = range(start, min(count, start + at_once))
+            answers = await asyncio.gather(*(workers.serve(_request(n)) for n in numbers))
+            bodies += [await _body(a) for a in answers]
+        workers.stop()
+        return threading.get_ident(), bodies
+
+    return asyncio.run(main())
+
+
+@pytest.fixture
+def generous(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(invoker_module, "INLINE_NS", 50_000_000)  # 50 ms: a busy machine passes
+
+
+@pytest.mark.usefixtures("generous")
+def test_a_cheap_handler_moves_to_the_event_loop_thread() -> None:
+    handler = Recorder()
+
+    loop_thread, bodies = serve(Workers([handler], 1, 100), 40)
+
+    assert bodies == [str(n).encode() for n in range(40)]
+    assert handler.threads[0] != loop_thread  # unknown at first: a worker thread
+    assert handler.threads[-1] == loop_thread
+
+
+@pytest.mark.usefixtures("generous")
+def test_a_streamed_answer_called_on_the_event_loop_keeps_its_parts() -> None:
+    handler = Recorder(chunks=2)
+
+    loop_thread, bodies = serve(Workers([handler], 1, 100), 20)
+
+    assert handler.threads[-1] == loop_thread
+    assert bodies == [f"part0part1{n}".encode() for n in range(20)]
+
+
+def test_a_slow_handler_stays_on_the_worker_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(invoker_module, "INLINE_NS", 1_000_000)  # 1 ms
+    handler = Recorder(pause_s=0.003)
+
+    loop_thread, _ = serve(Workers([handler], 1, 100), 10)
+
+    assert loop_thread not in handler.threads
+
+
+@pytest.mark.usefixtures("generous")
+def test_a_handler_in_a_process_of_its_own_is_never_called_on_the_event_loop() -> None:
+    handler = Recorder(runs_here=False)
+
+    loop_thread, bodies = serve(Workers([handler], 1, 100), 40)
+
+    assert bodies == [str(n).encode() for n in range(40)]
+    assert loop_thread not in handler.threads
+
+
+@pytest.mark.usefixtures("generous")
+def test_batched_requests_stay_on_the_worker_threads_and_are_batched() -> None:
+    handler = Recorder()
+
+    loop_thread, bodies = serve(Workers([handler], 4, 1000), 40, at_once=4)
+
+    assert bodies == [str(n).encode() for n in range(40)]
+    assert loop_thread not in handler.threads
+    assert max(handler.batches) == 4
