@@ -4,7 +4,8 @@ Run (from TorchServe's venv, ``make install-torchserve``; wrk from Debian):
 
     .venv-torchserve/bin/python bench/torchserve_compare.py [--duration 10] [--repeats 3]
         [--workers 2 --isolation process] [--batch-size 8 --max-batch-delay 5]
-        [--servers torchserve rosettaserve]
+        [--servers torchserve rosettaserve] [--processes 2]
+        [--trees before=/path/to/src after=/path/to/src after2=/path/to/src,2]
 
 Both serve the test archives of tests_torchserve (built with torch-model-archiver): ``linear``
 (a BaseHandler subclass over a TorchScript Linear(4, 2)) takes the small request, a JSON row of
@@ -12,7 +13,12 @@ four numbers; ``echo`` (a function handler) takes the 1 MiB one, application/oct
 and answers a short JSON. TorchServe runs as its docs advise for throughput: as many workers a
 model as cores (its default), no metrics, no token. rosettaserve runs ``runtime: torchserve``
 with ``--workers`` handler workers a model, threads of its process or processes of their own
-(``--isolation``, in its model.yaml). ``--batch-size`` and ``--max-batch-delay`` go into the
+(``--isolation``, in its model.yaml), in ``--processes`` server processes sharing its port
+(``rosettaserve serve --workers``; TorchServe's own frontend is one multi-threaded process
+whatever its worker count). ``--trees`` names rosettaserve servers run from source trees
+(``PYTHONPATH``; ``,N``: in N processes), measured in turn with the others: a before and an
+after in one run.
+``--batch-size`` and ``--max-batch-delay`` go into the
 archives' model-config.yaml (``batchSize``, ``maxBatchDelay``), which both servers read: both
 batch alike. Servers run on ``--server-cpus``, wrk on ``--load-cpus`` (taskset). wrk drives
 each case at 1 and 16 connections for ``--duration`` seconds after a 2 s warm-up; each server
@@ -96,7 +102,13 @@ def run_once(name: str, store: Path, repo: Path, work: Path, args: argparse.Name
         (work / "ts").mkdir(exist_ok=True)
         with run_torchserve(store, work / "ts", workers=len(os.sched_getaffinity(0))) as urls:
             return measure(urls[0], work, args)
-    server = start_server(repo)
+    processes = args.processes
+    trees = dict(tree.split("=", 1) for tree in args.trees)
+    if name in trees:  # (the server inherits this process's environment)
+        src, _, count = trees[name].partition(",")
+        os.environ["PYTHONPATH"] = src
+        processes = int(count or processes)
+    server = start_server(repo, "--workers", str(processes))
     try:
         return measure(server.http_url, work, args)
     finally:
@@ -110,12 +122,17 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--servers", nargs="+", default=["torchserve", "rosettaserve"])
     parser.add_argument("--workers", type=int, default=1, help="rosettaserve's, a model")
+    parser.add_argument("--processes", type=int, default=1, help="rosettaserve's, sharing a port")
+    parser.add_argument("--trees", nargs="*", default=[], help="NAME=SRC[,PROCESSES]")
     parser.add_argument("--isolation", choices=["thread", "process"], default="thread")
     parser.add_argument("--batch-size", type=int, default=0)
     parser.add_argument("--max-batch-delay", type=int, default=5, help="ms")
     parser.add_argument("--server-cpus", default="0,1")
     parser.add_argument("--load-cpus", default="1")
     args = parser.parse_args()
+    if args.trees:
+        names = [tree.split("=", 1)[0] for tree in args.trees]
+        args.servers = [n for n in args.servers if n != "rosettaserve"] + names
     # the servers (and their workers) inherit this process's CPUs; wrk runs on its own
     os.sched_setaffinity(0, {int(c) for c in args.server_cpus.split(",")})
     runs: dict[str, list[Results]] = {name: [] for name in args.servers}
@@ -142,13 +159,14 @@ def report(runs: dict[str, list[Results]]) -> None:
     }  # fmt: skip
     names = list(medians)
     head = " | ".join(f"{n} req/s | p99 ms" for n in names)
-    ratio = " | ratio" if len(names) == 2 else ""
-    print(f"| case | connections | {head}{ratio} |")
-    print("|---|---|" + "---|---|" * len(names) + ("---|" if ratio else ""))
+    others = names[1:] if names[0] == "torchserve" else []  # each against TorchServe
+    ratios = "".join(f" | {n} / torchserve" for n in others)
+    print(f"| case | connections | {head}{ratios} |")
+    print("|---|---|" + "---|---|" * len(names) + "---|" * len(others))
     for key in medians[names[0]]:
         cells = " | ".join(f"{medians[n][key][0]:.0f} | {medians[n][key][1]:.1f}" for n in names)
-        if ratio:
-            cells += f" | {medians[names[1]][key][0] / medians[names[0]][key][0]:.1f}x"
+        for n in others:
+            cells += f" | {medians[n][key][0] / medians[names[0]][key][0]:.1f}x"
         print(f"| {key[0]} | {key[1]} | {cells} |")
 
 
