@@ -17,18 +17,18 @@ with ``--workers`` handler workers a model, threads of its process or processes 
 (``rosettaserve serve --workers``; TorchServe's own frontend is one multi-threaded process
 whatever its worker count). ``--trees`` names rosettaserve servers run from source trees
 (``PYTHONPATH``; ``,N``: in N processes), measured in turn with the others: a before and an
-after in one run.
-``--batch-size`` and ``--max-batch-delay`` go into the
-archives' model-config.yaml (``batchSize``, ``maxBatchDelay``), which both servers read: both
-batch alike. Servers run on ``--server-cpus``, wrk on ``--load-cpus`` (taskset). wrk drives
+after in one run. ``--batch-size`` and ``--max-batch-delay`` go into the archives'
+model-config.yaml (``batchSize``, ``maxBatchDelay``), which both servers read: both batch alike. Servers run on ``--server-cpus``, wrk on ``--load-cpus`` (taskset). wrk drives
 each case at 1 and 16 connections for ``--duration`` seconds after a 2 s warm-up; each server
 is measured ``--repeats`` times, in turn with the other; the table gives the medians of
-requests/s and p99 latency.
+requests/s, p99 latency and the CPU time the server's processes took a request (user and
+system, from /proc: on a shared host the one figure that other jobs do not move much).
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import os
 import re
 import statistics
@@ -55,20 +55,46 @@ local f = io.open("{body}", "rb")
 wrk.body = f:read("*all")
 f:close()
 """
-Results = dict[tuple[str, int], tuple[float, float]]
+Results = dict[tuple[str, int], tuple[float, float, float]]  # req/s, p99 ms, CPU us a request
+TICK_S = 1 / os.sysconf("SC_CLK_TCK")
 
 
-def wrk(url: str, connections: int, seconds: int, script: Path, cpus: str) -> tuple[float, float]:
+def wrk(url: str, connections: int, seconds: int, script: Path, cpus: str) -> tuple[float, ...]:
+    """Requests/s, p99 latency (ms) and the CPU time (us) the server's processes took a request."""
+    before = servers_cpu_s()
     cmd = ["taskset", "-c", cpus, "wrk", "-t1", f"-c{connections}", f"-d{int(seconds)}s",
            "--latency", "--timeout", "30s", "-s", str(script), url]  # fmt: skip
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    cpu_s = servers_cpu_s() - before
+    requests = int(re.search(r"(\d+) requests in", out).group(1))  # type: ignore[union-attr]
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
     p99 = re.search(r"99%\s+([\d.]+)(us|ms|s)", out)
     assert p99 is not None, out
     scale = {"us": 1e-3, "ms": 1.0, "s": 1e3}[p99.group(2)]
     if "Non-2xx" in out:
         raise SystemExit(f"errors in the run:\n{out}")
-    return rps, float(p99.group(1)) * scale
+    return rps, float(p99.group(1)) * scale, cpu_s / max(1, requests) * 1e6
+
+
+def servers_cpu_s() -> float:
+    """User and system CPU time of every live process this one started (the server under test,
+    its workers, TorchServe's JVM and Python workers), but wrk's."""
+    stats, children = {}, collections.defaultdict(list)
+    for entry in Path("/proc").iterdir():
+        try:
+            text = (entry / "stat").read_text()
+        except (OSError, ValueError):
+            continue
+        name, fields = text[text.index("(") + 1 : text.rindex(")")], text.rsplit(")", 1)[1].split()
+        stats[int(entry.name)] = (name, int(fields[11]) + int(fields[12]))  # utime, stime
+        children[int(fields[1])].append(int(entry.name))
+    total, todo = 0, list(children[os.getpid()])
+    while todo:
+        pid = todo.pop()
+        todo += children[pid]
+        name, ticks = stats[pid]
+        total += 0 if name in ("wrk", "taskset") else ticks
+    return total * TICK_S
 
 
 def measure(base: str, work: Path, args: argparse.Namespace) -> Results:
@@ -81,7 +107,7 @@ def measure(base: str, work: Path, args: argparse.Namespace) -> Results:
         for connections in (1, 16):
             wrk(url, connections, 2, script, args.load_cpus)  # warm-up
             results[case, connections] = wrk(url, connections, args.duration, script,
-                                             args.load_cpus)  # fmt: skip
+                                             args.load_cpus)  # type: ignore[assignment]  # fmt: skip
     return results
 
 
@@ -152,19 +178,23 @@ def main() -> None:
 
 
 def report(runs: dict[str, list[Results]]) -> None:
+    """Medians of each server's runs: req/s, p99 ms, server CPU us a request; then the ratios."""
     medians = {
-        name: {key: (statistics.median(r[key][0] for r in results),
-                     statistics.median(r[key][1] for r in results)) for key in results[0]}
+        name: {key: tuple(statistics.median(r[key][i] for r in results) for i in range(3))
+               for key in results[0]}
         for name, results in runs.items()
     }  # fmt: skip
     names = list(medians)
-    head = " | ".join(f"{n} req/s | p99 ms" for n in names)
+    head = " | ".join(f"{n} req/s | p99 ms | CPU us/req" for n in names)
     others = names[1:] if names[0] == "torchserve" else []  # each against TorchServe
     ratios = "".join(f" | {n} / torchserve" for n in others)
     print(f"| case | connections | {head}{ratios} |")
-    print("|---|---|" + "---|---|" * len(names) + "---|" * len(others))
+    print("|---|---|" + "---|---|---|" * len(names) + "---|" * len(others))
     for key in medians[names[0]]:
-        cells = " | ".join(f"{medians[n][key][0]:.0f} | {medians[n][key][1]:.1f}" for n in names)
+        cells = " | ".join(
+            f"{medians[n][key][0]:.0f} | {medians[n][key][1]:.1f} | {medians[n][key][2]:.0f}"
+            for n in names
+        )
         for n in others:
             cells += f" | {medians[n][key][0] / medians[names[0]][key][0]:.1f}x"
         print(f"| {key[0]} | {key[1]} | {cells} |")
