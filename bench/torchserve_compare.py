@@ -18,11 +18,12 @@ with ``--workers`` handler workers a model, threads of its process or processes 
 whatever its worker count). ``--trees`` names rosettaserve servers run from source trees
 (``PYTHONPATH``; ``,N``: in N processes), measured in turn with the others: a before and an
 after in one run. ``--batch-size`` and ``--max-batch-delay`` go into the archives'
-model-config.yaml (``batchSize``, ``maxBatchDelay``), which both servers read: both batch alike. Servers run on ``--server-cpus``, wrk on ``--load-cpus`` (taskset). wrk drives
-each case at 1 and 16 connections for ``--duration`` seconds after a 2 s warm-up; each server
-is measured ``--repeats`` times, in turn with the other; the table gives the medians of
-requests/s, p99 latency and the CPU time the server's processes took a request (user and
-system, from /proc: on a shared host the one figure that other jobs do not move much).
+model-config.yaml (``batchSize``, ``maxBatchDelay``), which both servers read: both batch
+alike. Servers run on ``--server-cpus``, wrk on ``--load-cpus`` (taskset). wrk drives each case at 1
+and 16 connections for ``--duration`` seconds after a 2 s warm-up; each server is measured
+``--repeats`` times, in turn with the other; the table gives the medians of requests/s, p99
+latency and the CPU time the server's processes took a request (user and system, from /proc: on
+a shared host the one figure that other jobs do not move much).
 """
 
 from __future__ import annotations
@@ -59,14 +60,20 @@ Results = dict[tuple[str, int], tuple[float, float, float]]  # req/s, p99 ms, CP
 TICK_S = 1 / os.sysconf("SC_CLK_TCK")
 
 
-def wrk(url: str, connections: int, seconds: int, script: Path, cpus: str) -> tuple[float, ...]:
+def wrk(
+    url: str, connections: int, seconds: int, script: Path, cpus: str
+) -> tuple[float, float, float]:
     """Requests/s, p99 latency (ms) and the CPU time (us) the server's processes took a request."""
     before = servers_cpu_s()
     cmd = ["taskset", "-c", cpus, "wrk", "-t1", f"-c{connections}", f"-d{int(seconds)}s",
            "--latency", "--timeout", "30s", "-s", str(script), url]  # fmt: skip
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-    cpu_s = servers_cpu_s() - before
+    after = servers_cpu_s()
     requests = int(re.search(r"(\d+) requests in", out).group(1))  # type: ignore[union-attr]
+    each = {name: (after[name] - before.get(name, 0.0)) / max(1, requests) * 1e6 for name in after}
+    print(f"  {connections} connections, CPU us a request by process:",
+          {name: round(us) for name, us in each.items() if us >= 1}, file=sys.stderr)  # fmt: skip
+    cpu_s = sum(after.values()) - sum(before.values())
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
     p99 = re.search(r"99%\s+([\d.]+)(us|ms|s)", out)
     assert p99 is not None, out
@@ -76,9 +83,9 @@ def wrk(url: str, connections: int, seconds: int, script: Path, cpus: str) -> tu
     return rps, float(p99.group(1)) * scale, cpu_s / max(1, requests) * 1e6
 
 
-def servers_cpu_s() -> float:
+def servers_cpu_s() -> dict[str, float]:
     """User and system CPU time of every live process this one started (the server under test,
-    its workers, TorchServe's JVM and Python workers), but wrk's."""
+    its workers, TorchServe's JVM and Python workers), but wrk's, by process name and id."""
     stats, children = {}, collections.defaultdict(list)
     for entry in Path("/proc").iterdir():
         try:
@@ -88,13 +95,15 @@ def servers_cpu_s() -> float:
         name, fields = text[text.index("(") + 1 : text.rindex(")")], text.rsplit(")", 1)[1].split()
         stats[int(entry.name)] = (name, int(fields[11]) + int(fields[12]))  # utime, stime
         children[int(fields[1])].append(int(entry.name))
-    total, todo = 0, list(children[os.getpid()])
+    cpu: dict[str, float] = {}
+    todo = list(children[os.getpid()])
     while todo:
         pid = todo.pop()
         todo += children[pid]
         name, ticks = stats[pid]
-        total += 0 if name in ("wrk", "taskset") else ticks
-    return total * TICK_S
+        if name not in ("wrk", "taskset"):
+            cpu[f"{name}:{pid}"] = ticks * TICK_S
+    return cpu
 
 
 def measure(base: str, work: Path, args: argparse.Namespace) -> Results:
@@ -107,7 +116,7 @@ def measure(base: str, work: Path, args: argparse.Namespace) -> Results:
         for connections in (1, 16):
             wrk(url, connections, 2, script, args.load_cpus)  # warm-up
             results[case, connections] = wrk(url, connections, args.duration, script,
-                                             args.load_cpus)  # type: ignore[assignment]  # fmt: skip
+                                             args.load_cpus)  # fmt: skip
     return results
 
 
