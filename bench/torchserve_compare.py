@@ -88,6 +88,8 @@ def servers_cpu_s() -> dict[str, float]:
     its workers, TorchServe's JVM and Python workers), but wrk's, by process name and id."""
     stats, children = {}, collections.defaultdict(list)
     for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
         try:
             text = (entry / "stat").read_text()
         except (OSError, ValueError):
