@@ -13,15 +13,18 @@ from rosettaserve.core import invoker as invoker_module
 from rosettaserve.protocols.torchserve.wire import Parameter, TsAnswer, TsRequest
 from rosettaserve.runtimes.torchserve import frames
 from rosettaserve.runtimes.torchserve.service import FrameSocket
-from rosettaserve.runtimes.torchserve.workers import Workers
+from rosettaserve.runtimes.torchserve.workers import PROBE_EVERY, Workers
 
 
 class Recorder:
     """A handler answering each request's body back, noting the thread of each call."""
 
-    def __init__(self, runs_here: bool = True, pause_s: float = 0.0, chunks: int = 0) -> None:
+    def __init__(
+        self, runs_here: bool = True, pause_s: float = 0.0, chunks: int = 0, on_threads_s: float = 0
+    ) -> None:
         self.runs_here = runs_here
         self.pause_s = pause_s
+        self.on_threads_s = on_threads_s  # a pause taken on worker threads only
         self.chunks = chunks  # intermediate answers sent before the last one
         self.threads: list[int] = []
         self.batches: list[int] = []
@@ -31,6 +34,8 @@ class Recorder:
         self.batches.append(len(requests))
         if self.pause_s:
             time.sleep(self.pause_s)
+        if self.on_threads_s and threading.current_thread() is not threading.main_thread():
+            time.sleep(self.on_threads_s)
         stream = {"ts_stream_next": "true"}
         for n in range(self.chunks):
             socket.on_frame(frames.Frame(200, "", [_reply(f"part{n}".encode(), stream)]))
@@ -80,39 +85,54 @@ def generous(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_cheap_handler_moves_to_the_event_loop_thread() -> None:
     handler = Recorder()
 
-    loop_thread, bodies = serve(Workers([handler], 1, 100), 40)
+    loop_thread, bodies = serve(Workers([handler], 1, 100), PROBE_EVERY + 10)
 
-    assert bodies == [str(n).encode() for n in range(40)]
+    assert bodies == [str(n).encode() for n in range(PROBE_EVERY + 10)]
     assert handler.threads[0] != loop_thread  # unknown at first: a worker thread
-    assert handler.threads[-1] == loop_thread
+    assert handler.threads[PROBE_EVERY - 1] == loop_thread  # the first probe: cheap
+    assert handler.threads[-10:] == [loop_thread] * 10
 
 
 @pytest.mark.usefixtures("generous")
 def test_a_streamed_answer_called_on_the_event_loop_keeps_its_parts() -> None:
     handler = Recorder(chunks=2)
 
-    loop_thread, bodies = serve(Workers([handler], 1, 100), 20)
+    loop_thread, bodies = serve(Workers([handler], 1, 100), PROBE_EVERY + 10)
 
     assert handler.threads[-1] == loop_thread
-    assert bodies == [f"part0part1{n}".encode() for n in range(20)]
+    assert bodies == [f"part0part1{n}".encode() for n in range(PROBE_EVERY + 10)]
 
 
-def test_a_slow_handler_stays_on_the_worker_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_slow_handler_stays_on_the_worker_threads_but_for_its_probes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setattr(invoker_module, "INLINE_NS", 1_000_000)  # 1 ms
     handler = Recorder(pause_s=0.003)
 
-    loop_thread, _ = serve(Workers([handler], 1, 100), 10)
+    loop_thread, _ = serve(Workers([handler], 1, 100), 2 * PROBE_EVERY + 10)
 
-    assert loop_thread not in handler.threads
+    on_loop = [i + 1 for i, thread in enumerate(handler.threads) if thread == loop_thread]
+    assert on_loop == [PROBE_EVERY, 2 * PROBE_EVERY]
+
+
+def test_calls_on_the_worker_threads_are_not_timed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker thread's call also counts the time it waited for the GIL (under load, every
+    handler would look slow): a handler slow on the threads only still moves to the loop."""
+    monkeypatch.setattr(invoker_module, "INLINE_NS", 5_000_000)  # 5 ms
+    handler = Recorder(on_threads_s=0.01)
+
+    loop_thread, _ = serve(Workers([handler], 1, 100), PROBE_EVERY + 10)
+
+    assert handler.threads[-10:] == [loop_thread] * 10
 
 
 @pytest.mark.usefixtures("generous")
 def test_a_handler_in_a_process_of_its_own_is_never_called_on_the_event_loop() -> None:
     handler = Recorder(runs_here=False)
 
-    loop_thread, bodies = serve(Workers([handler], 1, 100), 40)
+    loop_thread, bodies = serve(Workers([handler], 1, 100), PROBE_EVERY + 10)
 
-    assert bodies == [str(n).encode() for n in range(40)]
+    assert bodies == [str(n).encode() for n in range(PROBE_EVERY + 10)]
     assert loop_thread not in handler.threads
 
 

@@ -7,9 +7,13 @@ A handler in this process whose calls have been cheap (a running mean under the 
 ``INLINE_NS``, as a python model's) is called on the event loop itself when requests are not
 batched (``batch_size`` 1) and the handler is free: handing the request to a thread and its answer
 back cost more than such a call (at one connection, most of a small request's time), and in one
-process the thread would take the same GIL anyway. A slow call raises the mean and sends the
-next requests back to the threads. A handler in a process of its own (``process.Remote``) is
-never called there: its time is a wait on another process, which the event loop must not make.
+process the thread would take the same GIL anyway. Only the calls made on the event loop are
+timed: a worker thread's call also counts the time it waited for the GIL while the event loop
+served other requests, so under load every handler would look slow. While the mean is over the
+threshold (unknown at first: at it), one request in ``PROBE_EVERY`` is called on the event loop
+to time it again; a slow call raises the mean and sends the next requests back to the threads.
+A handler in a process of its own (``process.Remote``) is never called there: its time is a wait
+on another process, which the event loop must not make.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from rosettaserve.runtimes.torchserve import frames, service
 from rosettaserve.runtimes.torchserve.predict import Predictor
 
 Event = frames.Frame | frames.Reply | None  # a failed batch, one reply, the end of a stream
+PROBE_EVERY = 64  # while the handlers look slow, one request in this many is timed on the loop
 Deliver = Callable[[list["Pending"], frames.Frame, bool], None]  # (batch, frame, last one?)
 
 
@@ -57,7 +62,8 @@ class Workers:
         self.loop: asyncio.AbstractEventLoop | None = None
         self.handlers = handlers
         self.threads: list[threading.Thread] = []
-        self.mean_ns = float(2 * invoker.INLINE_NS)  # of the handlers' calls; unknown at first
+        self.mean_ns = float(invoker.INLINE_NS)  # of the calls on the event loop; unknown at first
+        self.served = 0  # requests not batched, counted for the probes
         self.busy: dict[Predictor, threading.Lock] = {}  # held while a handler runs a batch
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -98,7 +104,7 @@ class Workers:
         if self.loop is None:
             self.start(loop)
         pending = Pending(request, loop)
-        if self.batch_size > 1 or self.mean_ns >= invoker.INLINE_NS or not self._inline(pending):
+        if self.batch_size > 1 or not self._inline(pending):
             self.inbox.put(pending)
         first = await pending.first
         if isinstance(first, frames.Frame):
@@ -112,14 +118,19 @@ class Workers:
 
     def _inline(self, pending: Pending) -> bool:
         """Run ``pending`` on this (the event loop's) thread with a free handler of this
-        process; False if none is free."""
+        process, timed, if the calls have been cheap or it is a probe's turn; False if not."""
+        self.served += 1
+        if self.mean_ns >= invoker.INLINE_NS and self.served % PROBE_EVERY:
+            return False
         for handler in self.handlers:
             lock = self.busy.get(handler)
             if handler.runs_here and lock is not None and lock.acquire(blocking=False):
+                start = perf_counter_ns()
                 try:
                     self._call(handler, [pending], _settle)
                 finally:
                     lock.release()
+                self.mean_ns = invoker.running_mean(self.mean_ns, perf_counter_ns() - start)
                 return True
         return False
 
@@ -160,15 +171,12 @@ class Workers:
         self._call(handler, batch, deliver)
 
     def _call(self, handler: Predictor, batch: list[Pending], deliver: Deliver) -> None:
-        """The handler on ``batch``, each frame it sends and its answer delivered, its time
-        counted in the running mean."""
+        """The handler on ``batch``, each frame it sends and its answer delivered."""
         socket = service.FrameSocket(lambda frame: deliver(batch, frame, False))
-        start = perf_counter_ns()
         try:
             final = handler.predict([p.request for p in batch], socket)
         except Exception:  # a frame the handler broke: every request fails as one would
             final = frames.Frame(503, "Prediction failed", [])
-        self.mean_ns = invoker.running_mean(self.mean_ns, perf_counter_ns() - start)
         deliver(batch, final, True)
 
 
