@@ -78,7 +78,7 @@ def serve(workers: Workers, count: int, at_once: int = 1) -> tuple[int, list[byt
 
 @pytest.fixture
 def generous(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(invoker_module, "INLINE_NS", 50_000_000)  # 50 ms: a busy machine passes
+    monkeypatch.setattr(invoker_module, "INLINE_NS", 5_000_000)  # 50 ms for a handler
 
 
 @pytest.mark.usefixtures("generous")
@@ -106,7 +106,7 @@ def test_a_streamed_answer_called_on_the_event_loop_keeps_its_parts() -> None:
 def test_a_slow_handler_stays_on_the_worker_threads_but_for_its_probes(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(invoker_module, "INLINE_NS", 1_000_000)  # 1 ms
+    monkeypatch.setattr(invoker_module, "INLINE_NS", 100_000)  # 1 ms for a handler
     handler = Recorder(pause_s=0.003)
 
     loop_thread, _ = serve(Workers([handler], 1, 100), 2 * PROBE_EVERY + 10)
@@ -118,7 +118,7 @@ def test_a_slow_handler_stays_on_the_worker_threads_but_for_its_probes(
 def test_calls_on_the_worker_threads_are_not_timed(monkeypatch: pytest.MonkeyPatch) -> None:
     """A worker thread's call also counts the time it waited for the GIL (under load, every
     handler would look slow): a handler slow on the threads only still moves to the loop."""
-    monkeypatch.setattr(invoker_module, "INLINE_NS", 5_000_000)  # 5 ms
+    monkeypatch.setattr(invoker_module, "INLINE_NS", 500_000)  # 5 ms for a handler
     handler = Recorder(on_threads_s=0.01)
 
     loop_thread, _ = serve(Workers([handler], 1, 100), PROBE_EVERY + 10)
@@ -145,3 +145,12 @@ def test_batched_requests_stay_on_the_worker_threads_and_are_batched() -> None:
     assert bodies == [str(n).encode() for n in range(40)]
     assert loop_thread not in handler.threads
     assert max(handler.batches) == 4
+
+
+def test_zero_threshold_keeps_every_call_on_the_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(invoker_module, "INLINE_NS", 0)
+    handler = Recorder()
+
+    loop_thread, _ = serve(Workers([handler], 1, 100), PROBE_EVERY + 10)
+
+    assert loop_thread not in handler.threads

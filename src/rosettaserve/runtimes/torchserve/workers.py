@@ -3,17 +3,20 @@
 handler instance on the batch. The event loop queues requests and settles their answers (one
 callback a frame, for the whole batch).
 
-A handler in this process whose calls have been cheap (a running mean under the invoker's
-``INLINE_NS``, as a python model's) is called on the event loop itself when requests are not
-batched (``batch_size`` 1) and the handler is free: handing the request to a thread and its answer
-back cost more than such a call (at one connection, most of a small request's time), and in one
-process the thread would take the same GIL anyway. Only the calls made on the event loop are
-timed: a worker thread's call also counts the time it waited for the GIL while the event loop
-served other requests, so under load every handler would look slow. While the mean is over the
-threshold (unknown at first: at it), one request in ``PROBE_EVERY`` is called on the event loop
-to time it again; a slow call raises the mean and sends the next requests back to the threads.
-A handler in a process of its own (``process.Remote``) is never called there: its time is a wait
-on another process, which the event loop must not make.
+A handler in this process whose calls have been short (a running mean under ``LOOP_FACTOR``
+times the invoker's ``INLINE_NS``: 1 ms by default) is called on the event loop itself when
+requests are not batched (``batch_size`` 1) and one of its instances is free. In one process a
+worker thread runs the handler's Python under the event loop's GIL, so the thread gains the loop
+only the handler's GIL-free stretches, while handing each request over and its answer back costs
+~55 us of CPU and two wake-ups (a small request's handler takes ~65 us): the bound is how long
+one call may hold up the loop, not the price of the hop (a python model's 100 us). Only the
+calls made on the event loop are timed: a worker thread's call also counts its wait for the GIL
+while the loop served other requests, so under load every handler would look slow. While the
+mean is over the bound (unknown at first: at it), one request in ``PROBE_EVERY`` is called on
+the event loop to time it again; a slow call raises the mean and sends the next requests back to
+the threads. A handler in a process of its own (``process.Remote``) is never called there: its
+time is a wait on another process, which the event loop must not make. Several cores: several
+server processes (``--workers``), each calling its handler on its own loop.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from rosettaserve.runtimes.torchserve import frames, service
 from rosettaserve.runtimes.torchserve.predict import Predictor
 
 Event = frames.Frame | frames.Reply | None  # a failed batch, one reply, the end of a stream
+LOOP_FACTOR = 10  # the bound on a handler's mean call on the loop, in the invoker's INLINE_NS
 PROBE_EVERY = 64  # while the handlers look slow, one request in this many is timed on the loop
 Deliver = Callable[[list["Pending"], frames.Frame, bool], None]  # (batch, frame, last one?)
 
@@ -62,7 +66,7 @@ class Workers:
         self.loop: asyncio.AbstractEventLoop | None = None
         self.handlers = handlers
         self.threads: list[threading.Thread] = []
-        self.mean_ns = float(invoker.INLINE_NS)  # of the calls on the event loop; unknown at first
+        self.mean_ns = float(LOOP_FACTOR * invoker.INLINE_NS)  # of the calls on the event loop
         self.served = 0  # requests not batched, counted for the probes
         self.busy: dict[Predictor, threading.Lock] = {}  # held while a handler runs a batch
 
@@ -120,7 +124,8 @@ class Workers:
         """Run ``pending`` on this (the event loop's) thread with a free handler of this
         process, timed, if the calls have been cheap or it is a probe's turn; False if not."""
         self.served += 1
-        if self.mean_ns >= invoker.INLINE_NS and self.served % PROBE_EVERY:
+        bound = LOOP_FACTOR * invoker.INLINE_NS  # (0: every call on the threads)
+        if bound == 0 or (self.mean_ns >= bound and self.served % PROBE_EVERY):
             return False
         for handler in self.handlers:
             lock = self.busy.get(handler)
