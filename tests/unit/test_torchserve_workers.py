@@ -13,7 +13,7 @@ from rosettaserve.core import invoker as invoker_module
 from rosettaserve.protocols.torchserve.wire import Parameter, TsAnswer, TsRequest
 from rosettaserve.runtimes.torchserve import frames
 from rosettaserve.runtimes.torchserve.service import FrameSocket
-from rosettaserve.runtimes.torchserve.workers import PROBE_EVERY, Workers
+from rosettaserve.runtimes.torchserve.workers import PROBE_CEILING, PROBE_EVERY, Workers
 
 
 class Recorder:
@@ -28,12 +28,14 @@ class Recorder:
         self.chunks = chunks  # intermediate answers sent before the last one
         self.threads: list[int] = []
         self.batches: list[int] = []
+        self.pauses_s: list[float] = []  # the first calls' pauses, in turn (then pause_s)
 
     def predict(self, requests: list[TsRequest], socket: FrameSocket) -> frames.Frame:
         self.threads.append(threading.get_ident())
         self.batches.append(len(requests))
-        if self.pause_s:
-            time.sleep(self.pause_s)
+        pause_s = self.pauses_s.pop(0) if self.pauses_s else self.pause_s
+        if pause_s:
+            time.sleep(pause_s)
         if self.on_threads_s and threading.current_thread() is not threading.main_thread():
             time.sleep(self.on_threads_s)
         stream = {"ts_stream_next": "true"}
@@ -154,3 +156,53 @@ def test_zero_threshold_keeps_every_call_on_the_threads(monkeypatch: pytest.Monk
     loop_thread, _ = serve(Workers([handler], 1, 100), PROBE_EVERY + 10)
 
     assert loop_thread not in handler.threads
+
+
+def test_a_handler_once_too_slow_on_the_loop_is_never_tried_there_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A cheap handler whose call on the loop once took PROBE_CEILING bounds (it waited on
+    something) stays on the threads: a probe would stall every client of the loop again."""
+    monkeypatch.setattr(invoker_module, "INLINE_NS", 10_000)  # 100 us for a handler
+    ceiling_s = PROBE_CEILING * 100e-6
+    handler = Recorder()
+    handler.pauses_s = [0.0] * (PROBE_EVERY - 1) + [1.5 * ceiling_s]  # the first probe waits
+
+    loop_thread, bodies = serve(Workers([handler], 1, 100), 3 * PROBE_EVERY + 10)
+
+    on_loop = [i + 1 for i, thread in enumerate(handler.threads) if thread == loop_thread]
+    assert on_loop == [PROBE_EVERY]
+    assert len(bodies) == 3 * PROBE_EVERY + 10
+
+
+def test_a_handler_slow_on_the_threads_past_the_ceiling_is_never_probed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(invoker_module, "INLINE_NS", 10)  # 0.1 us a handler: 2 us ceiling
+    handler = Recorder(on_threads_s=0.001)
+
+    loop_thread, _ = serve(Workers([handler], 1, 100), 2 * PROBE_EVERY + 10)
+
+    assert loop_thread not in handler.threads
+
+
+@pytest.mark.usefixtures("generous")
+def test_a_handler_running_a_loop_of_its_own_works_on_the_event_loop() -> None:
+    """asyncio.run inside a handler: the server's loop is hidden from it during the call."""
+
+    class OwnLoop(Recorder):
+        def predict(self, requests: list[TsRequest], socket: FrameSocket) -> frames.Frame:
+            async def twice(body: bytes) -> bytes:
+                await asyncio.sleep(0)
+                return body * 2
+
+            self.threads.append(threading.get_ident())
+            bodies = [asyncio.run(twice(r.parameters[0].value)) for r in requests]
+            return frames.Frame(200, "", [_reply(body, {}) for body in bodies])
+
+    handler = OwnLoop()
+
+    loop_thread, bodies = serve(Workers([handler], 1, 100), PROBE_EVERY + 10)
+
+    assert handler.threads[-1] == loop_thread
+    assert bodies == [str(n).encode() * 2 for n in range(PROBE_EVERY + 10)]

@@ -36,6 +36,10 @@ from rosettaserve.runtimes.torchserve.predict import Predictor
 Event = frames.Frame | frames.Reply | None  # a failed batch, one reply, the end of a stream
 LOOP_FACTOR = 10  # the bound on a handler's mean call on the loop, in the invoker's INLINE_NS
 PROBE_EVERY = 64  # while the handlers look slow, one request in this many is timed on the loop
+# No probe while the calls on the threads take this many bounds (20 ms), and none ever again
+# once a call on the loop took that long: a handler that waits (on a service, a disk) would
+# stall every client of the loop each time it is tried there.
+PROBE_CEILING = 20
 Deliver = Callable[[list["Pending"], frames.Frame, bool], None]  # (batch, frame, last one?)
 
 
@@ -68,6 +72,9 @@ class Workers:
         self.threads: list[threading.Thread] = []
         self.mean_ns = float(LOOP_FACTOR * invoker.INLINE_NS)  # of the calls on the event loop
         self.served = 0  # requests not batched, counted for the probes
+        self.thread_mean_ns = 0.0  # of the calls on the worker threads (GIL waits included)
+        self.loop_off = False  # a call on the loop took PROBE_CEILING bounds: none there again
+        self.probe_due = False  # a probe's turn came (it waits for a free handler)
         self.busy: dict[Predictor, threading.Lock] = {}  # held while a handler runs a batch
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -125,25 +132,39 @@ class Workers:
         process, timed, if the calls have been cheap or it is a probe's turn; False if not."""
         self.served += 1
         bound = LOOP_FACTOR * invoker.INLINE_NS  # (0: every call on the threads)
-        if bound == 0 or (self.mean_ns >= bound and self.served % PROBE_EVERY):
+        if bound == 0 or self.loop_off:
             return False
+        if self.mean_ns >= bound:  # slow so far: on the loop only for a probe
+            if self.served % PROBE_EVERY == 0:
+                self.probe_due = self.thread_mean_ns < PROBE_CEILING * bound
+            if not self.probe_due:
+                return False
         for handler in self.handlers:
             lock = self.busy.get(handler)
             if handler.runs_here and lock is not None and lock.acquire(blocking=False):
                 start = perf_counter_ns()
+                loop = asyncio.events._get_running_loop()
+                asyncio.events._set_running_loop(None)  # a handler may run a loop of its own
                 try:
-                    self._call(handler, [pending], _settle)
+                    final = self._call(handler, [pending], _settle)
                 finally:
+                    asyncio.events._set_running_loop(loop)
                     lock.release()
-                self.mean_ns = invoker.running_mean(self.mean_ns, perf_counter_ns() - start)
+                _settle([pending], final, True)
+                elapsed = perf_counter_ns() - start
+                self.mean_ns = invoker.running_mean(self.mean_ns, elapsed)
+                self.loop_off = elapsed >= PROBE_CEILING * bound
+                self.probe_due = False
                 return True
         return False
 
     def _work(self, handler: Predictor) -> None:
         lock = self.busy[handler]
         while (batch := self._collect()) is not None:
-            with lock:
-                self._run(handler, batch)
+            start = perf_counter_ns()
+            self._run(handler, batch, lock)
+            elapsed = perf_counter_ns() - start
+            self.thread_mean_ns = invoker.running_mean(self.thread_mean_ns, elapsed)
         handler.close()
         self.busy.pop(handler, None)
 
@@ -165,24 +186,26 @@ class Workers:
             batch.append(more)
         return batch
 
-    def _run(self, handler: Predictor, batch: list[Pending]) -> None:
-        """On a worker thread: the answers are settled on the event loop."""
+    def _run(self, handler: Predictor, batch: list[Pending], lock: threading.Lock) -> None:
+        """On a worker thread: the answers are settled on the event loop, the last once the
+        handler is free again (a request it wakes may find it so)."""
         assert self.loop is not None
         loop = self.loop
 
         def deliver(batch: list[Pending], frame: frames.Frame, last: bool) -> None:
             loop.call_soon_threadsafe(_settle, batch, frame, last)
 
-        self._call(handler, batch, deliver)
+        with lock:
+            final = self._call(handler, batch, deliver)
+        deliver(batch, final, True)
 
-    def _call(self, handler: Predictor, batch: list[Pending], deliver: Deliver) -> None:
-        """The handler on ``batch``, each frame it sends and its answer delivered."""
+    def _call(self, handler: Predictor, batch: list[Pending], deliver: Deliver) -> frames.Frame:
+        """The handler on ``batch``, each frame it sends delivered; its last, returned."""
         socket = service.FrameSocket(lambda frame: deliver(batch, frame, False))
         try:
-            final = handler.predict([p.request for p in batch], socket)
+            return handler.predict([p.request for p in batch], socket)
         except Exception:  # a frame the handler broke: every request fails as one would
-            final = frames.Frame(503, "Prediction failed", [])
-        deliver(batch, final, True)
+            return frames.Frame(503, "Prediction failed", [])
 
 
 def _settle(batch: list[Pending], frame: frames.Frame, last: bool) -> None:
