@@ -77,7 +77,7 @@ class Invoker:
         if self.model.calls_models:  # it waits for other models: never on the event loop
             self.mean_ns = float(2 * INLINE_NS)
             return
-        self.mean_ns += _EWMA_WEIGHT * (elapsed_ns - self.mean_ns)
+        self.mean_ns = running_mean(self.mean_ns, elapsed_ns)
 
     @property
     def streams(self) -> bool:
@@ -122,6 +122,12 @@ class Invoker:
     ) -> AsyncIterator[Any]:
         """``call``: unused (the data plane times a stream as a whole)."""
         return streaming.model_items(self, inputs, parameters)
+
+
+def running_mean(mean_ns: float, elapsed_ns: int) -> float:
+    """The running mean of call times after a call that took ``elapsed_ns`` (compared with
+    ``INLINE_NS`` by whatever decides where its next call runs)."""
+    return mean_ns + _EWMA_WEIGHT * (elapsed_ns - mean_ns)
 
 
 _NO_KWARGS: dict[str, Any] = {}  # for a predict without ``parameters`` (never written to)

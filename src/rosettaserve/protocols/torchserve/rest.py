@@ -29,6 +29,7 @@ from rosettaserve.protocols.torchserve.wire import (
     TsRequest,
     TsServable,
     default_version,
+    servable,
 )
 from rosettaserve.web.routing import HttpRequest, HttpResponse, Route
 
@@ -115,7 +116,7 @@ def _servable(
 ) -> ModelVersion | HttpResponse:
     """The version a prediction goes to, or TorchServe's 404 for it."""
     versions = [v for v in dp.registry.versions(name) or [] if v.ready]
-    models = [v for v in versions if isinstance(v.model, TsServable)]
+    models = [v for v in versions if servable(v.model)]
     if not models:
         return error(404, "ModelNotFoundException", f"Model not found: {name}")
     if version is None:

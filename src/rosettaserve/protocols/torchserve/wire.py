@@ -55,6 +55,12 @@ class TsServable(Protocol):
     async def serve(self, request: TsRequest) -> TsAnswer: ...
 
 
+def servable(model: object) -> bool:
+    """``isinstance(model, TsServable)``, as the protocol checks it (a ``serve`` method) without
+    its cost: on Python 3.11 a runtime protocol's check takes ~10 us, every request."""
+    return callable(getattr(model, "serve", None))
+
+
 @runtime_checkable
 class TsScalable(Protocol):
     """A model whose handler instances the management API scales (``PUT /models/{m}``)."""

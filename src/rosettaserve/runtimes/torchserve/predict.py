@@ -37,6 +37,8 @@ class Unencodable(Exception):
 class Predictor(Protocol):
     """A worker's handler: ``Handler`` in this process, ``process.Remote`` in its own."""
 
+    runs_here: bool  # its work is done in this process (the event loop may call it when cheap)
+
     def predict(self, requests: list[TsRequest], socket: FrameSocket) -> frames.Frame: ...
 
     def close(self) -> None: ...
@@ -58,6 +60,8 @@ def load(name: str, archive: Archive, batch_size: int) -> Handler:
 
 class Handler:
     """A loaded ``ts.service.Service`` (TorchServe 0.12's), called without its frame."""
+
+    runs_here = True
 
     def __init__(self, service: Any) -> None:
         from ts.context import RequestProcessor

@@ -44,6 +44,8 @@ STOP_WAIT_S = 5.0  # a process told to stop gets this long, then it is killed
 class Remote:
     """A handler in a process of its own; ``predict`` as ``predict.Handler``'s."""
 
+    runs_here = False  # a call waits on the process: never on the event loop
+
     def __init__(self, name: str, archive: Archive, batch_size: int) -> None:
         self.load = ("load", name, str(archive.folder), archive.manifest, batch_size)
         self.proc, self.sock = self._start()
