@@ -1,0 +1,309 @@
+"""System shared memory against binary REST and gRPC (1 MiB and 16 MiB inputs), and a
+response-cache hit against running a small identity model, on rosettaserve and on Triton
+Inference Server 2.51 (nvidia-pytriton 0.7.0's binary, Python backend), side by side in one run.
+
+Run (from ``.venv-triton``, ``make install-triton``; wrk and h2load from Debian), holding the
+bench lock:
+
+    flock /work/scratch/bench.lock .venv-triton/bin/python bench/triton_extensions.py
+
+Both serve ``bench/triton_repository`` (written once for both, as tests_triton's): ``identity``
+(FP32 [-1,-1], OUTPUT0 = INPUT0, a Python model) and ``identity_cached``, the same with the
+response cache on. rosettaserve runs with ``--allow-client-shm true --cache-size 1048576``,
+Triton with ``--cache-config local,size=1048576``. Shared memory: the regions are made with
+``tritonclient.utils.shared_memory`` (an input region holding the tensor and an output region
+per size) and registered over REST; a shared-memory request names them (input and output), a
+binary one carries the tensor in its body and gets it back in the answer (REST: the binary
+tensor data extension, gRPC: ``raw_input_contents``). Cache: FP32 [1,4] over REST JSON and gRPC,
+to ``identity`` (the model runs every time) and to ``identity_cached`` (every request after the
+first a hit). One answer per case is checked first (the output equals the input).
+
+The servers and their processes run on core ``--server-core``; wrk (REST) and h2load (gRPC) on
+``--client-core`` with one connection, a request at a time: each case gets a 2 s warm-up, then
+``--duration`` seconds ``--repeats`` times, the cases interleaved. Printed: the medians of the
+repeats (p50 latency and req/s), and Triton's p50 over ours.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import struct
+import tempfile
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import grpc
+import numpy as np
+import tritonclient.grpc.service_pb2 as pb
+import tritonclient.http as httpclient
+import tritonclient.utils.shared_memory as shm
+from triton_side import (
+    SERVERS,
+    Body,
+    Load,
+    Measurement,
+    Peer,
+    arguments,
+    h2load_run,
+    pin_servers,
+    serving,
+    write_lua,
+    wrk_run,
+)
+
+REPOSITORY = Path(__file__).resolve().parent / "triton_repository"
+SIZES = {"1mib": 1 << 20, "16mib": 16 << 20}
+CACHE_BYTES = 1 << 20
+ROSETTASERVE_FLAGS = ("--allow-client-shm", "true", "--cache-size", str(CACHE_BYTES))
+TRITON_FLAGS = ("--cache-config", f"local,size={CACHE_BYTES}")
+GRPC_INFER = "/inference.GRPCInferenceService/ModelInfer"
+GRPC_OPTIONS = [("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)]
+SMALL = np.array([[1.5, 2.5, 3.5, 4.5]], dtype=np.float32)
+
+
+@dataclass
+class Case:
+    """One request, sent as it is to both servers: its body, the input it carries or names, and
+    where its answer's output is (``region``: the output region's handle, else in the answer)."""
+
+    name: str
+    body: Body
+    grpc: bool
+    region: Any = None
+    answer_size: dict[str, int] = field(default_factory=dict)  # gRPC, by server
+
+
+@dataclass
+class Regions:
+    """The input and output regions of one size, made by tritonclient's shared_memory module."""
+
+    label: str
+    tensor: np.ndarray[Any, Any]
+    handles: dict[str, Any] = field(default_factory=dict)  # region name -> handle
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.tensor.nbytes)
+
+    @staticmethod
+    def key(name: str) -> str:
+        return f"/rsbench_{name}_{os.getpid()}"
+
+    def make(self) -> None:
+        for side in ("in", "out"):
+            name = f"{side}_{self.label}"
+            self.handles[name] = shm.create_shared_memory_region(name, self.key(name), self.nbytes)
+        shm.set_shared_memory_region(self.handles[f"in_{self.label}"], [self.tensor])
+
+    def register(self, peer: Peer) -> None:
+        client = httpclient.InferenceServerClient(peer.http)
+        for name in self.handles:
+            client.register_system_shared_memory(name, self.key(name), self.nbytes)
+        client.close()
+
+    def destroy(self) -> None:
+        for handle in self.handles.values():
+            shm.destroy_shared_memory_region(handle)
+
+
+def shm_params(region: str, nbytes: int) -> dict[str, Any]:
+    return {"shared_memory_region": region, "shared_memory_byte_size": nbytes}
+
+
+def rest_body(
+    work: Path, name: str, head: dict[str, Any], raw: bytes = b"", model: str = "identity"
+) -> Body:
+    """A REST request (JSON, or a JSON header and ``raw`` bytes) and its wrk script."""
+    data = json.dumps(head, separators=(",", ":")).encode()
+    headers = {"Content-Type": "application/json"}
+    if raw:
+        headers = {"Content-Type": "application/octet-stream"}
+        headers["Inference-Header-Content-Length"] = str(len(data))
+    path = work / f"{name}.body"
+    path.write_bytes(data + raw)
+    write_lua(path.with_suffix(".lua"), path, headers)
+    return Body(path, data + raw, SMALL, headers, path.with_suffix(".lua"), model)
+
+
+def grpc_body(work: Path, name: str, request: Any) -> Body:
+    """A gRPC ModelInfer call's frame, as h2load sends it."""
+    message = request.SerializeToString()
+    path = work / f"{name}.frame"
+    path.write_bytes(b"\x00" + struct.pack(">I", len(message)) + message)
+    headers = {"content-type": "application/grpc", "te": "trailers"}
+    return Body(path, message, SMALL, headers)
+
+
+def grpc_request(model: str, tensor: np.ndarray[Any, Any], region: str = "") -> Any:
+    """ModelInfer for OUTPUT0 = INPUT0: the tensor in raw_input_contents, or named by region."""
+    request = pb.ModelInferRequest(model_name=model)
+    item = request.inputs.add(name="INPUT0", datatype="FP32", shape=list(tensor.shape))
+    out = request.outputs.add(name="OUTPUT0")
+    if not region:
+        request.raw_input_contents.append(tensor.tobytes())
+        return request
+    for target, name in ((item, f"in_{region}"), (out, f"out_{region}")):
+        target.parameters["shared_memory_region"].string_param = name
+        target.parameters["shared_memory_byte_size"].int64_param = tensor.nbytes
+    return request
+
+
+def shm_cases(work: Path, regions: Regions) -> list[Case]:
+    label, tensor, nbytes = regions.label, regions.tensor, regions.nbytes
+    head = {"name": "INPUT0", "datatype": "FP32", "shape": list(tensor.shape)}
+    binary = {
+        "inputs": [{**head, "parameters": {"binary_data_size": nbytes}}],
+        "outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": True}}],
+    }
+    named = {
+        "inputs": [{**head, "parameters": shm_params(f"in_{label}", nbytes)}],
+        "outputs": [{"name": "OUTPUT0", "parameters": shm_params(f"out_{label}", nbytes)}],
+    }
+    out = regions.handles[f"out_{label}"]
+    raw, by_region = grpc_request("identity", tensor), grpc_request("identity", tensor, label)
+    return [
+        Case(
+            f"rest_binary_{label}", rest_body(work, f"rb{label}", binary, tensor.tobytes()), False
+        ),
+        Case(f"rest_shm_{label}", rest_body(work, f"rs{label}", named), False, out),
+        Case(f"grpc_raw_{label}", grpc_body(work, f"gr{label}", raw), True),
+        Case(f"grpc_shm_{label}", grpc_body(work, f"gs{label}", by_region), True, out),
+    ]
+
+
+def cache_cases(work: Path) -> list[Case]:
+    head = {"name": "INPUT0", "datatype": "FP32", "shape": [1, 4], "data": SMALL.ravel().tolist()}
+    cases = []
+    for model in ("identity", "identity_cached"):
+        rest = rest_body(work, f"c{model}", {"inputs": [head]}, model=model)
+        cases.append(Case(f"rest_small/{model}", rest, False))
+        call = grpc_body(work, f"g{model}", grpc_request(model, SMALL))
+        cases.append(Case(f"grpc_small/{model}", call, True))
+    return cases
+
+
+def check(peer: Peer, case: Case, tensor: np.ndarray[Any, Any]) -> None:
+    """One answer: the output equals the input (in the answer, or in the output region)."""
+    if case.region is not None:
+        shm.set_shared_memory_region(case.region, [np.zeros_like(tensor)])
+    if case.grpc:
+        with grpc.insecure_channel(peer.grpc, options=GRPC_OPTIONS) as channel:
+            answer = channel.unary_unary(GRPC_INFER)(case.body.data, timeout=60)
+        case.answer_size[peer.name] = len(answer)
+        response = pb.ModelInferResponse.FromString(answer)
+        got = response.raw_output_contents[0] if response.raw_output_contents else b""
+    else:
+        request = urllib.request.Request(
+            f"http://{peer.http}/v2/models/{case.body.model}/infer",
+            data=case.body.data,
+            headers=case.body.headers,
+        )
+        with urllib.request.urlopen(request, timeout=60) as reply:
+            answer, length = reply.read(), reply.headers.get("Inference-Header-Content-Length")
+        if length is not None:
+            got = answer[int(length) :]
+        elif case.region is None:  # JSON
+            got = np.array(json.loads(answer)["outputs"][0]["data"], np.float32).tobytes()
+    if case.region is not None:
+        got = shm.get_contents_as_numpy(case.region, np.float32, tensor.shape).tobytes()
+    assert got == tensor.tobytes(), f"{peer.name} {case.name}: wrong answer"
+
+
+def run(peer: Peer, case: Case, load: Load, seconds: int, tag: str) -> Measurement:
+    if case.grpc:
+        url = f"http://{peer.grpc}{GRPC_INFER}"
+        size = case.answer_size[peer.name]
+        return h2load_run(load, url, case.body, seconds, tag, answer_size=size)
+    url = f"http://{peer.http}/v2/models/{case.body.model}/infer"
+    assert case.body.script is not None
+    return wrk_run(load, url, case.body.script, seconds, tag)
+
+
+Figures = dict[str, dict[str, tuple[float, float]]]  # server -> case -> (p50 µs, req/s)
+
+
+def measure(peer: Peer, cases: list[tuple[Case, Any]], load: Load, repeats: int) -> Figures:
+    for case, tensor in cases:
+        check(peer, case, tensor)
+        run(peer, case, load, 2, f"{peer.name}-{case.name}-warmup".replace("/", "_"))
+    found: dict[str, list[Measurement]] = {case.name: [] for case, _ in cases}
+    for repeat in range(repeats):
+        for case, _ in cases:
+            tag = f"{peer.name}-{case.name}-r{repeat}".replace("/", "_")
+            found[case.name].append(run(peer, case, load, load.duration, tag))
+            last = found[case.name][-1]
+            print(f"  {tag}: p50 {last.p50 * 1000:.0f} µs, {last.rps:.0f} req/s", flush=True)
+    return {
+        name: (statistics.median(m.p50 * 1000 for m in ms), statistics.median(m.rps for m in ms))
+        for name, ms in found.items()
+    }
+
+
+def report(results: dict[str, Figures]) -> None:
+    ours, theirs = results["rosettaserve"], results["triton"]
+    print("\n| case | rosettaserve p50 µs | req/s | Triton p50 µs | req/s | Triton p50 / ours |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for name, (p50, rps) in ours.items():
+        t50, trps = theirs[name]
+        print(f"| {name} | {p50:,.0f} | {rps:,.0f} | {t50:,.0f} | {trps:,.0f} | {t50 / p50:.2f} |")
+    print("\n| server | " + " | ".join(f"{n} shm / binary" for n in _pairs(ours)) + " |")
+    print("|---|" + "---:|" * len(_pairs(ours)))
+    for server, figures in results.items():
+        cells = [f"{figures[a][0] / figures[b][0]:.2f}" for a, b in _pairs(ours).values()]
+        print(f"| {server} | " + " | ".join(cells) + " |")
+    print("\n| server | REST hit / run | gRPC hit / run |")
+    print("|---|---:|---:|")
+    for server, figures in results.items():
+        cells = [
+            figures[f"{api}_small/identity_cached"][0] / figures[f"{api}_small/identity"][0]
+            for api in ("rest", "grpc")
+        ]
+        print(f"| {server} | {cells[0]:.2f} | {cells[1]:.2f} |")
+
+
+def _pairs(figures: Figures) -> dict[str, tuple[str, str]]:
+    """Each shared-memory case and its binary counterpart, e.g. rest_1mib -> (shm, binary)."""
+    pairs = {}
+    for name in figures:
+        if "_shm_" in name:
+            api, _, label = name.split("_")
+            binary = f"{api}_{'binary' if api == 'rest' else 'raw'}_{label}"
+            pairs[f"{api}_{label}"] = (name, binary)
+    return pairs
+
+
+def main() -> None:
+    args = arguments(__doc__).parse_args()
+    pin_servers(args.server_core)
+    rng = np.random.default_rng(20261129)
+    sizes = [
+        Regions(label, rng.standard_normal((1, n // 4), np.float32)) for label, n in SIZES.items()
+    ]
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        load = Load(args.client_core, args.duration, 0, work)
+        cases: list[tuple[Case, Any]] = []
+        try:
+            for regions in sizes:
+                regions.make()
+                cases += [(case, regions.tensor) for case in shm_cases(work, regions)]
+            cases += [(case, SMALL) for case in cache_cases(work)]
+            for name in SERVERS:
+                with serving(name, REPOSITORY, work, ROSETTASERVE_FLAGS, TRITON_FLAGS) as peer:
+                    for regions in sizes:
+                        regions.register(peer)
+                    print(f"{name}:", flush=True)
+                    results[name] = measure(peer, cases, load, args.repeats)
+        finally:
+            for regions in sizes:
+                regions.destroy()
+    report(results)
+
+
+if __name__ == "__main__":
+    main()
