@@ -9,8 +9,9 @@ bench lock:
 
 Both serve ``bench/triton_repository`` (written once for both, as tests_triton's): ``identity``
 (FP32 [-1,-1], OUTPUT0 = INPUT0, a Python model) and ``identity_cached``, the same with the
-response cache on. rosettaserve runs with ``--allow-client-shm true --cache-size 1048576``,
-Triton with ``--cache-config local,size=1048576``. Shared memory: the regions are made with
+response cache on. rosettaserve runs with ``--allow-client-shm true --cache-size 1048576
+--log-level warning`` (no access log: Triton writes no line per request), Triton with
+``--cache-config local,size=1048576``. Shared memory: the regions are made with
 ``tritonclient.utils.shared_memory`` (an input region holding the tensor and an output region
 per size) and registered over REST; a shared-memory request names them (input and output), a
 binary one carries the tensor in its body and gets it back in the answer (REST: the binary
@@ -58,7 +59,9 @@ from triton_side import (
 REPOSITORY = Path(__file__).resolve().parent / "triton_repository"
 SIZES = {"1mib": 1 << 20, "16mib": 16 << 20}
 CACHE_BYTES = 1 << 20
+# no access log (Triton writes no line per request either; bench/compare runs ours the same way)
 ROSETTASERVE_FLAGS = ("--allow-client-shm", "true", "--cache-size", str(CACHE_BYTES))
+ROSETTASERVE_FLAGS += ("--log-level", "warning")
 TRITON_FLAGS = ("--cache-config", f"local,size={CACHE_BYTES}")
 GRPC_INFER = "/inference.GRPCInferenceService/ModelInfer"
 GRPC_OPTIONS = [("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)]
