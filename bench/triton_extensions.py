@@ -33,6 +33,7 @@ import statistics
 import struct
 import tempfile
 import urllib.request
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -226,49 +227,84 @@ def run(peer: Peer, case: Case, load: Load, seconds: int, tag: str) -> Measureme
     return wrk_run(load, url, case.body.script, seconds, tag)
 
 
-Figures = dict[str, dict[str, tuple[float, float]]]  # server -> case -> (p50 µs, req/s)
+Figures = dict[str, dict[str, tuple[float, float, int]]]  # server -> case -> (p50 µs, req/s, n)
 
 
-def measure(peer: Peer, cases: list[tuple[Case, Any]], load: Load, repeats: int) -> Figures:
-    for case, tensor in cases:
-        check(peer, case, tensor)
-        run(peer, case, load, 2, f"{peer.name}-{case.name}-warmup".replace("/", "_"))
-    found: dict[str, list[Measurement]] = {case.name: [] for case, _ in cases}
-    for repeat in range(repeats):
-        for case, _ in cases:
-            tag = f"{peer.name}-{case.name}-r{repeat}".replace("/", "_")
-            found[case.name].append(run(peer, case, load, load.duration, tag))
-            last = found[case.name][-1]
-            print(f"  {tag}: p50 {last.p50 * 1000:.0f} µs, {last.rps:.0f} req/s", flush=True)
-    return {
-        name: (statistics.median(m.p50 * 1000 for m in ms), statistics.median(m.rps for m in ms))
-        for name, ms in found.items()
-    }
+def one_repeat(
+    name: str, repeat: int, cases: list[tuple[Case, Any]], sizes: list[Regions], load: Load
+) -> tuple[dict[str, Measurement], str]:
+    """One start of one server: each case checked, warmed up 2 s and measured; and, if the
+    server died on the way, how (the cases after it are left out of this repeat)."""
+    found: dict[str, Measurement] = {}
+    work = load.raw / f"r{repeat}"
+    with serving(name, REPOSITORY, work, ROSETTASERVE_FLAGS, TRITON_FLAGS) as peer:
+        for regions in sizes:
+            regions.register(peer)
+        for case, tensor in cases:
+            tag = f"{name}-{case.name}-r{repeat}".replace("/", "_")
+            try:
+                check(peer, case, tensor)
+                run(peer, case, load, 2, tag + "-warmup")
+                found[case.name] = m = run(peer, case, load, load.duration, tag)
+            except Exception:
+                if peer.process.proc.poll() is None:
+                    raise
+                tail = " / ".join(line for line in peer.process.lines[-12:] if "Signal" in line)
+                died = f"{name} died during {case.name}, repeat {repeat + 1} ({tail or 'exited'})"
+                print(f"  {died}", flush=True)
+                return found, died
+            print(f"  {tag}: p50 {m.p50 * 1000:.0f} µs, {m.rps:.0f} req/s", flush=True)
+    return found, ""
 
 
-def report(results: dict[str, Figures]) -> None:
+def medians(runs: list[dict[str, Measurement]]) -> dict[str, tuple[float, float, int]]:
+    names = dict.fromkeys(name for found in runs for name in found)
+    figures = {}
+    for name in names:
+        ms = [found[name] for found in runs if name in found]
+        p50 = statistics.median(m.p50 * 1000 for m in ms)
+        figures[name] = (p50, statistics.median(m.rps for m in ms), len(ms))
+    return figures
+
+
+def report(results: Figures, repeats: int) -> None:
+    """Medians (of fewer repeats where a server died: their number in brackets)."""
     ours, theirs = results["rosettaserve"], results["triton"]
+
+    def cell(figures: tuple[float, float, int]) -> str:
+        p50, rps, n = figures
+        return f"{p50:,.0f} | {rps:,.0f}" + (f" ({n})" if n < repeats else "")
+
     print("\n| case | rosettaserve p50 µs | req/s | Triton p50 µs | req/s | Triton p50 / ours |")
     print("|---|---:|---:|---:|---:|---:|")
-    for name, (p50, rps) in ours.items():
-        t50, trps = theirs[name]
-        print(f"| {name} | {p50:,.0f} | {rps:,.0f} | {t50:,.0f} | {trps:,.0f} | {t50 / p50:.2f} |")
-    print("\n| server | " + " | ".join(f"{n} shm / binary" for n in _pairs(ours)) + " |")
-    print("|---|" + "---:|" * len(_pairs(ours)))
+    for name in [name for name in ours if name in theirs]:
+        ratio = theirs[name][0] / ours[name][0]
+        print(f"| {name} | {cell(ours[name])} | {cell(theirs[name])} | {ratio:.2f} |")
+    pairs = _pairs(ours)
+    print("\n| server | " + " | ".join(f"{n} shm / binary" for n in pairs) + " |")
+    print("|---|" + "---:|" * len(pairs))
     for server, figures in results.items():
-        cells = [f"{figures[a][0] / figures[b][0]:.2f}" for a, b in _pairs(ours).values()]
-        print(f"| {server} | " + " | ".join(cells) + " |")
+        print(
+            f"| {server} | " + " | ".join(_ratio(figures, *pair) for pair in pairs.values()) + " |"
+        )
     print("\n| server | REST hit / run | gRPC hit / run |")
     print("|---|---:|---:|")
     for server, figures in results.items():
         cells = [
-            figures[f"{api}_small/identity_cached"][0] / figures[f"{api}_small/identity"][0]
+            _ratio(figures, f"{api}_small/identity_cached", f"{api}_small/identity")
             for api in ("rest", "grpc")
         ]
-        print(f"| {server} | {cells[0]:.2f} | {cells[1]:.2f} |")
+        print(f"| {server} | {cells[0]} | {cells[1]} |")
 
 
-def _pairs(figures: Figures) -> dict[str, tuple[str, str]]:
+def _ratio(figures: Mapping[str, tuple[float, float, int]], a: str, b: str) -> str:
+    """p50 of case ``a`` over case ``b``'s ("-" if either is missing)."""
+    if a not in figures or b not in figures:
+        return "-"
+    return f"{figures[a][0] / figures[b][0]:.2f}"
+
+
+def _pairs(figures: Mapping[str, Any]) -> dict[str, tuple[str, str]]:
     """Each shared-memory case and its binary counterpart, e.g. rest_1mib -> (shm, binary)."""
     pairs = {}
     for name in figures:
@@ -286,7 +322,7 @@ def main() -> None:
     sizes = [
         Regions(label, rng.standard_normal((1, n // 4), np.float32)) for label, n in SIZES.items()
     ]
-    results = {}
+    deaths: list[str] = []
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         load = Load(args.client_core, args.duration, 0, work)
@@ -296,16 +332,19 @@ def main() -> None:
                 regions.make()
                 cases += [(case, regions.tensor) for case in shm_cases(work, regions)]
             cases += [(case, SMALL) for case in cache_cases(work)]
-            for name in SERVERS:
-                with serving(name, REPOSITORY, work, ROSETTASERVE_FLAGS, TRITON_FLAGS) as peer:
-                    for regions in sizes:
-                        regions.register(peer)
-                    print(f"{name}:", flush=True)
-                    results[name] = measure(peer, cases, load, args.repeats)
+            runs: dict[str, list[dict[str, Measurement]]] = {name: [] for name in SERVERS}
+            for repeat in range(args.repeats):
+                for name in SERVERS:
+                    print(f"{name}, repeat {repeat + 1}:", flush=True)
+                    found, died = one_repeat(name, repeat, cases, sizes, load)
+                    runs[name].append(found)
+                    deaths += [died] if died else []
         finally:
             for regions in sizes:
                 regions.destroy()
-    report(results)
+    report({name: medians(found) for name, found in runs.items()}, args.repeats)
+    for died in deaths:
+        print(f"\n{died}")
 
 
 if __name__ == "__main__":

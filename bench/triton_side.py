@@ -65,7 +65,7 @@ def serving(
     triton_args: Sequence[str] = (),
 ) -> Iterator[Peer]:
     """``name`` (one of ``SERVERS``) serving a copy of the repository ``source``, started with
-    the flags given in its own spelling; stopped at the end (it must exit cleanly)."""
+    the flags given in its own spelling; stopped at the end (it must then exit cleanly)."""
     before = list(servers.ROSETTASERVE_ARGS), list(servers.TRITON_ARGS)
     servers.ROSETTASERVE_ARGS[:], servers.TRITON_ARGS[:] = rosettaserve_args, triton_args
     try:
@@ -75,8 +75,9 @@ def serving(
         servers.ROSETTASERVE_ARGS[:], servers.TRITON_ARGS[:] = before
     try:
         yield peer
-    finally:
-        stop_cleanly(peer.process)
+    finally:  # (one that died on the way is the caller's to report: a load run fails)
+        if peer.process.proc.poll() is None:
+            stop_cleanly(peer.process)
 
 
 def checked(m: Measurement, what: str) -> Measurement:
