@@ -254,6 +254,7 @@ def one_repeat(
                 print(f"  {died}", flush=True)
                 return found, died
             print(f"  {tag}: p50 {m.p50 * 1000:.0f} µs, {m.rps:.0f} req/s", flush=True)
+        httpclient.InferenceServerClient(peer.http).unregister_system_shared_memory()
     return found, ""
 
 
