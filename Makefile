@@ -11,7 +11,7 @@ LLM_EXAMPLE := examples/models/tiny_llama/model.safetensors
 EMBED_EXAMPLE := examples/models/tiny_embedder/model.safetensors
 TOOLS_EXAMPLE := build/tiny_llama_tools/model.safetensors
 
-.PHONY: serve test lint format install install-test install-vllm install-tf install-torchserve install-triton test-peers test-tritongrpc test-vllm test-tf test-torchserve test-triton native examples bytecode protos tfserving-protos clean fuzz
+.PHONY: serve test lint format install install-test install-vllm install-tf install-torchserve install-triton perf-analyzer test-peers test-tritongrpc test-vllm test-tf test-torchserve test-triton native examples bytecode protos tfserving-protos clean fuzz
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -177,7 +177,16 @@ test: install-test native examples lint $(CLANG) install-vllm install-tf install
 # so they run side by side once the main suite is done
 test-peers: test-tritongrpc test-vllm test-tf test-torchserve test-triton
 
-test-tritongrpc:
+# Triton's perf_analyzer (tests_tritongrpc runs it through shared memory): PyPI's tritonclient
+# 2.50 wheel and Debian's libb64, into bench/.tools/ (bench/README.md says why those)
+PERF_ANALYZER := bench/.tools/perf_analyzer
+
+$(PERF_ANALYZER): bench/setup_perf_analyzer.sh
+	bash bench/setup_perf_analyzer.sh
+
+perf-analyzer: $(PERF_ANALYZER)
+
+test-tritongrpc: $(PERF_ANALYZER)
 	$(PY) -m pytest -q tests_tritongrpc
 
 test-vllm:

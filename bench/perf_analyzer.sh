@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Triton perf_analyzer against rosettaserve: server pinned to core 0, load to core 1.
-# Cases: {mlp_onnx, versioned_python (-b 8)} x {HTTP binary, HTTP JSON, gRPC}, each at
-# concurrency 1 and 16; the whole set is repeated RUNS times (interleaved, so machine
+# Cases: {mlp_onnx, versioned_python (-b 8)} x {HTTP binary, HTTP JSON, gRPC}, and mlp_onnx
+# through system shared memory over HTTP and gRPC, each at concurrency 1 and 16; the whole set is repeated RUNS times (interleaved, so machine
 # noise hits every case alike) and the median of the runs is printed as a table.
 # Usage: bash bench/perf_analyzer.sh     (env: RUNS=3 INTERVAL_MS=3000 CONCURRENCY=1:16:15
 #                                           OUT=dir QUIET_WAIT=120 ATTEMPTS=3 PIN_VERSION=1)
@@ -24,8 +24,9 @@ levels=$(seq "$c_start" "${c_step:-1}" "${c_end:-$c_start}" | wc -l)
 OUT=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/perf_analyzer.XXXXXX")}
 mkdir -p "$OUT"
 
+# --allow-client-shm: the shared-memory cases register their regions
 taskset -c 0 .venv/bin/rosettaserve serve examples/models --http-port 0 --grpc-port 0 \
-    >"$OUT/server.log" 2>&1 &
+    --allow-client-shm true >"$OUT/server.log" 2>&1 &
 server=$!
 trap 'kill -TERM "$server" 2>/dev/null && wait "$server" || true' EXIT
 for _ in $(seq 300); do
@@ -43,6 +44,8 @@ cases=(
     "mlp_onnx/http-binary|-m mlp_onnx --shape INPUT0:1,4|1|-i http -u $http"
     "mlp_onnx/http-json|-m mlp_onnx --shape INPUT0:1,4|1|-i http -u $http --input-tensor-format json --output-tensor-format json"
     "mlp_onnx/grpc|-m mlp_onnx --shape INPUT0:1,4|1|-i grpc -u $grpc"
+    "mlp_onnx/http-shm|-m mlp_onnx --shape INPUT0:1,4|1|-i http -u $http --shared-memory system"
+    "mlp_onnx/grpc-shm|-m mlp_onnx --shape INPUT0:1,4|1|-i grpc -u $grpc --shared-memory system"
     "versioned_python-b8/http-binary|-m versioned_python -b 8 --shape INPUT0:4|2|-i http -u $http"
     "versioned_python-b8/http-json|-m versioned_python -b 8 --shape INPUT0:4|2|-i http -u $http --input-tensor-format json --output-tensor-format json"
     "versioned_python-b8/grpc|-m versioned_python -b 8 --shape INPUT0:4|2|-i grpc -u $grpc"

@@ -9,7 +9,7 @@ round of the loop reads one request on each of 16 connections, as a server under
 connections does (its writes then leave together).
 
     .venv/bin/python bench/rest_path_instructions.py REPO [--requests 2000] [--connections 1]
-        [--keep FILE] [--model identity] [--cache-sim] [--body FILE]
+        [--keep FILE] [--model identity] [--cache-sim] [--body FILE] [--cache-size BYTES]
 
 REPO: a repository with a python identity model (``identity_repo`` in bench/compare/rosetta.py).
 ``--keep FILE`` keeps the callgrind output (``callgrind_annotate FILE`` for the functions).
@@ -64,7 +64,13 @@ def child(args: argparse.Namespace) -> None:
             time.sleep(0.1)
 
     async def run() -> None:
-        server = Server(Settings(repository=args.repository, log_level="warning"))
+        server = Server(  # (a tree before the response cache has no cache_size setting)
+            Settings(
+                repository=args.repository,
+                log_level="warning",
+                **({"cache_size": args.cache_size} if args.cache_size else {}),
+            )
+        )
         await server.repository.load_all()
         server.dataplane.started = True
         limits: Any = None
@@ -118,6 +124,7 @@ def parent(args: argparse.Namespace) -> None:
             sys.executable, __file__, str(args.repository), "--model", args.model,
             "--requests", str(args.requests), "--connections", str(args.connections),
             "--child", marker, *(["--body", str(args.body)] if args.body else []),
+            "--cache-size", str(args.cache_size),
         ]  # fmt: skip
         # a fast predict runs on the loop's thread (core/invoker.py); under valgrind it is some 50
         # times slower, and would go to the model's thread now and then: not at full speed
@@ -173,6 +180,9 @@ def main() -> None:
     )
     parser.add_argument("--keep", help="keep the callgrind output in this file")
     parser.add_argument("--body", help="a file holding the JSON request body (else a small one)")
+    parser.add_argument(
+        "--cache-size", type=int, default=0, help="bytes of response cache (--cache-size)"
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:

@@ -43,9 +43,9 @@ class Peer:
         return self.process.grpc_address.removeprefix("grpc://")
 
 
-def copy_repository(dest: Path) -> Path:
+def copy_repository(dest: Path, source: Path = REPOSITORY) -> Path:
     """The repository, copied: both servers leave files in it (Python's bytecode)."""
-    shutil.copytree(REPOSITORY, dest, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(source, dest, ignore=shutil.ignore_patterns("__pycache__"))
     return dest
 
 

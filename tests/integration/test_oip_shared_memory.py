@@ -283,6 +283,10 @@ def test_cuda_shared_memory_answers_that_there_is_no_gpu(
         "501",
         "CUDA shared memory is not supported",
     )
+    # nothing to unregister, all or by name: done, as Triton answers it (perf_analyzer
+    # --shared-memory system unregisters every CUDA region too when it ends)
+    client.unregister_cuda_shared_memory(headers=auth())
+    client.unregister_cuda_shared_memory("g", headers=auth())
 
 
 # -- the classification extension (tritonclient's class_count) ---------------------------------

@@ -173,7 +173,7 @@ class OipServicer:
         raise Unsupported(CUDA_REFUSAL)
 
     async def CudaSharedMemoryUnregister(self, request: Any, context: Any) -> Any:
-        raise Unsupported(CUDA_REFUSAL)
+        return pb.CudaSharedMemoryUnregisterResponse()  # nothing to unregister (Triton's OK)
 
 
 # rpc name -> (request type, response type, client streams and server streams)

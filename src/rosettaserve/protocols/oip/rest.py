@@ -207,6 +207,8 @@ def shared_memory_routes() -> list[Route]:
     async def cuda(req: HttpRequest) -> HttpResponse:
         if req.path.endswith("/status") and not req.params.get("region"):
             return json_response([])  # none registered: there can be none
+        if req.path.endswith("/unregister"):  # nothing to unregister: Triton's 200 (a client
+            return HttpResponse(200, b"")  # such as perf_analyzer unregisters all at its end)
         raise Unsupported(CUDA_REFUSAL)
 
     return [
