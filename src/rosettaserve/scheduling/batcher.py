@@ -39,9 +39,8 @@ from rosettaserve.core.invoker import Invocable, Invoker
 from rosettaserve.core.model import Arrays
 from rosettaserve.core.registry import DynamicBatching, ModelVersion
 from rosettaserve.core.run_at_once import Resumable
-from rosettaserve.core.share import SHARE
 from rosettaserve.core.stats import ModelStats
-from rosettaserve.scheduling.fair_share import Clock, place
+from rosettaserve.scheduling.fair_share import Clock, enqueue
 
 log = logging.getLogger("rosettaserve.batching")
 Kind = tuple[tuple[str, np.dtype, tuple[int, ...]], ...]
@@ -117,10 +116,7 @@ class DynamicBatcher:
         # (a future the HTTP/1.1 server may resume the request's handler from: core/run_at_once.py)
         future = Resumable()  # (of the running loop; loop=loop, a keyword, cost ~790 more)
         item = Pending(inputs, parameters, call, future=future, enqueued=loop.time())
-        share = SHARE.get()
-        item.priority = share.priority
-        item.tag = self._clock.start(share, item.rows)
-        place(self._queue, item)
+        enqueue(self._queue, self._clock, item, item.rows)  # in its order (fair_share.py)
         self._wake(loop)
         try:
             return await item.future

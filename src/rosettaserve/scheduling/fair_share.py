@@ -10,7 +10,8 @@ grow, so one tenant alone (no keys, one priority) is served first come first ser
 requests are appended, never sorted in.
 
 A queued item is anything with ``priority`` and ``tag`` (the batcher's ``Pending``, the
-engine's ``Group``): ``place`` puts it where its order says.
+engine's ``Group``): ``enqueue`` gives it the request's (core/share.py) and puts it where its
+order says.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import bisect
 from collections import deque
 from typing import Protocol, TypeVar
 
-from rosettaserve.core.share import Share
+from rosettaserve.core.share import SHARE, Share
 
 
 class Ordered(Protocol):
@@ -54,6 +55,14 @@ class Clock:
         """The queue ran empty: history is forgotten (and the tenants' tags with it)."""
         self.now = 0.0
         self.finish.clear()
+
+
+def enqueue(queue: deque[T], clock: Clock, item: T, cost: float) -> None:
+    """``item``, of the request being served, costing ``cost``, queued in its place."""
+    share = SHARE.get()
+    item.priority = share.priority
+    item.tag = clock.start(share, cost)
+    place(queue, item)
 
 
 def _rank(item: Ordered) -> tuple[int, float]:
