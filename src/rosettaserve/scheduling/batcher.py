@@ -7,7 +7,7 @@ model runs once and each request gets its own rows of every output back.
 
 Requests fit together when their inputs have the same names, datatypes and non-batch dimensions
 (and, for a model whose ``predict`` takes ``parameters``, equal parameters). Others are never
-mixed: they wait for a later batch of their own kind, in arrival order.
+mixed: they wait for a later batch of their own kind, in the queue's order.
 
 The queue is served in priority order, then fairly between API keys by their weights
 (core/share.py, fair_share.py); without either, first come first served.
