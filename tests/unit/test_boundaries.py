@@ -46,6 +46,7 @@ TRANSPORT_CORE = {
     "rosettaserve.core.executor",  # the request-work threads (a large message inflated there)
     "rosettaserve.core.streaming",  # close_stream: an answer's stream closed (async generator)
     "rosettaserve.core.run_at_once",  # the run-at-once contract the transport drives handlers by
+    "rosettaserve.core.share",  # a request's tenant and X-Priority, set at the edge for the queues
 }
 
 CORE_FORBIDDEN = (

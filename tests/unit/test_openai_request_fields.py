@@ -47,7 +47,6 @@ NOT_BUILT_VALUES = {
     "bad_words": ["no"],
     "logits_processors": ["x"],
     "truncate_prompt_tokens": 4,
-    "priority": 1,
     "mm_processor_kwargs": {"x": 1},
     "cache_salt": "tenant",
     "return_tokens_as_token_ids": True,
@@ -105,6 +104,18 @@ def test_chat_tools_are_refused_in_completions(key: str, value: Any) -> None:
 def test_neutral_values_and_fields_that_change_nothing_are_accepted(key: str, value: Any) -> None:
     chat(**{key: value})
     completion(**{key: value})
+
+
+def test_priority_is_read_as_vllm_reads_it() -> None:
+    assert chat().generate.priority is None
+    assert chat(priority=-3).generate.priority == -3
+    assert completion(priority=7).generate.priority == 7
+
+
+@pytest.mark.parametrize("value", ["high", 1.5, True, 2**31, -(2**31) - 1, [1]])
+def test_a_hostile_priority_is_refused(value: Any) -> None:
+    for call in (chat, completion):
+        assert "'priority' must be" in refused(call, priority=value)
 
 
 def test_chat_echo_and_best_of_are_built_or_refused() -> None:

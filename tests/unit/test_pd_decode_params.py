@@ -53,6 +53,8 @@ def test_what_a_prefill_instance_sends_is_read_back() -> None:
     )
     assert p.deltas == [GenerateDelta(0, " the", [278], [False], None)]
     assert p.identity == {}
+    assert p.priority == 0  # (absent: a prefill instance from before priorities)
+    assert parse({**GOOD, "priority": -5}).priority == -5
     assert parse({**GOOD, "samplerState": None, "reqId": 12}).sampler_state is None
 
 
@@ -95,6 +97,8 @@ def test_an_empty_object_names_every_missing_field() -> None:
         ({"samplerState": "!!"}, "'samplerState' must be base64"),
         ({"samplerState": 5}, "'samplerState' must be a string"),
         ({"identity": [1]}, "'identity' must be an object"),
+        ({"priority": 2**31}, "'priority' must be in [-2147483648, 2147483647]"),
+        ({"priority": "1"}, "'priority' must be an integer"),
     ],
 )
 def test_a_malformed_field_is_named(change: dict[str, Any], message: str) -> None:

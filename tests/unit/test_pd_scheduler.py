@@ -174,7 +174,12 @@ def test_what_p_receives_and_the_order_the_client_sees() -> None:
             r = await client.post(
                 url + "/v1/completions?x=1",
                 content=body,
-                headers={"content-type": "application/json", "x-trace": "t1", "req-id": "666"},
+                headers={
+                    "content-type": "application/json",
+                    "x-trace": "t1",
+                    "req-id": "666",
+                    "x-priority": "-3",
+                },
             )
         await stop(scheduler, servers)
         return r, p, ds[0].url
@@ -193,6 +198,7 @@ def test_what_p_receives_and_the_order_the_client_sees() -> None:
     assert (sent.headers["d-port"], sent.headers["req-type"]) == (port, "prefill")
     assert sent.headers["is-recompute"] == "false"
     assert sent.headers["x-trace"] == "t1"
+    assert sent.headers["x-priority"] == "-3"  # P's engine admits by it (core/share.py)
 
 
 def test_retry_sends_the_rebuilt_body_again_with_is_recompute() -> None:

@@ -79,6 +79,7 @@ def test_responses_fields_are_read() -> None:
         max_output_tokens=7, temperature=0.5, top_p=0.9, store=False, stream=True,
         metadata={"k": "v"}, previous_response_id="resp_1", user="u", service_tier="auto",
         truncation="disabled", include=[], reasoning={"effort": None}, unknown_field=3,
+        priority=-2,
     )  # fmt: skip
     p = rr.generate.sampling
     assert (p.max_new_tokens, p.temperature, p.top_p) == (7, 0.5, 0.9)
@@ -87,6 +88,9 @@ def test_responses_fields_are_read() -> None:
     assert rr.generate.add_special_tokens is False  # as chat completions render them
     assert rr.messages([]) == [{"role": "user", "content": "hi"}]
     assert p.constraint is None
+    assert rr.generate.priority == -2  # vLLM's field (core/share.py)
+    with pytest.raises(InvalidInput, match="'priority' must be a whole number"):
+        read_responses(priority="high")
 
 
 def test_responses_text_format_is_the_output_constraint() -> None:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from rosettaserve.core.share import DEFAULT
 from rosettaserve.core.status import ErrorKind
 from rosettaserve.security.keys import (
     OPEN_GRPC,
@@ -13,7 +14,9 @@ from rosettaserve.security.keys import (
     Guard,
     KeySourceError,
     gather_keys,
+    key_weights,
     presented,
+    read_weighted_keys,
 )
 
 
@@ -89,3 +92,40 @@ def test_the_refusal_is_401_unauthenticated_with_a_bearer_challenge() -> None:
     assert (refusal.http_status, refusal.kind.grpc) == (401, 16)
     assert refusal.headers == {"www-authenticate": "Bearer"}
     assert "secret-key" not in refusal.message
+
+
+# -- weights: each key a tenant of the queues (core/share.py) ----------------------------------
+
+
+def test_a_key_file_line_may_weigh_its_key(tmp_path: Path) -> None:
+    keys = tmp_path / "keys"
+    keys.write_text("plain\nheavy weight=4\n# note weight=9\nlight   weight=0.5\n")
+    assert read_weighted_keys(keys) == {"plain": 1.0, "heavy": 4.0, "light": 0.5}
+    assert gather_keys([], [keys], {}) == ("plain", "heavy", "light")  # as before weights
+    assert key_weights([keys]) == {"heavy": 4.0, "light": 0.5}
+
+
+@pytest.mark.parametrize(
+    "line", ["k weight=0", "k weight=-1", "k weight=nan", "k weight=", "k 4", "k weight=2 x"]
+)
+def test_a_weight_is_a_positive_number_alone_after_its_key(tmp_path: Path, line: str) -> None:
+    keys = tmp_path / "keys"
+    keys.write_text(f"fine\n{line}\n")
+    with pytest.raises(KeySourceError) as caught:
+        read_weighted_keys(keys)
+    assert "line 2: after the key, only weight=W" in str(caught.value)
+    assert "k " not in str(caught.value).split(":", 1)[1]  # the key is never in the message
+
+
+def test_the_guard_hands_each_request_its_keys_tenant() -> None:
+    guard = Guard(["a", "b"], {"b": 3.0})
+    first = guard.admits_http("POST", "/v2/models/m/infer", {"x-api-key": "a"})
+    second = guard.admits_grpc("/inference.GRPCInferenceService/ModelInfer", [("x-api-key", "b")])
+    assert first is not None
+    assert second is not None
+    assert (first.tenant, first.weight, second.tenant, second.weight) == ("key#1", 1, "key#2", 3)
+    assert guard.admits_http("GET", "/v2/health/ready", {}) is DEFAULT  # open: no tenant
+    guard.replace(["b"], {})
+    again = guard.admits_http("POST", "/x", {"authorization": "Bearer b"})
+    assert again is not None
+    assert (again.tenant, again.weight) == ("key#1", 1)

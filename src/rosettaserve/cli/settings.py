@@ -9,7 +9,7 @@ from typing import Any
 
 from rosettaserve.pd.options import PdOptions, SchedulerOptions
 from rosettaserve.repository.residency import Demand
-from rosettaserve.security.keys import KeySourceError, gather_keys
+from rosettaserve.security.keys import KeySourceError, gather_keys, key_weights
 from rosettaserve.security.tls import TlsError, TlsFiles
 from rosettaserve.server.settings import SecurityOptions, Settings
 
@@ -31,6 +31,7 @@ def security_options(args: argparse.Namespace) -> SecurityOptions:
         api_keys=gather_keys(static, args.api_key_file, {}),
         api_key_files=tuple(args.api_key_file),
         static_keys=static,
+        api_key_weights=key_weights(args.api_key_file),
         peer_ca=args.peer_ca,
         peer_cert=args.peer_cert,
         peer_key=args.peer_key,

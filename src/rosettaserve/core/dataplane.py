@@ -10,7 +10,7 @@ from typing import Any, Final, Protocol
 
 import numpy as np
 
-from rosettaserve.core import streaming
+from rosettaserve.core import share, streaming
 from rosettaserve.core.call import PROTOCOL, TIMEOUT_US, Call
 from rosettaserve.core.errors import (
     DeadlineExceeded,
@@ -182,6 +182,8 @@ class DataPlane:
         if mv.state is not VersionState.READY:
             mv = await self.wake(request.model_name, mv)
         call = Call(perf_counter_ns())
+        if share.PRIORITY in request.context:  # a protocol's own field (core/share.py)
+            share.prioritise(request.context[share.PRIORITY])
         try:
             invoker = prepare(mv, request)
             if invoker.streams:

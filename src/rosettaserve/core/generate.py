@@ -61,6 +61,7 @@ class GenerateRequest:
     stream: bool = False
     request_id: str = ""
     add_special_tokens: bool = True  # False for text a chat template made (it has them)
+    priority: int | None = None  # vLLM's field (core/share.py); None: the header's, or 0
 
 
 @dataclass(frozen=True, slots=True)

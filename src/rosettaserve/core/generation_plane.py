@@ -26,6 +26,7 @@ from collections.abc import AsyncIterator
 from time import perf_counter_ns
 from typing import Any, Protocol
 
+from rosettaserve.core import share
 from rosettaserve.core.bounded_store import BoundedStore
 from rosettaserve.core.dataplane import RETRY_AFTER_S, DataPlane
 from rosettaserve.core.errors import (
@@ -199,6 +200,8 @@ class GenerationPlane:
         """Admit ``request`` and start it; the deltas come from the returned ``Generation``."""
         start = perf_counter_ns()
         series = self.observer.generation_series(mv) if self.observer is not None else None
+        if request.priority is not None:  # a protocol's own field (core/share.py)
+            share.prioritise(request.priority)
         try:
             self.admit(mv, generator)
             can_serve(mv, generator, request, split)

@@ -31,6 +31,7 @@ from typing import Any
 
 import orjson
 
+from rosettaserve.core import share
 from rosettaserve.core.errors import Forbidden, InvalidInput, NotFound, Overloaded, ServingError
 from rosettaserve.core.generate import (
     DeltaStream,
@@ -86,6 +87,7 @@ class DecodeParams:
     kv_tokens: int
     kv_bytes: int
     identity: dict[str, Any] = field(default_factory=dict)
+    priority: int = 0  # the request's at the prefill instance (core/share.py): its X-Priority too
 
     @property
     def prior(self) -> list[int]:
@@ -140,6 +142,7 @@ def _params(f: Fields, limit: int) -> DecodeParams:
         _integer(f, "kvTokens", 0),
         size,
         dict(f.object("identity").doc),
+        f.integer("priority", 0, share.MIN_PRIORITY, share.MAX_PRIORITY) or 0,
     )
 
 
@@ -329,6 +332,8 @@ class DecodeRole:
 
     async def _job(self, p: DecodeParams, endpoint: Endpoint, request: HttpRequest) -> None:
         split: DecodeSplit | None = None
+        if p.priority:  # (this job's own context) its place in the engine's waiting queue
+            share.prioritise(p.priority)
         try:
             payload = await self._fetch_kv(p)
             split = DecodeSplit(p, payload, self.options.max_kv_bytes)

@@ -30,6 +30,7 @@ from rosettaserve.core.errors import InvalidInput, ModelNotReady, NotFound, Serv
 from rosettaserve.core.generate import DeltaStream, GenerateRequest, TextGenerator
 from rosettaserve.core.generation_plane import GenerationPlane
 from rosettaserve.core.pd_engine import Handoff, KvHandover, Resume
+from rosettaserve.core.share import SHARE
 from rosettaserve.core.status import ErrorKind
 from rosettaserve.pd import wire
 from rosettaserve.pd.http_client import Address, HttpClientError, PeerClient
@@ -230,6 +231,7 @@ class PrefillRole:
             "kvTokens": len(call.prompt_ids) + prior - 1,
             "kvBytes": size,
             "identity": call.identity or None,
+            "priority": SHARE.get().priority,  # the X-Priority header's too: D admits by it
         }
 
     # -- the KV caches held for decode instances -------------------------------------------------

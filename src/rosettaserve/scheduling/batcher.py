@@ -7,7 +7,10 @@ model runs once and each request gets its own rows of every output back.
 
 Requests fit together when their inputs have the same names, datatypes and non-batch dimensions
 (and, for a model whose ``predict`` takes ``parameters``, equal parameters). Others are never
-mixed: they wait for a later batch of their own kind, in arrival order.
+mixed: they wait for a later batch of their own kind, in the queue's order.
+
+The queue is served in priority order, then fairly between API keys by their weights
+(core/share.py, fair_share.py); without either, first come first served.
 
 When a batch runs (Triton's rules): at once if it is full (``max_batch_size`` rows) or the oldest
 request has waited ``max_queue_delay_microseconds``; else at once with the largest
@@ -37,6 +40,7 @@ from rosettaserve.core.model import Arrays
 from rosettaserve.core.registry import DynamicBatching, ModelVersion
 from rosettaserve.core.run_at_once import Resumable
 from rosettaserve.core.stats import ModelStats
+from rosettaserve.scheduling.fair_share import Clock, enqueue
 
 log = logging.getLogger("rosettaserve.batching")
 Kind = tuple[tuple[str, np.dtype, tuple[int, ...]], ...]
@@ -53,6 +57,8 @@ class Pending:
     call: Call | None
     future: asyncio.Future[Any]
     enqueued: float  # event loop time
+    priority: int  # lower: served earlier (core/share.py)
+    tag: float  # its start tag in fair queueing (fair_share.py)
 
     def __init__(  # (its own, not the dataclass's: why in scripts/compile_native.py)
         self,
@@ -69,6 +75,8 @@ class Pending:
         self.call = call
         self.future = future
         self.enqueued = enqueued
+        self.priority = 0
+        self.tag = 0.0
 
 
 class DynamicBatcher:
@@ -89,6 +97,7 @@ class DynamicBatcher:
         self.delay = policy.max_queue_delay_microseconds / 1e6
         self.stats = stats
         self._queue: deque[Pending] = deque()
+        self._clock = Clock()
         self._task: asyncio.Task[None] | None = None
         self._arrived: asyncio.Future[None] | None = None
 
@@ -107,7 +116,7 @@ class DynamicBatcher:
         # (a future the HTTP/1.1 server may resume the request's handler from: core/run_at_once.py)
         future = Resumable()  # (of the running loop; loop=loop, a keyword, cost ~790 more)
         item = Pending(inputs, parameters, call, future=future, enqueued=loop.time())
-        self._queue.append(item)
+        enqueue(self._queue, self._clock, item, item.rows)  # in its order (fair_share.py)
         self._wake(loop)
         try:
             return await item.future
@@ -142,6 +151,7 @@ class DynamicBatcher:
                     await self._execute(batch)
         finally:
             self._task = None
+            self._clock.idle()
 
     async def _next_batch(self) -> list[Pending]:
         loop = asyncio.get_running_loop()
@@ -177,6 +187,8 @@ class DynamicBatcher:
         return batch, rows, preferred
 
     def _take(self, batch: list[Pending]) -> list[Pending]:
+        for item in batch:
+            self._clock.served(item.tag)
         queue = self._queue
         if all(queued is item for queued, item in zip(queue, batch, strict=False)):
             for _ in batch:

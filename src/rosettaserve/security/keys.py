@@ -6,6 +6,10 @@ match or not) by ``hmac.compare_digest``, whose time depends on the length of wh
 sent only: it tells nothing about the keys, their number aside, not even their length. Keys
 never appear in a log or in an error message.
 
+A key file line may give its key a weight: ``KEY weight=4``. Each key is a tenant of the queues
+(core/share.py): where requests wait (the dynamic batcher, the LLM engine's admission), keys
+are served in proportion to their weights, 1 unless given, instead of first come first served.
+
 Open without a key, as orchestrators' probes carry none: the liveness and readiness probes of
 each protocol (``OPEN_HTTP``, ``OPEN_GRPC``; over HTTP, GET and HEAD alike). Everything else
 needs a key.
@@ -19,6 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from rosettaserve.core.errors import Unauthenticated
+from rosettaserve.core.share import DEFAULT, Share
 
 ENV_VAR = "ROSETTASERVE_API_KEY"
 
@@ -45,6 +50,8 @@ OPEN_GRPC = frozenset(
 )
 
 _BEARER = "bearer "
+_WEIGHT = "weight="
+MAX_WEIGHT = 1e6  # a weight's range: (0, MAX_WEIGHT]
 REFUSAL = "a valid API key is required (Authorization: Bearer KEY or x-api-key: KEY)"
 
 
@@ -63,22 +70,51 @@ def _valid(key: str) -> bool:
 
 def read_key_file(path: Path) -> list[str]:
     """One key a line; blank lines and ``#`` comments skipped."""
+    return list(read_weighted_keys(path))
+
+
+def read_weighted_keys(path: Path) -> dict[str, float]:
+    """Each key of the file with its weight (``KEY weight=W``; 1 when not given)."""
     try:
         text = path.read_text("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
         raise KeySourceError(f"cannot read the API key file {path}: {reason}") from None
-    keys = []
+    keys: dict[str, float] = {}
     for number, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
-        if not _valid(line):
+        key, *rest = line.split()
+        if not _valid(key):
             raise KeySourceError(f"{path} line {number}: a key is printable ASCII without spaces")
-        keys.append(line)
+        keys[key] = _weight(rest, f"{path} line {number}")
     if not keys:
         raise KeySourceError(f"the API key file {path} holds no key")
     return keys
+
+
+def _weight(fields: list[str], where: str) -> float:
+    if not fields:
+        return 1.0
+    text = fields[0][len(_WEIGHT) :] if fields[0].startswith(_WEIGHT) else ""
+    try:
+        weight = float(text) if len(fields) == 1 and text else -1.0
+    except ValueError:
+        weight = -1.0
+    if not 0 < weight <= MAX_WEIGHT:  # (NaN too)
+        raise KeySourceError(
+            f"{where}: after the key, only weight=W (a number in (0, {MAX_WEIGHT:g}]) may follow"
+        )
+    return weight
+
+
+def key_weights(files: Sequence[Path]) -> dict[str, float]:
+    """The keys of ``files`` whose weight is not 1, with it (a key in two files: the last)."""
+    weights: dict[str, float] = {}
+    for path in files:
+        weights.update(read_weighted_keys(path))
+    return {key: weight for key, weight in weights.items() if weight != 1.0}
 
 
 def gather_keys(
@@ -100,23 +136,31 @@ def gather_keys(
 
 
 class Guard:
-    """The configured keys and the check every request goes through."""
+    """The configured keys and the check every request goes through. A request admitted is
+    handed its key's tenant (core/share.py): named by the key's place among the keys (never by
+    the key), weighted by ``weights`` (1 for a key not in it)."""
 
-    __slots__ = ("_keys",)
+    __slots__ = ("_keys", "_tenants")
 
-    def __init__(self, keys: Iterable[str]) -> None:
-        self._keys = tuple(_raw(k) for k in keys)
+    def __init__(self, keys: Iterable[str], weights: Mapping[str, float] | None = None) -> None:
+        self._keys: tuple[bytes, ...] = ()
+        self._tenants: tuple[Share, ...] = ()
+        self.replace(keys, weights)
         if not self._keys:
             raise ValueError("a Guard needs at least one key")
 
     def __repr__(self) -> str:
         return f"Guard({len(self._keys)} keys)"
 
-    def replace(self, keys: Iterable[str]) -> None:
+    def replace(self, keys: Iterable[str], weights: Mapping[str, float] | None = None) -> None:
         """The keys from now on (SIGHUP: the key files read again); none: the old ones stay."""
-        fresh = tuple(_raw(k) for k in keys)
-        if fresh:
-            self._keys = fresh
+        keys = tuple(keys)
+        if keys:
+            weights = weights or {}
+            self._keys = tuple(_raw(k) for k in keys)
+            self._tenants = tuple(
+                Share(f"key#{n}", weights.get(k, 1.0), 0) for n, k in enumerate(keys, 1)
+            )
 
     @staticmethod
     def refusal() -> Unauthenticated:
@@ -124,26 +168,31 @@ class Guard:
         return Unauthenticated(REFUSAL, headers={"www-authenticate": "Bearer"})
 
     def valid(self, key: str) -> bool:
-        given = _raw(key)
-        ok = False
-        for known in self._keys:  # every key, whether one matched already or not
-            ok |= hmac.compare_digest(known, given)  # its time: len(given)'s only
-        return ok
+        return self.tenant(key) is not None
 
-    def admits_http(self, method: str, pattern: str, headers: Mapping[str, str]) -> bool:
-        """``method`` and ``pattern``: the route that serves the request (a HEAD request is
-        served by the GET route, so it is open where GET is). ``headers``: lower-case names.
-        Open routes pass without a key."""
+    def tenant(self, key: str) -> Share | None:
+        """The tenant of ``key``; None: not a key."""
+        given = _raw(key)
+        found = 0  # the matching key's place from 1 (0: none), without a branch on a match
+        for place, known in enumerate(self._keys, 1):  # every key, whether one matched or not
+            found = max(found, place * hmac.compare_digest(known, given))  # len(given)'s time
+        return self._tenants[found - 1] if found else None
+
+    def admits_http(self, method: str, pattern: str, headers: Mapping[str, str]) -> Share | None:
+        """The request's tenant, None: refused. ``method`` and ``pattern``: the route that
+        serves the request (a HEAD request is served by the GET route, so it is open where GET
+        is). ``headers``: lower-case names. Open routes pass without a key (tenant: DEFAULT)."""
         key = presented(headers.get("authorization"), None)
         if key is None:
             key = presented(None, headers.get("x-api-key"))
-        if key is not None and self.valid(key):
-            return True
-        return (method, pattern) in OPEN_HTTP
+        tenant = None if key is None else self.tenant(key)
+        if tenant is None and (method, pattern) in OPEN_HTTP:
+            return DEFAULT
+        return tenant
 
-    def admits_grpc(self, path: str, metadata: Iterable[tuple[str, str]]) -> bool:
+    def admits_grpc(self, path: str, metadata: Iterable[tuple[str, str]]) -> Share | None:
         if path in OPEN_GRPC:
-            return True
+            return DEFAULT
         authorization = api_key = None
         for name, value in metadata:
             if name == "authorization":
@@ -151,7 +200,7 @@ class Guard:
             elif name == "x-api-key":
                 api_key = value
         key = presented(authorization, api_key)
-        return key is not None and self.valid(key)
+        return None if key is None else self.tenant(key)
 
 
 def presented(authorization: str | None, api_key: str | None) -> str | None:

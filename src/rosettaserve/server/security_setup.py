@@ -8,7 +8,7 @@ import signal
 from collections.abc import Callable
 
 from rosettaserve.pd.http_client import PeerClient
-from rosettaserve.security.keys import Guard, KeySourceError, gather_keys
+from rosettaserve.security.keys import Guard, KeySourceError, gather_keys, key_weights
 from rosettaserve.security.tls import ServerTls, client_context
 from rosettaserve.server.settings import SecurityOptions
 
@@ -28,7 +28,7 @@ def server_tls(options: SecurityOptions) -> ServerTls | None:
 
 
 def guard(options: SecurityOptions) -> Guard | None:
-    return Guard(options.api_keys) if options.api_keys else None
+    return Guard(options.api_keys, options.api_key_weights) if options.api_keys else None
 
 
 def peer_client(options: SecurityOptions) -> PeerClient:
@@ -68,10 +68,11 @@ def reload_keys(options: SecurityOptions, guard: Guard) -> None:
     file that cannot be used keeps the keys in use, and the log says why."""
     try:
         keys = gather_keys(options.static_keys, options.api_key_files, {})
+        weights = key_weights(options.api_key_files)
     except KeySourceError as exc:
         log.error("API key reload failed, the keys in use stay: %s", exc)
         return
-    guard.replace(keys)
+    guard.replace(keys, weights)
     log.info("API keys reloaded: %d keys", len(keys))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,6 +33,8 @@ class SecurityOptions:
     api_keys: tuple[str, ...] = field(default=(), repr=False)  # empty: no key asked
     api_key_files: tuple[Path, ...] = ()  # read again on SIGHUP
     static_keys: tuple[str, ...] = field(default=(), repr=False)  # --api-key and the environment
+    # the key files' weights other than 1 (fair queueing between keys: core/share.py)
+    api_key_weights: Mapping[str, float] = field(default_factory=dict, repr=False)
     peer_ca: Path | None = None  # verify peers' certificates with this CA (else the system's)
     peer_cert: Path | None = None  # presented to peers that require mutual TLS
     peer_key: Path | None = None

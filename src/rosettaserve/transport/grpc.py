@@ -24,11 +24,15 @@ import zlib
 from collections.abc import Callable
 from typing import Any
 
+from rosettaserve.core.errors import ServingError
+from rosettaserve.core.share import HEADER, Share, edge
+from rosettaserve.core.status import ErrorKind
 from rosettaserve.transport.body_pace import BodyPace
 from rosettaserve.transport.defaults import DEFAULT_SEND_TIMEOUT
 from rosettaserve.transport.grpc_call import (
     ACCEPT_ENCODING,
     INTERNAL,
+    INVALID_ARGUMENT,
     UNAUTHENTICATED,
     UNIMPLEMENTED,
     Call,
@@ -123,6 +127,7 @@ class GrpcServer:
     def open(self, conn: Connection, stream: Stream, headers: list[tuple[str, str]]) -> Receiver:
         path = method = content_type = ""
         timeout = encoding = ""
+        priority: str | None = None
         metadata: list[tuple[str, str]] = []
         for name, value in headers:
             if name.startswith(":"):
@@ -136,6 +141,8 @@ class GrpcServer:
                 timeout = value
             elif name == "grpc-encoding":
                 encoding = value
+            elif name == HEADER:
+                priority = value
             elif name not in ("te", "user-agent", "grpc-accept-encoding"):
                 metadata.append((name, value))
         refusal = _refusal(method, content_type)
@@ -147,9 +154,15 @@ class GrpcServer:
         if found is None:
             message = f"Method not found: {path}"
             return self._refused(conn, stream, UNIMPLEMENTED, message, (path, metadata))
-        if self.guard is not None and not self.guard.admits_grpc(path, metadata):
-            message = self.guard.refusal().message  # API keys: rosettaserve.security
-            return self._refused(conn, stream, UNAUTHENTICATED, message, (path, metadata))
+        shared = None
+        if self.guard is not None or priority is not None:
+            try:
+                shared = self._share(path, metadata, priority)
+            except ServingError as exc:
+                code = (
+                    UNAUTHENTICATED if exc.kind is ErrorKind.UNAUTHENTICATED else INVALID_ARGUMENT
+                )
+                return self._refused(conn, stream, code, exc.message, (path, metadata))
         wbits = 0
         if encoding and encoding != "identity":
             wbits = _WBITS.get(encoding, -1)
@@ -163,17 +176,35 @@ class GrpcServer:
                 message = f"malformed grpc-timeout: {timeout!r}"
                 return self._refused(conn, stream, INTERNAL, message, (path, metadata))
             deadline = time.monotonic() + seconds
-        context = Context(deadline, tuple(metadata))
-        call = Call(self, conn, stream, found, context=context, wbits=wbits)
+        call = Call(
+            self, conn, stream, found, context=Context(deadline, tuple(metadata)), wbits=wbits
+        )
+        call.share = shared
+        return self._begun(call, path, metadata)
+
+    def _begun(self, call: Call, path: str, metadata: list[tuple[str, str]]) -> Call:
+        """``call`` with its access line and span; a bidirectional stream's started."""
         if self.call_lines is not None:
             call.record = self.call_lines(path, metadata)
         if self.tracing is not None:
             call.span = self.tracing.call_span(path, metadata)
-        if found.kind is True:
-            call.requests = RequestStream(conn, stream)
-            stream.body_due = CLOCK_STOPPED  # timed per message (Call._time_messages)
+        if call.method.kind is True:
+            call.requests = RequestStream(call.conn, call.stream)
+            call.stream.body_due = CLOCK_STOPPED  # timed per message (Call._time_messages)
             call.start(call._bidi())
         return call
+
+    def _share(
+        self, path: str, metadata: list[tuple[str, str]], priority: str | None
+    ) -> Share | None:
+        """The call's tenant (API keys: rosettaserve.security) and priority in the queues
+        (core/share.py); Unauthenticated: no valid key, InvalidInput: a malformed x-priority."""
+        tenant = None
+        if self.guard is not None:
+            tenant = self.guard.admits_grpc(path, metadata)
+            if tenant is None:
+                raise self.guard.refusal()
+        return edge(tenant, priority)
 
     def _refused(
         self,

@@ -21,6 +21,7 @@ from urllib.parse import quote
 
 from rosettaserve.core.errors import ServingError, bounded
 from rosettaserve.core.executor import LargeWork, run_request_work
+from rosettaserve.core.share import SHARE, Share
 from rosettaserve.core.status import ErrorKind
 from rosettaserve.core.streaming import close_stream
 from rosettaserve.transport.eager import EAGER, FINISHED
@@ -168,6 +169,7 @@ class Call:
         self.done = False
         self.record: CallLine | None = None  # set: the access log is on
         self.span: CallSpan | None = None  # set: --otel-exporter (observability/tracing.py)
+        self.share: Share | None = None  # set: its key's tenant, its x-priority (core/share.py)
 
     # -- receiving -----------------------------------------------------------------------------
 
@@ -330,6 +332,8 @@ class Call:
             context.run(REQUEST_ID.set, self.record.request_id)
         if self.span is not None:  # the model's span is a child of the call's
             context.run(self.span.enter)
+        if self.share is not None:  # its place in the queues
+            context.run(SHARE.set, self.share)
         waits_for = EAGER.first_step(coroutine, context)
         if waits_for is FINISHED:
             return

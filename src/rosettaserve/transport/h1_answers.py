@@ -19,6 +19,7 @@ from collections.abc import Awaitable
 from typing import Any, Final, Protocol
 
 from rosettaserve.core.run_at_once import Resumable
+from rosettaserve.core.share import DEFAULT, SHARE
 from rosettaserve.core.streaming import close_stream
 from rosettaserve.transport.coalesce import WriteRound
 from rosettaserve.transport.eager import FINISHED, Adopted
@@ -219,7 +220,8 @@ class Answers:
                     self.reading.release(HELD_PIPELINE)
                 if pending.error is not None:
                     response = pending.error
-                else:
+                else:  # (in this task's context: what the last one set is taken back)
+                    SHARE.set(DEFAULT)
                     response = await app.respond(
                         pending.method, pending.url, pending.headers, pending.body
                     )

@@ -8,6 +8,7 @@ from urllib.parse import unquote
 
 import httptools
 
+from rosettaserve.core import share
 from rosettaserve.core.errors import InvalidInput, ServingError
 from rosettaserve.web.content_coding import compressed, inflate
 from rosettaserve.web.keys import KeyCheck
@@ -58,12 +59,15 @@ class HttpApp:
             except ServingError as exc:
                 return error_body(exc)
         path, query, route, params = routed
-        # the key check asks about the route that runs: HEAD runs GET's, and is open where it is
-        if self.guard is not None and not self.guard.admits_http(
-            route.method, route.pattern, headers
-        ):
-            return route.on_error(self.guard.refusal())  # API keys: rosettaserve.security
+        tenant = None
+        if self.guard is not None:  # API keys: rosettaserve.security
+            # the key check asks about the route that runs: HEAD runs GET's, open where it is
+            tenant = self.guard.admits_http(route.method, route.pattern, headers)
+            if tenant is None:
+                return route.on_error(self.guard.refusal())
         try:
+            if tenant is not None or share.HEADER in headers:  # its queues' order (core/share)
+                _shared(tenant, headers.get(share.HEADER))
             if "content-encoding" in headers:  # gzip or deflate (web.content_coding)
                 body = await inflate(headers["content-encoding"], body, self.max_inflated)
             # HEAD runs the GET route as GET (the transport sends the head alone)
@@ -89,6 +93,14 @@ class HttpApp:
                 self._routed.clear()
             self._routed[method, raw_url] = routed
         return routed
+
+
+def _shared(tenant: share.Share | None, header: str | None) -> None:
+    """The request's tenant and priority, for the queues it waits in (each request is answered
+    in a context of its own, or, pipelined, after the server reset it: transport/h1_answers)."""
+    found = share.edge(tenant, header)
+    if found is not None:
+        share.SHARE.set(found)
 
 
 def split_url(raw_url: bytes) -> tuple[str, bytes]:

@@ -8,6 +8,7 @@ import socket
 from collections.abc import AsyncIterator
 from typing import Any
 
+from rosettaserve.core.share import SHARE
 from rosettaserve.transport.h1 import BULK_MIN_BYTES, MAX_BLANK_BYTES, Connection, HttpServer
 from rosettaserve.transport.h1_answers import MAX_OUT_PARTS
 from rosettaserve.web.routing import HttpResponse
@@ -25,6 +26,12 @@ class EchoApp:
             seen = VAR.get()
             VAR.reset(token)
             return HttpResponse(200, seen.encode(), "text/plain")
+        if raw_url == b"/prioritise":  # sets the request's priority, never resets it
+            SHARE.set(SHARE.get().prioritised(7))
+            await asyncio.sleep(0)  # (a task takes it over: the requests behind it follow there)
+            return HttpResponse(200, b"set", "text/plain")
+        if raw_url == b"/priority":
+            return HttpResponse(200, str(SHARE.get().priority).encode(), "text/plain")
         if raw_url == b"/headers":
             fields = ";".join(f"{name}={value}" for name, value in sorted(headers.items()))
             return HttpResponse(200, fields.encode(), "text/plain")
@@ -76,6 +83,17 @@ def test_pipelined_requests_are_answered_in_order() -> None:
     bodies = [part.split(b"\r\n\r\n", 1)[1] for part in data.split(b"HTTP/1.1 200 OK")[1:]]
     assert [b.split(b"HTTP")[0] for b in bodies] == [b"POST /a hi", b"GET /b ", b"GET /c "]
     assert data.count(b"connection: close") == 1
+
+
+def test_a_pipelined_request_does_not_inherit_the_priority_of_the_one_before() -> None:
+    data = run(
+        exchange(
+            b"GET /prioritise HTTP/1.1\r\nHost: x\r\n\r\n"
+            b"GET /priority HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        )
+    )
+    bodies = [part.split(b"\r\n\r\n", 1)[1] for part in data.split(b"HTTP/1.1 200 OK")[1:]]
+    assert bodies == [b"set", b"0"]
 
 
 def test_a_repeated_header_field_has_its_values_joined() -> None:

@@ -7,7 +7,7 @@ from typing import Any, Final
 import numpy as np
 import orjson
 
-from rosettaserve.core import dtypes, json_bulk, json_nonfinite
+from rosettaserve.core import dtypes, json_bulk, json_nonfinite, share
 from rosettaserve.core.call import PROTOCOL, TIMEOUT_US
 from rosettaserve.core.codec import INLINE_ELEMENTS, check_shape, from_json, from_raw, to_raw
 from rosettaserve.core.errors import InvalidInput
@@ -23,6 +23,7 @@ BINARY_OUTPUT_KEY: Final = "binary_data_output"
 BINARY_SIZE_KEY: Final = "binary_data_size"
 BINARY_DATA_KEY: Final = "binary_data"
 TIMEOUT_KEY: Final = "timeout"  # Triton's request parameter: the request's timeout in microseconds
+PRIORITY_KEY: Final = "priority"  # Triton's request parameter: 1 the highest level, 0 the default
 _NUMPY: Final = orjson.OPT_SERIALIZE_NUMPY
 _FLOAT32: Final = np.dtype(np.float32)  # native byte order: what json_floats reads
 # A float output of at most this many values is written as orjson writes it (NaN and the
@@ -147,7 +148,8 @@ def request_context(
     parameters: dict[str, Any], protocol: str, context: dict[str, Any] | None = None
 ) -> dict[str, Any]:
     """The data plane's side of a request: its protocol, and Triton's ``timeout`` parameter
-    (microseconds, 0: none; it stays among the parameters a model receives, as it always did)."""
+    (microseconds, 0: none; it stays among the parameters a model receives, as it always did)
+    and ``priority`` parameter (its level in the queues: core/share.py; it stays too)."""
     context = context or {}
     context[PROTOCOL] = protocol
     if TIMEOUT_KEY in parameters:
@@ -158,6 +160,10 @@ def request_context(
                 f"(0: no timeout), got {value!r}"
             )
         context[TIMEOUT_US] = value
+    if PRIORITY_KEY in parameters:
+        level = share.triton_level(parameters[PRIORITY_KEY], f"request parameter '{PRIORITY_KEY}'")
+        if level is not None:
+            context[share.PRIORITY] = level
     return context
 
 

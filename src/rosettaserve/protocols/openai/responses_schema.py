@@ -20,7 +20,7 @@ from rosettaserve.core.generate import SEED_MAX, Fields, GenerateRequest
 from rosettaserve.core.sampling_fields import Field, SamplingTable, read_sampling
 from rosettaserve.core.structured_output import OutputConstraint, json_object, json_schema
 from rosettaserve.core.tools import ChoiceMode, ToolChoice, ToolSpec
-from rosettaserve.protocols.openai.schema import model_name, refuse_not_built
+from rosettaserve.protocols.openai.schema import model_name, read_priority, refuse_not_built
 from rosettaserve.protocols.tools.choice import check_choice, check_tool
 
 ROLES = ("user", "system", "developer", "assistant")
@@ -77,6 +77,7 @@ def responses_request(doc: dict[str, Any], max_stop: int) -> ResponsesRequest:
     text_format = _text_format(f.object("text"))
     params.constraint = constraint(text_format)
     request = GenerateRequest(sampling=params, stream=f.boolean("stream", False))
+    request.priority = read_priority(f)  # vLLM's field, as on chat
     request.add_special_tokens = False  # the chat template's text has them (as chat's default)
     tools, choice = tools_of(
         doc.get("tools"), doc.get("tool_choice"), f.boolean("parallel_tool_calls", True)

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from rosettaserve.core import share
 from rosettaserve.core.errors import InvalidInput
 from rosettaserve.core.generate import ChatTemplate, Fields, GenerateRequest, SamplingParams
 from rosettaserve.core.sampling_fields import (
@@ -50,7 +51,6 @@ NOT_BUILT: Mapping[str, tuple[Any, ...]] = {
     "bad_words": (),
     "logits_processors": (),
     "truncate_prompt_tokens": (),
-    "priority": (),
     "mm_processor_kwargs": (),
     "cache_salt": (),
     "return_tokens_as_token_ids": (),
@@ -117,6 +117,12 @@ def _common(
     return model, n, stream, options.boolean("include_usage", False)
 
 
+def read_priority(f: Fields) -> int | None:
+    """vLLM's ``priority``: lower is served earlier, 0 the default (core/share.py)."""
+    value = f.doc.get("priority")
+    return None if value is None else share.priority(value, "'priority'")
+
+
 def refuse_not_built(f: Fields, not_built: Mapping[str, tuple[Any, ...]]) -> None:
     for key in sorted(f.doc.keys() & not_built.keys()):
         value = f.doc[key]
@@ -150,7 +156,7 @@ def chat_request(
     params.logprobs, params.top_logprobs = want, top or 0
     params.constraint = read_constraint(doc, OPENAI_FORMS)
     prompt_logprobs(f, params, stream)
-    request = GenerateRequest(sampling=params, n=n, stream=stream)
+    request = GenerateRequest(sampling=params, n=n, stream=stream, priority=read_priority(f))
     request.add_special_tokens = f.boolean("add_special_tokens", False)  # vLLM's chat default
     chat = chat_template(f, trusted_template)
     top_logprobs = (top or 0) if want else None
@@ -200,7 +206,7 @@ def completion_request(doc: dict[str, Any], max_n: int, max_stop: int) -> OpenAI
     params.logprobs, params.top_logprobs = top is not None, top or 0
     params.constraint = read_constraint(doc, OPENAI_FORMS)
     prompt_logprobs(f, params, stream)
-    request = GenerateRequest(sampling=params, n=n, stream=stream)
+    request = GenerateRequest(sampling=params, n=n, stream=stream, priority=read_priority(f))
     request.add_special_tokens = f.boolean("add_special_tokens", True)  # vLLM's default
     _set_prompt(request, doc.get("prompt"))
     return OpenAIRequest(model, request, include_usage, f.boolean("echo", False), top)

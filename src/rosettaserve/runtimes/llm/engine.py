@@ -2,8 +2,8 @@
 
 Each iteration of the engine thread:
   1. drops sequences whose client went away (their KV cache goes with them);
-  2. admits waiting requests (up to ``max_num_seqs`` sequences prefilling or running), taking
-     what the prefix cache holds of their prompts (prefix_cache.py);
+  2. admits waiting requests by priority, then fairly between API keys (up to ``max_num_seqs``
+     sequences prefilling or running), taking what the prefix cache holds of their prompts;
   3. runs one prefill pass of at most ``IDLE_PASS_FACTOR`` x ``prefill_chunk_tokens`` tokens
      over the prompts being prefilled: prompts admitted together share it; while sequences
      decode, a prompt longer than ``prefill_chunk_tokens`` is prefilled a chunk of that size
@@ -61,9 +61,10 @@ from rosettaserve.runtimes.llm.resume import (
     victims,
 )
 from rosettaserve.runtimes.llm.sampling import TokenState, logprobs
-from rosettaserve.runtimes.llm.state import EngineConfig, EngineStats, Group, Sequence
+from rosettaserve.runtimes.llm.state import EngineConfig, EngineStats, Group, Sequence, kv_tokens
 from rosettaserve.runtimes.llm.stream import GenerationStream, Item, caught_up, hand_over
 from rosettaserve.runtimes.llm.switch import SWITCH_INTERVAL_S, SwitchInterval
+from rosettaserve.scheduling.fair_share import Clock, enqueue
 
 log = logging.getLogger("rosettaserve.llm")
 # Prefill passes an iteration may run before its decode step when no sequence was decoding.
@@ -114,7 +115,8 @@ class Engine:
             max_prompt_chars=max_prompt_chars(tokenizer, config.max_model_len),
         )
         self._cond = threading.Condition()
-        self._waiting: deque[Group] = deque()
+        self._waiting: deque[Group] = deque()  # by priority, then fairly between API keys
+        self._clock = Clock()  # (scheduling/fair_share.py)
         self._running: list[Sequence] = []  # in batch row order
         self._prefilling: list[PrefillJob] = []  # admitted, in admission order
         self.prefix_cache = PrefixCache(config.prefix_cache_tokens, config.prefix_block_tokens)
@@ -179,7 +181,8 @@ class Engine:
                     f"limit {limit}); retry later"
                 )
             self._active += request.n
-            self._waiting.append(Group(stream, prompt_ids, seqs, resume))
+            group = Group(stream, prompt_ids, seqs, resume)  # its cost: the tokens it may hold
+            enqueue(self._waiting, self._clock, group, request.n * (len(prompt_ids) + max_new))
             self._cond.notify()
         return stream
 
@@ -260,22 +263,19 @@ class Engine:
         admitted: list[Group] = []
         prefilling = [job.owner for job in self._prefilling] + list(pending)
         room = self.config.max_num_seqs - len(self._running) - sum(len(g.seqs) for g in prefilling)
-        kv_room = (self.config.kv_budget_tokens or 2**62) - self._kv_tokens()
+        kv_room = (self.config.kv_budget_tokens or 2**62) - kv_tokens(self._running)
         kv_room -= sum(g.kv_need for g in prefilling)
         while self._waiting:
             group = self._waiting[0]
             alone = not admitted and not self._running and not prefilling
             if len(group.seqs) > room or (group.kv_need > kv_room and not alone):
                 break
-            self._waiting.popleft()
+            self._clock.served(self._waiting.popleft().tag)
             admitted.append(group)
             room -= len(group.seqs)
             kv_room -= group.kv_need
         self.stats.waiting = len(self._waiting)
         return admitted
-
-    def _kv_tokens(self) -> int:
-        return sum(kv_usage(len(s.prompt_ids), len(s.output_ids)) for s in self._running)
 
     def _iteration(self, admitted: list[Group]) -> None:
         self._drop_cancelled()
@@ -298,7 +298,7 @@ class Engine:
         if self._running:
             self._decode()
         held = sum(job.done * len(job.owner.seqs) for job in self._prefilling)
-        self.stats.kv_tokens = self._kv_tokens() + held
+        self.stats.kv_tokens = kv_tokens(self._running) + held
         self.stats.running = len(self._running) + sum(len(j.owner.seqs) for j in self._prefilling)
 
     def _gather(self, admitted: list[Group]) -> None:

@@ -77,8 +77,15 @@ class Group:
     prompt_ids: list[int]
     seqs: list[Sequence]
     resume: Resume | None = None
+    priority: int = 0  # its place in the waiting queue (scheduling/fair_share.py)
+    tag: float = 0.0
 
     @property
     def kv_need(self) -> int:
         prior = len(self.resume.prior) if self.resume else 0
         return len(self.seqs) * kv_usage(len(self.prompt_ids), prior + 1)
+
+
+def kv_tokens(running: list[Sequence]) -> int:
+    """The KV cache the running sequences hold, in tokens."""
+    return sum(kv_usage(len(s.prompt_ids), len(s.output_ids)) for s in running)
