@@ -8,6 +8,7 @@ from typing import Any
 
 from google.protobuf.json_format import ParseDict
 
+from rosettaserve.core import share
 from rosettaserve.core.dataplane import DataPlane
 from rosettaserve.core.errors import ServingError, Unsupported
 from rosettaserve.core.executor import LargeWork, run_request_work
@@ -73,8 +74,12 @@ class OipServicer:
     async def ModelStreamInfer(
         self, requests: AsyncIterator[Any], context: Any
     ) -> AsyncIterator[Any]:
-        """Errors travel in-band (error_message) and the stream stays open."""
+        """Errors travel in-band (error_message) and the stream stays open. Each message has
+        the stream's share (its key, its x-priority) with its own priority parameter: one
+        message's does not carry over to the next (they run in one task's context)."""
+        stream_share = share.SHARE.get()
         async for request in requests:
+            share.SHARE.set(stream_share)
             with self.tracker.busy():  # an idle open stream does not hold shutdown back
                 try:
                     async for reply in self._stream_one(request):
@@ -88,6 +93,8 @@ class OipServicer:
             core_request = parse_infer(request, True)
         except LargeWork:  # a BYTES tensor too large to decode on the event loop
             core_request = await run_request_work(parse_infer, request, False)
+        if share.PRIORITY in core_request.context:  # OIP's priority parameter (core/share.py)
+            share.prioritise(core_request.context[share.PRIORITY])
         mv = await self.dp.loaded_version(core_request.model_name, core_request.model_version)
         decoupled = mv.invoker is not None and mv.invoker.streams
         async for response in self.dp.infer_stream(core_request):
