@@ -3,7 +3,8 @@
     .venv/bin/python bench/batching_mlp.py [--connections 32] [--duration 10] [--runs 3] [--hogs N]
 
 Builds a repository in a temporary folder with the same MLP (--layers hidden layers of --hidden
-units, --inputs features in, 16 out; fixed seed; ONNX Runtime with one intra-op thread) served
+units, --inputs features in, 16 out; fixed seed; ONNX Runtime with --intra-op-threads, one by
+default, whose pool spins with --allow-spinning) served
 twice: ``mlp_unbatched`` (max_batch_size 32, no dynamic batching: one execution per request) and
 ``mlp_batched`` (the same plus ``dynamic_batching`` with --delay-us). One server process is pinned
 to --server-cpu; wrk (one thread, --connections keep-alive connections, one row per request,
@@ -73,7 +74,10 @@ def build_mlp(inputs: int, hidden: int, layers: int, outputs: int = 16) -> bytes
 def make_repo(root: Path, args: argparse.Namespace) -> None:
     graph = build_mlp(args.inputs, args.hidden, args.layers)
     common = "runtime: onnx\nmax_batch_size: 32\n"
-    common += "parameters: {intra_op_threads: 1, inter_op_threads: 1}\n"
+    spin = ", allow_spinning: true" if args.allow_spinning else ""  # (off: the default)
+    common += (
+        f"parameters: {{intra_op_threads: {args.intra_op_threads}, inter_op_threads: 1{spin}}}\n"
+    )
     batching = f"dynamic_batching: {{max_queue_delay_microseconds: {args.delay_us}}}\n"
     for name, extra in (("mlp_unbatched", ""), ("mlp_batched", batching)):
         (root / name / "1").mkdir(parents=True)
@@ -181,6 +185,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--hidden", type=int, default=1024)
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--delay-us", type=int, default=0)
+    parser.add_argument("--intra-op-threads", type=int, default=1, help="ONNX Runtime's")
+    parser.add_argument(
+        "--allow-spinning", action="store_true", help="ONNX Runtime's pool threads spin"
+    )
     parser.add_argument("--binary", action="store_true", help="binary tensor data, not JSON")
     parser.add_argument("--server-cpu", type=int, default=0)
     parser.add_argument("--load-cpu", type=int, default=1)
@@ -242,7 +250,8 @@ def report(results: dict[str, list[dict[str, float]]], args: argparse.Namespace)
         f"MLP {args.inputs}->{'->'.join([str(args.hidden)] * args.layers)}->16 FP32, "
         f"{args.connections} connections, {args.duration:g} s x {args.runs} runs, "
         f"max_queue_delay {args.delay_us} us, {'binary' if args.binary else 'JSON'} requests"
-        f"{f', {args.hogs} busy loop(s) on the server core' if args.hogs else ''}\n"
+        f"{f', {args.hogs} busy loop(s) on the server core' if args.hogs else ''}, "
+        f"{args.intra_op_threads} intra-op thread(s){' spinning' if args.allow_spinning else ''}\n"
     )
     print("| model | req/s | p50 ms | p99 ms | server CPU us/req | mean batch | req/s of runs |")
     print("|---|---|---|---|---|---|---|")
