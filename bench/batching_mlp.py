@@ -1,15 +1,18 @@
 """Dynamic batching gain: an ONNX MLP served unbatched and batched, under the same load.
 
-    .venv/bin/python bench/batching_mlp.py [--connections 32] [--duration 10] [--runs 3]
+    .venv/bin/python bench/batching_mlp.py [--connections 32] [--duration 10] [--runs 3] [--hogs N]
 
 Builds a repository in a temporary folder with the same MLP (--layers hidden layers of --hidden
-units, --inputs features in, 16 out; fixed seed; ONNX Runtime with one intra-op thread) served
+units, --inputs features in, 16 out; fixed seed; ONNX Runtime with --intra-op-threads, one by
+default, whose pool spins with --allow-spinning) served
 twice: ``mlp_unbatched`` (max_batch_size 32, no dynamic batching: one execution per request) and
 ``mlp_batched`` (the same plus ``dynamic_batching`` with --delay-us). One server process is pinned
 to --server-cpu; wrk (one thread, --connections keep-alive connections, one row per request,
 OIP REST JSON or with --binary the binary tensor data extension) is pinned to --load-cpu.
 Each run measures both models one after the other; the table shows medians over --runs of
 req/s and wrk's p50/p99, and the mean batch size the server's statistics report.
+With --hogs N, N busy-loop processes (bench/cpu_hog.py) are pinned to --server-cpu while wrk
+runs: the server shares its core, as a pod under a CPU limit or beside a busy neighbour does.
 Needs `wrk` and the `onnx` package (the dev extra).
 """
 
@@ -29,6 +32,7 @@ import urllib.request
 from pathlib import Path
 
 import numpy as np
+from cpu_hog import busy_loops
 
 BIN = Path(sys.executable).parent
 MODELS = ("mlp_unbatched", "mlp_batched")
@@ -70,7 +74,10 @@ def build_mlp(inputs: int, hidden: int, layers: int, outputs: int = 16) -> bytes
 def make_repo(root: Path, args: argparse.Namespace) -> None:
     graph = build_mlp(args.inputs, args.hidden, args.layers)
     common = "runtime: onnx\nmax_batch_size: 32\n"
-    common += "parameters: {intra_op_threads: 1, inter_op_threads: 1}\n"
+    spin = ", allow_spinning: true" if args.allow_spinning else ""  # (off: the default)
+    common += (
+        f"parameters: {{intra_op_threads: {args.intra_op_threads}, inter_op_threads: 1{spin}}}\n"
+    )
     batching = f"dynamic_batching: {{max_queue_delay_microseconds: {args.delay_us}}}\n"
     for name, extra in (("mlp_unbatched", ""), ("mlp_batched", batching)):
         (root / name / "1").mkdir(parents=True)
@@ -178,9 +185,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--hidden", type=int, default=1024)
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--delay-us", type=int, default=0)
+    parser.add_argument("--intra-op-threads", type=int, default=1, help="ONNX Runtime's")
+    parser.add_argument(
+        "--allow-spinning", action="store_true", help="ONNX Runtime's pool threads spin"
+    )
     parser.add_argument("--binary", action="store_true", help="binary tensor data, not JSON")
     parser.add_argument("--server-cpu", type=int, default=0)
     parser.add_argument("--load-cpu", type=int, default=1)
+    parser.add_argument(
+        "--hogs", type=int, default=0, help="busy-loop processes on --server-cpu during the runs"
+    )
     return parser
 
 
@@ -202,7 +216,8 @@ def main() -> None:
         proc, url = start_server(root / "repo", args)
         try:
             check_same_answers(url, body, headers)
-            results = measure(url, script, args, proc.pid)
+            with busy_loops(args.server_cpu, args.hogs):
+                results = measure(url, script, args, proc.pid)
         finally:
             proc.terminate()
             proc.wait()
@@ -234,7 +249,9 @@ def report(results: dict[str, list[dict[str, float]]], args: argparse.Namespace)
     print(
         f"MLP {args.inputs}->{'->'.join([str(args.hidden)] * args.layers)}->16 FP32, "
         f"{args.connections} connections, {args.duration:g} s x {args.runs} runs, "
-        f"max_queue_delay {args.delay_us} us, {'binary' if args.binary else 'JSON'} requests\n"
+        f"max_queue_delay {args.delay_us} us, {'binary' if args.binary else 'JSON'} requests"
+        f"{f', {args.hogs} busy loop(s) on the server core' if args.hogs else ''}, "
+        f"{args.intra_op_threads} intra-op thread(s){' spinning' if args.allow_spinning else ''}\n"
     )
     print("| model | req/s | p50 ms | p99 ms | server CPU us/req | mean batch | req/s of runs |")
     print("|---|---|---|---|---|---|---|")

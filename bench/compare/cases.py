@@ -1,13 +1,14 @@
 """The cases and the servers: which cases run with how many connections, the servers under test
 (rosettaserve's spec and the peers'), and one repeat of one server: start it, check and measure
-each case it serves, read its memory, stop it; likewise the batching MLP and the startup of the
-tensor examples.
+each case it serves, read its memory, stop it; likewise the batching MLP (also with busy loops
+on the server's core: the contended case) and the startup of the tensor examples.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import importlib
 import subprocess
 import time
@@ -37,8 +38,11 @@ from spec import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
-BATCHING, STARTUP = "batching", "startup"
-ALL_CASES = (*CASES, *TLS_CASES, BATCHING, STARTUP)
+BATCHING, BATCHING_CONTENDED, STARTUP = "batching", "batching-contended", "startup"
+ALL_CASES = (*CASES, *TLS_CASES, BATCHING, BATCHING_CONTENDED, STARTUP)
+# busy-loop processes (bench/cpu_hog.py) on the server's core in the contended batching case
+CONTENDED_HOGS = 1
+CONTENDED_KEY = "rosettaserve-batching-contended"
 # (case, connections) in the order they run
 RUNS = (
     (REST_SMALL, 1),
@@ -164,11 +168,22 @@ def run_case(
 
 
 def measure_batching(
-    args: argparse.Namespace, workdir: Path, repeat: int, results: Results, load: Load
+    args: argparse.Namespace,
+    workdir: Path,
+    repeat: int,
+    results: Results,
+    load: Load,
+    *,
+    hogs: int = 0,
 ) -> str:
+    """The batching MLP, unbatched then batched; with ``hogs`` busy loops on the server's core
+    while wrk runs (the contended case: its own server key, and no ONNX Runtime alone)."""
     import batching_mlp
+    from cpu_hog import busy_loops
 
     spec, data, headers, what = rosetta.batching_setup(workdir)
+    if hogs:
+        spec = dataclasses.replace(spec, name=f"{spec.name}, contended", key=CONTENDED_KEY)
     path = workdir / "body-batching.bin"
     path.write_bytes(data)
     script = path.with_suffix(".lua")
@@ -184,28 +199,38 @@ def measure_batching(
             try:
                 if load.warmup > 0:
                     settle(server)
-                    wrk(
+                    with busy_loops(args.server_cpu, hogs):
+                        wrk(
+                            load,
+                            target,
+                            script,
+                            conns=BATCHING_CONNECTIONS,
+                            seconds=load.warmup,
+                            tag=tag + "-w",
+                        )
+                settle(server)
+                with busy_loops(args.server_cpu, hogs):
+                    m = wrk(
                         load,
                         target,
                         script,
                         conns=BATCHING_CONNECTIONS,
-                        seconds=load.warmup,
-                        tag=tag + "-w",
+                        seconds=load.duration,
+                        tag=tag,
                     )
-                settle(server)
-                m = wrk(
-                    load, target, script, conns=BATCHING_CONNECTIONS, seconds=load.duration, tag=tag
-                )
             except Exception as exc:
                 results.fail(key, f"repeat {repeat}: {exc}")
                 print(f"  {model}: FAILED {exc}", flush=True)
                 continue
             results.add(key, m)
-            results.batch_size.setdefault(model, []).append(batching_mlp.mean_batch(url, model))
+            mean = batching_mlp.mean_batch(url, model)
+            results.batch_size.setdefault(f"{spec.key}/{model}", []).append(mean)
             print(
                 f"  {model}: {m.rps:.0f} req/s, p50 {m.p50:.2f} ms, p99 {m.p99:.2f} ms", flush=True
             )
         record.peak_rss = tree_memory(server.proc.pid, "VmHWM")
+    if hogs:
+        return what + f"; {hogs} busy-loop process(es) pinned to the server's core while wrk runs"
     try:  # the server has stopped: the core is ONNX Runtime's alone
         for rows, us in rosetta.ort_alone(workdir, args.server_cpu).items():
             results.ort_alone.setdefault(rows, []).append(us)

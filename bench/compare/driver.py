@@ -32,6 +32,8 @@ from bodies import Body, make_body
 from cases import (
     ALL_CASES,
     BATCHING,
+    BATCHING_CONTENDED,
+    CONTENDED_HOGS,
     ROOT,
     RUNS,
     STARTUP,
@@ -136,6 +138,10 @@ def main(argv: Sequence[str] | None = None) -> None:
                 )
             if BATCHING in args.cases:
                 info[BATCHING] = measure_batching(args, workdir, repeat, results, load)
+            if BATCHING_CONTENDED in args.cases:
+                info[BATCHING_CONTENDED] = measure_batching(
+                    args, workdir, repeat, results, load, hogs=CONTENDED_HOGS
+                )
             if examples is not None:
                 measure_startup(args, examples, repeat, results, load)
         info["load_end"] = loadavg()

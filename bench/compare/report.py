@@ -9,7 +9,7 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
-from cases import BATCHING
+from cases import BATCHING, BATCHING_CONTENDED
 from host import machine, tool_versions
 from measurements import Results
 from processes import SETTLE_BUSY, SETTLE_WINDOW
@@ -19,6 +19,7 @@ from tables import (
     EXAMPLES_VIEW,
     TLS_TITLES,
     batching_section,
+    contended_section,
     label,
     large_section,
     medium_section,
@@ -53,6 +54,8 @@ def report(
     lines += medium_section(results, specs, body_sizes, args.cases)
     if BATCHING in info:
         lines += batching_section(results, info[BATCHING])
+    if BATCHING_CONTENDED in info:
+        lines += contended_section(results, info[BATCHING_CONTENDED])
     lines += memory_section(args, results, specs)
     lines += [
         "",

@@ -9,8 +9,8 @@ import math
 from collections.abc import Sequence
 
 import rosetta
-from cases import BATCHING_CONNECTIONS
-from figures import med_case, ort_alone, server_us
+from cases import BATCHING_CONNECTIONS, CONTENDED_KEY
+from figures import med_case, ort_alone, ratio, rps, server_us
 from measurements import Results, median
 from spec import (
     GRPC_RAW_1MIB,
@@ -30,6 +30,12 @@ EXAMPLES_VIEW = ServerSpec(
 BATCHING_VIEW = ServerSpec(
     name="rosettaserve (batching MLP)",
     key="rosettaserve-batching",
+    argv=(),
+    cases=frozenset(rosetta.BATCHING_MODELS),
+)
+CONTENDED_VIEW = ServerSpec(
+    name="rosettaserve (batching MLP), contended",
+    key=CONTENDED_KEY,
     argv=(),
     cases=frozenset(rosetta.BATCHING_MODELS),
 )
@@ -188,7 +194,7 @@ def batching_section(results: Results, what: str) -> list[str]:
     ]
     for model in rosetta.BATCHING_MODELS:
         cells = case_cells(results, BATCHING_VIEW, model, BATCHING_CONNECTIONS)
-        sizes = results.batch_size.get(model, [])
+        sizes = results.batch_size.get(f"{BATCHING_VIEW.key}/{model}", [])
         us = server_us(results, model)
         spent = [fmt(us[0], 1), fmt(us[1], 1)] if us else ["—", "—"]
         lines.append(row([model, *cells, fmt(median(sizes), 1) if sizes else "—", *spent]))
@@ -208,6 +214,36 @@ def batching_section(results: Results, what: str) -> list[str]:
             f"target is on the batched one.",
         ]
     return lines
+
+
+def contended_section(results: Results, what: str) -> list[str]:
+    """The batching MLP again, with busy loops on the server's core: batched against unbatched."""
+    lines = [
+        "",
+        f"### Dynamic batching on a shared core, {BATCHING_CONNECTIONS} connections",
+        "",
+        what + ".",
+        "",
+        row(["model", "req/s", "p50 ms", "p99 ms", "req/s each run", "errors", "mean batch"]),
+        row(["---", "---:", "---:", "---:", "---", "---:", "---:"]),
+    ]
+    for model in rosetta.BATCHING_MODELS:
+        cells = case_cells(results, CONTENDED_VIEW, model, BATCHING_CONNECTIONS)
+        sizes = results.batch_size.get(f"{CONTENDED_KEY}/{model}", [])
+        lines.append(row([model, *cells, fmt(median(sizes), 1) if sizes else "—"]))
+    gain = contended_gain(results)
+    if gain is not None:
+        lines += ["", f"Batched / unbatched on the shared core: {gain:.2f}x."]
+    return lines
+
+
+def contended_gain(results: Results) -> float | None:
+    """Batched req/s over unbatched req/s (medians) in the contended batching case."""
+    unbatched, batched = rosetta.BATCHING_MODELS
+    return ratio(
+        rps(results, CONTENDED_KEY, batched, BATCHING_CONNECTIONS),
+        rps(results, CONTENDED_KEY, unbatched, BATCHING_CONNECTIONS),
+    )
 
 
 def mb(values: Sequence[float | None]) -> str:

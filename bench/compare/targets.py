@@ -1,6 +1,7 @@
 """The targets: rosettaserve's ratios to the other servers of the same run (the best MLServer
 configuration where there are several), the batching case's server time per request against
-ONNX Runtime alone, startup and memory; each a ``Target`` that says pass or by how much it missed.
+ONNX Runtime alone, batched against unbatched on a shared core, startup and memory; each a
+``Target`` that says pass or by how much it missed.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import rosetta
-from cases import BATCHING_CONNECTIONS
+from cases import BATCHING_CONNECTIONS, CONTENDED_KEY
 from figures import BATCHING_KEY, ort_alone, ratio, rps, server_us
 from measurements import Results, median
 from spec import (
@@ -22,7 +23,7 @@ from spec import (
     REST_SMALL_TLS,
     ServerSpec,
 )
-from tables import TLS_TITLES
+from tables import TLS_TITLES, contended_gain
 
 
 @dataclass
@@ -113,6 +114,16 @@ def targets(
     )
     out.append(versus(f"gRPC raw 1 MiB: >= 3x {mls}", GRPC_RAW_1MIB, 4, mlservers, 3))
     out.append(batching_target(results))
+    if CONTENDED_KEY in results.runs:
+        out.append(
+            Target(
+                "dynamic batching with a busy loop on the server's core: batched >= unbatched",
+                contended_gain(results),
+                1.0,
+                "x",
+                missing="not measured",
+            )
+        )
     out += footprint_targets(results)
     return out
 

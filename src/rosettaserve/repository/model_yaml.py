@@ -61,6 +61,14 @@ ONNX_PARAMETERS = Section(
         Key("intra_op_threads", Integer(0), "ONNX Runtime's intra-op threads (0: its choice)", 0),
         Key("inter_op_threads", Integer(0), "ONNX Runtime's inter-op threads (0: its choice)", 0),
         Key(
+            "allow_spinning",
+            Flag(),
+            "ONNX Runtime's pool threads spin while they wait for work: quicker to start an op, "
+            "but the CPU they burn is taken from the event loop and the neighbours of a shared "
+            "or limited CPU",
+            False,
+        ),
+        Key(
             "providers",
             ListOf(Text(), 1),
             "ONNX Runtime execution providers, in order of preference",

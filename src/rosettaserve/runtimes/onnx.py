@@ -63,11 +63,24 @@ def session(path: Path, params: dict[str, Any]) -> Any:
     """An ONNX Runtime session as a model.yaml's ``parameters`` ask (threads, providers)."""
     import onnxruntime as ort
 
+    providers = params.get("providers") or ["CPUExecutionProvider"]
+    return ort.InferenceSession(str(path), session_options(params), providers=providers)
+
+
+def session_options(params: dict[str, Any]) -> Any:
+    """The session's threads. Its pool threads do not spin unless ``allow_spinning`` says so:
+    ONNX Runtime's default spin-wait keeps each pool thread busy after every op, on the CPU the
+    server's event loop, its other models and its neighbours need (a pod under a CPU limit
+    pays for the spinning in its quota)."""
+    import onnxruntime as ort
+
     options = ort.SessionOptions()
     options.intra_op_num_threads = int(params.get("intra_op_threads", 0))
     options.inter_op_num_threads = int(params.get("inter_op_threads", 0))
-    providers = params.get("providers") or ["CPUExecutionProvider"]
-    return ort.InferenceSession(str(path), options, providers=providers)
+    spin = "1" if params.get("allow_spinning", False) else "0"
+    options.add_session_config_entry("session.intra_op.allow_spinning", spin)
+    options.add_session_config_entry("session.inter_op.allow_spinning", spin)
+    return options
 
 
 def _as_str(arr: np.ndarray) -> np.ndarray:
