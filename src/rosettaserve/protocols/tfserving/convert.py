@@ -187,20 +187,27 @@ def inference_request(
     protocol: str = "tfserving_rest",
 ) -> InferenceRequest:
     """The arrays (keyed by signature alias) as the model's named inputs."""
-    inputs = [
-        Tensor(spec.name, spec.datatype, tuple(arrays[alias].shape), arrays[alias])
-        for alias, spec in signature.inputs.items()
-        if alias in arrays
-    ]
-    names = list(dict.fromkeys(spec.name for spec in outputs))
-    everything = names == [s.name for s in mv.outputs]
+    inputs = []
+    for alias, spec in signature.inputs.items():
+        array = arrays.get(alias)
+        if array is not None:
+            inputs.append(Tensor(spec.name, spec.datatype, array.shape, array))
     return InferenceRequest(
         model_name=mv.name,
         model_version=mv.version,
         inputs=inputs,
-        outputs=None if everything else [RequestedOutput(n) for n in names],
+        outputs=_requested(mv, outputs),
         context={PROTOCOL: protocol},
     )
+
+
+def _requested(mv: ModelVersion, outputs: list[TensorSpec]) -> list[RequestedOutput] | None:
+    """The outputs core is asked for: None (all) when they are the model's, in its order."""
+    names = list(dict.fromkeys([spec.name for spec in outputs]))
+    model = mv.outputs
+    if len(names) == len(model) and all(names[i] == model[i].name for i in range(len(names))):
+        return None
+    return [RequestedOutput(n) for n in names]
 
 
 def by_alias(specs: dict[str, TensorSpec], outputs: list[Tensor]) -> dict[str, Tensor]:

@@ -57,9 +57,10 @@ class PredictionServicer:
         call = predict_wire.request(request)
         mv = servable(self.dp, call.target)
         name = call.signature_name or schema.DEFAULT_SIGNATURE
-        if signatures.named(mv, name) is None:
+        found = signatures.named(mv, name)
+        if found is None:
             raise Aborted(FAILED_PRECONDITION, f'Serving signature key "{name}" not found.', ())
-        signature = signatures.find(mv, name, schema.PREDICT)
+        signature = signatures.checked(found, name, schema.PREDICT)
         conv.check_inputs(call, signature)
         if conv.typed_values(call) > INLINE_TYPED_VALUES:
             arrays = await run_request_work(conv.predict_inputs, call, signature)
