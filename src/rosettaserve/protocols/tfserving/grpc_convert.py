@@ -119,8 +119,10 @@ def predict_response(mv: ModelVersion, signature: Signature, outputs: dict[str, 
 
 def _spec_field(mv: ModelVersion, signature_name: str) -> bytes:
     """The answer's model_spec field, written once per version and signature."""
-    cache = mv.extra.setdefault(_SPEC_CACHE, {})
-    written: bytes | None = cache.get(signature_name)
+    cache: dict[str, bytes] | None = mv.extra.get(_SPEC_CACHE)
+    if cache is None:  # (not setdefault: its default would be a new dict every call)
+        cache = mv.extra[_SPEC_CACHE] = {}
+    written = cache.get(signature_name)
     if written is None:
         version = int(mv.version)
         number = b"\x08" + tensorproto.varint(version) if version else b""
