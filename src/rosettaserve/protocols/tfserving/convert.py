@@ -203,11 +203,10 @@ def inference_request(
 
 def _requested(mv: ModelVersion, outputs: list[TensorSpec]) -> list[RequestedOutput] | None:
     """The outputs core is asked for: None (all) when they are the model's, in its order."""
-    names = list(dict.fromkeys([spec.name for spec in outputs]))
-    model = mv.outputs
-    if len(names) == len(model) and all(names[i] == model[i].name for i in range(len(names))):
+    model = mv.outputs  # the usual case, every output in order, found without building lists
+    if len(outputs) == len(model) and all(s.name == model[i].name for i, s in enumerate(outputs)):
         return None
-    return [RequestedOutput(n) for n in names]
+    return [RequestedOutput(n) for n in dict.fromkeys([spec.name for spec in outputs])]
 
 
 def by_alias(specs: dict[str, TensorSpec], outputs: list[Tensor]) -> dict[str, Tensor]:
