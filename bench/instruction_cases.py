@@ -148,6 +148,20 @@ def model_infer_request(model: str, values: list[float]) -> bytes:
     return field(1, model.encode()) + field(5, tensor)  # model_name, inputs
 
 
+def predict_request(model: str, values: list[float]) -> bytes:
+    """TF Serving's PredictRequest (predict.proto) with one FP32 [1, n] input ``INPUT0`` in
+    ``tensor_content``, as ``tf.make_tensor_proto`` and protobuf write it."""
+
+    def field(number: int, payload: bytes) -> bytes:  # length-delimited, payload < 128 bytes
+        return bytes([number << 3 | 2, len(payload)]) + payload
+
+    dims = field(2, bytes([0x08, 1])) + field(2, bytes([0x08, len(values)]))  # Dim.size
+    content = struct.pack(f"<{len(values)}f", *values)
+    tensor = bytes([0x08, 1]) + field(2, dims) + field(4, content)  # DT_FLOAT, shape, content
+    entry = field(1, b"INPUT0") + field(2, tensor)  # the inputs map's entry: key, value
+    return field(1, field(1, model.encode())) + field(2, entry)  # model_spec.name, inputs
+
+
 def literal(name: str, value: str) -> bytes:
     """An HPACK literal without indexing, new name (no Huffman): costs the server a little more
     than a client's indexed fields (bench/grpc_path_cost.py)."""
@@ -163,18 +177,32 @@ PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 DATA, HEADERS, RST_STREAM, SETTINGS, GOAWAY, WINDOW_UPDATE = 0, 1, 3, 4, 7, 8
 END_STREAM, END_HEADERS = 0x1, 0x4
 MAX_WINDOW = (1 << 31) - 1
-# :method POST, :scheme http, :path, :authority, content-type, te (as bench/grpc_path_cost.py)
-BLOCK = bytes([0x83, 0x86]) + bytes([0x04, 42]) + f"/{SERVICE}/ModelInfer".encode()
-BLOCK += bytes([0x01, 9]) + b"127.0.0.1" + bytes([0x0F, 0x10, 16]) + b"application/grpc"
-BLOCK += literal("te", "trailers")
+
+
+def header_block(path: str) -> bytes:
+    """:method POST, :scheme http, :path, :authority, content-type, te (as
+    bench/grpc_path_cost.py)."""
+    block = bytes([0x83, 0x86]) + bytes([0x04, len(path)]) + path.encode()
+    block += bytes([0x01, 9]) + b"127.0.0.1" + bytes([0x0F, 0x10, 16]) + b"application/grpc"
+    return block + literal("te", "trailers")
+
+
+BLOCK = header_block(f"/{SERVICE}/ModelInfer")
+PREDICT_BLOCK = header_block("/tensorflow.serving.PredictionService/Predict")
 
 
 class Grpc(Rounds):
-    def __init__(self, served: Served, connections: int, rounds: int) -> None:
+    def __init__(
+        self, served: Served, connections: int, rounds: int, *, tfserving: bool = False
+    ) -> None:
         tally = Tally()
         super().__init__([served.grpc_connection(tally) for _ in range(connections)], tally, rounds)
         tensor = np.random.default_rng(GRPC_SEED).standard_normal((1, 4)).astype(np.float32)
-        message = model_infer_request("identity", [float(v) for v in tensor.reshape(-1)])
+        values = [float(v) for v in tensor.reshape(-1)]
+        if tfserving:
+            message, self.block = predict_request("identity", values), PREDICT_BLOCK
+        else:
+            message, self.block = model_infer_request("identity", values), BLOCK
         self.data = b"\x00" + len(message).to_bytes(4, "big") + message
         setting = (4).to_bytes(2, "big") + MAX_WINDOW.to_bytes(4, "big")  # INITIAL_WINDOW_SIZE
         window = (MAX_WINDOW - 65535).to_bytes(4, "big")
@@ -187,7 +215,7 @@ class Grpc(Rounds):
 
     def requests(self, round_: int) -> list[tuple[Any, bytes, int]]:
         stream = 1 + 2 * round_
-        call = frame(HEADERS, END_HEADERS, stream, BLOCK)
+        call = frame(HEADERS, END_HEADERS, stream, self.block)
         call += frame(DATA, END_STREAM, stream, self.data)
         return [(conn, call, len(call)) for conn, _ in self.conns]
 
@@ -307,6 +335,10 @@ def grpc_small(served: Served, args: argparse.Namespace) -> Rounds:
     return Grpc(served, args.connections, args.rounds or 2000)
 
 
+def tf_small(served: Served, args: argparse.Namespace) -> Rounds:
+    return Grpc(served, args.connections, args.rounds or 2000, tfserving=True)
+
+
 def batched(served: Served, args: argparse.Namespace) -> Rounds:
     import batching_mlp  # bench/batching_instructions.py's body
 
@@ -321,6 +353,7 @@ def llm_token(served: Served, args: argparse.Namespace) -> Tokens:
 RUNNERS: dict[str, Callable[[Served, argparse.Namespace], Any]] = {
     "rest_small": rest_small,
     "grpc_small": grpc_small,
+    "tf_small": tf_small,
     "batched": batched,
     "llm_token": llm_token,
 }

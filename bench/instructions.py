@@ -12,6 +12,8 @@ CASE:
   request on each of N connections (16: as under wrk's 16 connections);
 - ``grpc_small``: an OIP gRPC ModelInfer, FP32 [1,4] in ``fp32_contents`` (bench/compare's
   tensor, bench/grpc_path_cost.py's request), on one HTTP/2 connection, 2000 rounds;
+- ``tf_small``: TF Serving's gRPC Predict of the same tensor in ``tensor_content`` (as
+  ``tf.make_tensor_proto`` writes it), otherwise as ``grpc_small``;
 - ``batched``: bench/batching_instructions.py's case: a row of 128 features as a Python client
   writes them, 32 connections a round, a model batching up to 32 with no queue delay, 100
   rounds;
@@ -73,7 +75,7 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-CASES = ("rest_small", "grpc_small", "batched", "llm_token")
+CASES = ("rest_small", "grpc_small", "tf_small", "batched", "llm_token")
 TINY_LLAMA = HERE.parent / "examples" / "models" / "tiny_llama"
 
 
@@ -112,7 +114,7 @@ def child(args: argparse.Namespace) -> None:
 def repository(case: str, root: Path) -> Path:
     """The models ``case`` asks for, under ``root``."""
     repo = root / "repo"
-    if case in ("rest_small", "grpc_small"):
+    if case in ("rest_small", "grpc_small", "tf_small"):
         sys.path.insert(0, str(HERE / "compare"))
         from rosetta import identity_repo
 
@@ -258,7 +260,7 @@ def main() -> None:
     parser.add_argument("case", choices=CASES)
     parser.add_argument("--rounds", type=int, default=0, help="measured rounds (0: the case's)")
     parser.add_argument(
-        "--connections", type=int, default=1, help="rest_small, grpc_small: a request on each"
+        "--connections", type=int, default=1, help="the tensor cases: a request on each"
     )
     parser.add_argument("--tokens", type=int, default=100, help="llm_token: tokens per stream")
     parser.add_argument("--streams", type=int, default=4, help="llm_token: requests at once")

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from rosettaserve.core.errors import InvalidInput
+from rosettaserve.core.registry import ModelVersion, VersionState
 from rosettaserve.core.types import Tensor, TensorSpec
 from rosettaserve.protocols.tfserving import examples, predict_wire, tensorproto
 from rosettaserve.protocols.tfserving import grpc_convert as conv
@@ -128,19 +129,18 @@ def test_results() -> None:
 
 
 def test_predict_response_names_the_version_and_signature() -> None:
-    class Version:
-        name, version = "m", "7"
-
-        def __init__(self) -> None:
-            self.extra: dict[str, Any] = {}  # the version's cache
-
     outputs = {"y": Tensor("y", "FP32", (1,), np.array([2.5], dtype=np.float32))}
-    written = conv.predict_response(Version(), SIGNATURE, outputs)  # type: ignore[arg-type]
+    written = conv.predict_response(served("m", "7"), SIGNATURE, outputs)
     response = pb.PredictResponse.FromString(written)
     assert (response.model_spec.name, response.model_spec.version.value) == ("m", 7)
     assert response.model_spec.signature_name == "serving_default"
     assert response.outputs["y"].tensor_content == np.float32(2.5).tobytes()
     assert list(response.outputs["y"].tensor_shape.dim) == [pb.TensorShapeProto.Dim(size=1)]
+
+
+def served(name: str, version: str) -> ModelVersion:
+    """A version as the registry holds it (compiled, the writer takes nothing else)."""
+    return ModelVersion(name, version, "python", VersionState.READY, inputs=[X], outputs=[Y])
 
 
 def by_protobuf(data: np.ndarray, datatype: str) -> Any:
@@ -159,12 +159,6 @@ def by_protobuf(data: np.ndarray, datatype: str) -> Any:
 def test_the_hand_written_answer_is_the_message_protobuf_writes(
     version: str, datatype: str
 ) -> None:
-    class Version:
-        name = "model"
-
-        def __init__(self) -> None:
-            self.version, self.extra = version, {}
-
     rng = np.random.default_rng(3)
     big = rng.integers(0, 255, (2, 200)).astype(np.uint8)  # sizes past one varint byte
     data = big.astype(np.float32)
@@ -186,7 +180,7 @@ def test_the_hand_written_answer_is_the_message_protobuf_writes(
     expected.model_spec.signature_name = "serving_default"
     for alias, tensor in outputs.items():
         expected.outputs[alias].CopyFrom(by_protobuf(tensor.data, datatype))
-    written = conv.predict_response(Version(), SIGNATURE, outputs)  # type: ignore[arg-type]
+    written = conv.predict_response(served("model", version), SIGNATURE, outputs)
     assert pb.PredictResponse.FromString(written) == expected
 
 

@@ -187,20 +187,26 @@ def inference_request(
     protocol: str = "tfserving_rest",
 ) -> InferenceRequest:
     """The arrays (keyed by signature alias) as the model's named inputs."""
-    inputs = [
-        Tensor(spec.name, spec.datatype, tuple(arrays[alias].shape), arrays[alias])
-        for alias, spec in signature.inputs.items()
-        if alias in arrays
-    ]
-    names = list(dict.fromkeys(spec.name for spec in outputs))
-    everything = names == [s.name for s in mv.outputs]
+    inputs = []
+    for alias, spec in signature.inputs.items():
+        array = arrays.get(alias)
+        if array is not None:
+            inputs.append(Tensor(spec.name, spec.datatype, array.shape, array))
     return InferenceRequest(
         model_name=mv.name,
         model_version=mv.version,
         inputs=inputs,
-        outputs=None if everything else [RequestedOutput(n) for n in names],
+        outputs=_requested(mv, outputs),
         context={PROTOCOL: protocol},
     )
+
+
+def _requested(mv: ModelVersion, outputs: list[TensorSpec]) -> list[RequestedOutput] | None:
+    """The outputs core is asked for: None (all) when they are the model's, in its order."""
+    model = mv.outputs  # the usual case, every output in order, found without building lists
+    if len(outputs) == len(model) and all(s.name == model[i].name for i, s in enumerate(outputs)):
+        return None
+    return [RequestedOutput(n) for n in dict.fromkeys([spec.name for spec in outputs])]
 
 
 def by_alias(specs: dict[str, TensorSpec], outputs: list[Tensor]) -> dict[str, Tensor]:

@@ -20,6 +20,7 @@ from rosettaserve.protocols.tfserving.signatures import Signature
 SIGNATURE_DEF = "signature_def"  # the one metadata field TF Serving serves
 _ERROR_CODES = {"OK": 0, "UNKNOWN": 2}  # tensorflow.error.Code
 _SPEC_CACHE = "tfserving.grpc.model_spec"
+_KEYS: dict[str, bytes] = {}  # an output alias -> its field in the outputs map's entry
 
 
 def model_spec(out: Any, mv: ModelVersion, signature_name: str) -> None:
@@ -102,19 +103,26 @@ def predict_response(mv: ModelVersion, signature: Signature, outputs: dict[str, 
     parts: list[tensorproto.Part] = []
     for alias, tensor in outputs.items():
         tensor_parts = tensorproto.wire_parts(tensor.data, tensor.datatype)
-        key = _text_field(1, alias)
-        size = sum(len(p) for p in tensor_parts)
+        key = _KEYS.get(alias)
+        if key is None:  # an alias of a served signature: a few, each written once
+            key = _KEYS[alias] = _text_field(1, alias)
+        size = 0
+        for part in tensor_parts:
+            size += len(part)
         value_head = b"\x12" + tensorproto.varint(size)
         entry_size = len(key) + len(value_head) + size
-        parts += [b"\x0a" + tensorproto.varint(entry_size), key, value_head, *tensor_parts]
+        parts += [b"\x0a" + tensorproto.varint(entry_size), key, value_head]
+        parts.extend(tensor_parts)
     parts.append(_spec_field(mv, signature.name))
     return b"".join(parts)
 
 
 def _spec_field(mv: ModelVersion, signature_name: str) -> bytes:
     """The answer's model_spec field, written once per version and signature."""
-    cache = mv.extra.setdefault(_SPEC_CACHE, {})
-    written: bytes | None = cache.get(signature_name)
+    cache: dict[str, bytes] | None = mv.extra.get(_SPEC_CACHE)
+    if cache is None:  # (not setdefault: its default would be a new dict every call)
+        cache = mv.extra[_SPEC_CACHE] = {}
+    written = cache.get(signature_name)
     if written is None:
         version = int(mv.version)
         number = b"\x08" + tensorproto.varint(version) if version else b""

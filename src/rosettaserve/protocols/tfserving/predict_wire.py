@@ -56,12 +56,20 @@ class Content:
         self.content = content  # of the request's bytes: not copied
 
 
-@dataclass(slots=True)  # not frozen: a frozen dataclass's __init__ costs a call per field
+@dataclass(init=False, slots=True)  # compiled, a dataclass's own __init__ stays interpreted
 class Predict:
     target: Target
     signature_name: str
     inputs: dict[str, Any]  # alias -> Content, or a TensorProto message
     output_filter: list[str]
+
+    def __init__(
+        self, target: Target, signature_name: str, inputs: dict[str, Any], output_filter: list[str]
+    ) -> None:
+        self.target = target
+        self.signature_name = signature_name
+        self.inputs = inputs
+        self.output_filter = output_filter
 
 
 def request(data: bytes) -> Predict:

@@ -69,6 +69,11 @@ def find(mv: ModelVersion, name: str, method: str) -> Signature:
         if method == schema.PREDICT:
             raise InvalidInput(f'Serving signature name: "{key}" not found in signature def')
         raise InvalidInput(f"No signature was found with the name: {key}")
+    return checked(signature, name, method)
+
+
+def checked(signature: Signature, name: str, method: str) -> Signature:
+    """The signature ``name`` found, if ``method`` can call it (TF's error)."""
     if method == schema.PREDICT and not signature.inputs:
         raise InvalidInput(f"Failed to get input map for signature: {name or 'DEFAULT'}")
     return signature

@@ -19,13 +19,18 @@ _HTTP = {ErrorKind.METHOD_NOT_ALLOWED: 400}
 _PRETTY = orjson.OPT_INDENT_2
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(init=False, slots=True)  # compiled, a dataclass's own __init__ stays interpreted
 class Target:
     """What the URL names: a model, and a version or a label (or neither: the latest)."""
 
     model: str
-    version: int | None = None
-    label: str | None = None
+    version: int | None
+    label: str | None
+
+    def __init__(self, model: str, version: int | None = None, label: str | None = None) -> None:
+        self.model = model
+        self.version = version
+        self.label = label
 
 
 def render_error(exc: ServingError) -> HttpResponse:
@@ -46,13 +51,14 @@ def servable(dp: DataPlane, target: Target) -> ModelVersion:
         if labelled is None:
             raise InvalidInput(f"Unrecognized servable version label: {target.label}")
         version = int(labelled)
-    available = [v for v in _versions(dp, target.model) if v.ready]
+    versions = _versions(dp, target.model)  # oldest first; only a ready one serves
     if version is None:
-        if available:
-            return available[-1]
+        for mv in reversed(versions):
+            if mv.ready:
+                return mv
         raise ModelNotFound(f"Servable not found for request: Latest({target.model})")
-    for mv in available:
-        if int(mv.version) == version:
+    for mv in versions:
+        if mv.ready and int(mv.version) == version:
             return mv
     raise ModelNotFound(f"Servable not found for request: Specific({target.model}, {version})")
 
