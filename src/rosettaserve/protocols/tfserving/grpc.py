@@ -67,8 +67,8 @@ class PredictionServicer:
         else:
             arrays = conv.predict_inputs(call, signature)
         wanted = conv.output_specs(call, signature)
-        # service.predict's steps, awaited here and not in a coroutine of its own (a small call
-        # paid some 1,300 instructions for it) [cost: inline-await]
+        # service.predict's steps, awaited here and not in a coroutine of its own
+        # [cost: inline-await]
         core = convert.inference_request(mv, signature, arrays, list(wanted.values()), PROTOCOL)
         response = await self.dp.infer(core)
         outputs = convert.by_alias(wanted, response.outputs)

@@ -8,8 +8,8 @@ times the invoker's ``INLINE_NS``: 1 ms by default) is called on the event loop 
 requests are not batched (``batch_size`` 1) and one of its instances is free. In one process a
 worker thread runs the handler's Python under the event loop's GIL, so the thread gains the loop
 only the handler's GIL-free stretches, while handing each request over and its answer back costs
-~55 us of CPU and two wake-ups (a small request's handler takes ~65 us): the bound is how long
-one call may hold up the loop, not the price of the hop (a python model's 100 us). Only the
+about as much CPU as a small request's handler, and two wake-ups: the bound is how long one call
+may hold up the loop, not the price of the hop (a python model's ``INLINE_NS``). Only the
 calls made on the event loop are timed: a worker thread's call also counts its wait for the GIL
 while the loop served other requests, so under load every handler would look slow. While the
 mean is over the bound (unknown at first: at it), one request in ``PROBE_EVERY`` is called on
