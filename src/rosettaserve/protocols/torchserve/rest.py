@@ -22,7 +22,7 @@ from urllib.parse import parse_qsl
 from rosettaserve.core.call import Call
 from rosettaserve.core.dataplane import DataPlane
 from rosettaserve.core.errors import ServingError
-from rosettaserve.core.registry import ModelVersion
+from rosettaserve.core.registry import ModelVersion, VersionState
 from rosettaserve.protocols.torchserve.wire import (
     HandlerFailed,
     Parameter,
@@ -81,7 +81,7 @@ def routes(dp: DataPlane, defaults: dict[str, str]) -> list[Route]:
 
     async def predict(req: HttpRequest) -> HttpResponse:
         name, version = req.params["model"], req.params.get("version")
-        mv = _servable(dp, name, version, defaults)
+        mv = await _servable(dp, name, version, defaults)
         if isinstance(mv, HttpResponse):
             return mv
         model: TsServable = mv.model  # type: ignore[assignment]  # (checked by _servable)
@@ -111,21 +111,33 @@ def routes(dp: DataPlane, defaults: dict[str, str]) -> list[Route]:
     ]
 
 
-def _servable(
+async def _servable(
     dp: DataPlane, name: str, version: str | None, defaults: dict[str, str]
 ) -> ModelVersion | HttpResponse:
-    """The version a prediction goes to, or TorchServe's 404 for it."""
-    versions = [v for v in dp.registry.versions(name) or [] if v.ready]
-    models = [v for v in versions if servable(v.model)]
-    if not models:
+    """The version a prediction goes to (one that loads on demand loaded first: the request
+    waits, as on every other protocol), or TorchServe's 404 for it."""
+    versions = [v for v in dp.registry.versions(name) or [] if _handler_version(v)]
+    if not versions:
         return error(404, "ModelNotFoundException", f"Model not found: {name}")
     if version is None:
-        return default_version(models, defaults)
-    for found in models:
-        if found.version == version:
-            return found
-    message = f"Model version: {version} does not exist for model: {name}"
-    return error(404, "ModelVersionNotFoundException", message)
+        mv = default_version([v for v in versions if v.ready] or versions, defaults)
+    else:
+        found = next((v for v in versions if v.version == version), None)
+        if found is None:
+            message = f"Model version: {version} does not exist for model: {name}"
+            return error(404, "ModelVersionNotFoundException", message)
+        mv = found
+    if not mv.ready:
+        mv = await dp.wake(name, mv)  # (not loadable: its error, e.g. 503 while it loads)
+    return mv
+
+
+def _handler_version(mv: ModelVersion) -> bool:
+    """A version TorchServe's API serves: a handler's, loaded or loading on its next request
+    (one that failed to load is not registered, for TorchServe: its 404)."""
+    if mv.state is VersionState.UNLOADED or mv.state is VersionState.LOADING:
+        return mv.runtime == "torchserve"
+    return mv.ready and servable(mv.model)
 
 
 def _count(dp: DataPlane, mv: ModelVersion, call: Call, outcome: str) -> None:
