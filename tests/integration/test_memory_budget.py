@@ -6,6 +6,7 @@ repository index, /metrics and the status page."""
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -163,6 +164,16 @@ def test_an_idle_version_is_unloaded_and_loads_again(tmp_path: Path) -> None:
         assert grps.status_code == 200, grps.text
         assert grps.json()["gtensors"]["tensors"][0]["flat_float32"] == [2.0, 3.0]
         assert loads(log) == before + 2
+        wait_for(lambda: index(proc)["idler"]["state"] == "UNLOADED", timeout=60)
+        streamed = httpx.post(  # and its streaming predict
+            f"{proc.http_url}/grps/v1/infer/predict?model=idler&streaming=true",
+            json={"gtensors": {"tensors": [tensor]}},
+            timeout=60,
+        )
+        assert streamed.status_code == 200, streamed.text
+        line = json.loads(streamed.text.splitlines()[0])
+        assert line["gtensors"]["tensors"][0]["flat_float32"] == [2.0, 3.0]
+        assert loads(log) == before + 3
     finally:
         proc.stop()
 

@@ -87,18 +87,25 @@ class GrpsApi:
     async def infer(
         self, payload: convert.Payload, query_model: str = "", protocol: str = "grps"
     ) -> InferenceResponse:
-        try:
-            request = self.request(payload, query_model, protocol)
-        except ModelNotReady:  # it may load on demand (load: lazy, unloaded when idle): wait
-            await self.dp.loaded_version(*self.select(payload.model, query_model))
-            request = self.request(payload, query_model, protocol)
-        return await self.dp.infer(request)
+        return await self.dp.infer(await self._loaded_request(payload, query_model, protocol))
 
-    def infer_stream(
+    async def infer_stream(
         self, payload: convert.Payload, query_model: str = "", protocol: str = "grps"
     ) -> AsyncIterator[InferenceResponse]:
-        """Selection and binding fail here, at once; the model's own errors while iterating."""
-        return self.dp.infer_stream(self.request(payload, query_model, protocol))
+        """Selection and binding fail at the first message, before any is sent; the model's
+        own errors while iterating."""
+        request = await self._loaded_request(payload, query_model, protocol)
+        async for response in self.dp.infer_stream(request):
+            yield response
+
+    async def _loaded_request(
+        self, payload: convert.Payload, query_model: str, protocol: str
+    ) -> InferenceRequest:
+        try:
+            return self.request(payload, query_model, protocol)
+        except ModelNotReady:  # it may load on demand (load: lazy, unloaded when idle): wait
+            await self.dp.loaded_version(*self.select(payload.model, query_model))
+            return self.request(payload, query_model, protocol)
 
     # -- metadata (YAML text) ------------------------------------------------------------------
 
