@@ -26,7 +26,7 @@ import numpy as np
 from rosettaserve.core.call import PROTOCOL
 from rosettaserve.core.dataplane import DataPlane
 from rosettaserve.core.errors import InvalidInput, ModelNotFound, ModelNotReady
-from rosettaserve.core.registry import ModelVersion
+from rosettaserve.core.registry import ModelVersion, VersionState
 from rosettaserve.core.types import InferenceRequest, Tensor
 
 EMBED, RERANK = "embed", "rerank"
@@ -64,14 +64,17 @@ def info_of(mv: ModelVersion) -> EmbeddingInfo | None:
     return info if isinstance(info, EmbeddingInfo) else None
 
 
-def find(dp: DataPlane, name: str, task: str) -> tuple[ModelVersion, EmbeddingInfo]:
-    """The ready embedding model of that task named ``name`` (empty: the first one served)."""
+async def find(dp: DataPlane, name: str, task: str) -> tuple[ModelVersion, EmbeddingInfo]:
+    """The ready embedding model of that task named ``name`` (empty: the first one served); a
+    version named that loads on demand is loaded first (the request waits)."""
     registry = dp.registry
     for candidate in [name] if name else sorted(registry.model_names()):
         versions = registry.versions(candidate) or []
         if not versions:
             continue
         mv = max(versions, key=lambda v: (v.ready, int(v.version)))
+        if name and mv.state is VersionState.UNLOADED and mv.runtime in EMBEDDING_RUNTIMES:
+            mv = await dp.wake(name, mv)
         info = info_of(mv) if mv.ready else None
         if info is not None and info.task == task:
             return mv, info

@@ -26,10 +26,10 @@ from rosettaserve.web.routing import HttpRequest, HttpResponse, arrays_json_resp
 FAMILY = "ollama"
 
 
-def _find(dp: DataPlane, name: str) -> tuple[ModelVersion, hub.EmbeddingInfo]:
+async def _find(dp: DataPlane, name: str) -> tuple[ModelVersion, hub.EmbeddingInfo]:
     base, _ = schema.split_name(name)
     try:
-        return hub.find(dp, base, hub.EMBED)
+        return await hub.find(dp, base, hub.EMBED)
     except ModelNotFound:
         raise ModelNotFound(f'model "{name}" not found, try pulling it first') from None
 
@@ -39,7 +39,7 @@ async def embed(dp: DataPlane, req: HttpRequest) -> HttpResponse:
     doc = json_object(req.body)
     fields = Fields(doc)
     name = schema.model_name(doc)
-    mv, info = _find(dp, name)
+    mv, info = await _find(dp, name)
     fields.boolean("truncate", True)
     dimensions = fields.integer("dimensions", None, 1)
     hub.check_dimensions(info, dimensions)
@@ -59,7 +59,7 @@ async def embed(dp: DataPlane, req: HttpRequest) -> HttpResponse:
 
 async def embeddings(dp: DataPlane, req: HttpRequest) -> HttpResponse:
     doc = json_object(req.body)
-    mv, info = _find(dp, schema.model_name(doc))
+    mv, info = await _find(dp, schema.model_name(doc))
     prompt = doc.get("prompt")
     if not isinstance(prompt, str):
         raise InvalidInput("prompt must be a string")

@@ -28,7 +28,7 @@ FORMATS = ("float", "base64")
 async def embeddings(dp: DataPlane, req: HttpRequest) -> HttpResponse:
     doc = json_object(req.body)
     fields = Fields(doc)
-    mv, info = hub.find(dp, fields.string("model") or "", hub.EMBED)
+    mv, info = await hub.find(dp, fields.string("model") or "", hub.EMBED)
     fmt = fields.string("encoding_format") or "float"
     if fmt not in FORMATS:
         raise InvalidInput(f"'encoding_format' must be float or base64, got {fmt!r}")

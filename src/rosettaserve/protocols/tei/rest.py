@@ -39,7 +39,7 @@ def error_response(exc: ServingError) -> HttpResponse:
 async def embed(dp: DataPlane, req: HttpRequest) -> HttpResponse:
     doc = json_object(req.body)
     fields = Fields(doc)
-    mv, info = hub.find(dp, fields.string("model") or "", hub.EMBED)
+    mv, info = await hub.find(dp, fields.string("model") or "", hub.EMBED)
     texts = hub.texts_field(doc.get("inputs"), "inputs", info)
     normalize = fields.boolean("normalize", True)
     fields.boolean("truncate", False)
@@ -52,7 +52,7 @@ async def embed(dp: DataPlane, req: HttpRequest) -> HttpResponse:
 async def rerank(dp: DataPlane, req: HttpRequest) -> HttpResponse:
     doc = json_object(req.body)
     fields = Fields(doc)
-    mv, info = hub.find(dp, fields.string("model") or "", hub.RERANK)
+    mv, info = await hub.find(dp, fields.string("model") or "", hub.RERANK)
     query = fields.string("query")
     hub.check_length(info, len(query or ""))
     if query is None:

@@ -25,7 +25,7 @@ FAMILY = "vllm"
 async def rerank(dp: DataPlane, req: HttpRequest) -> HttpResponse:
     doc = json_object(req.body)
     fields = Fields(doc)
-    mv, info = hub.find(dp, fields.string("model") or "", hub.RERANK)
+    mv, info = await hub.find(dp, fields.string("model") or "", hub.RERANK)
     query = fields.string("query")
     hub.check_length(info, len(query or ""))
     if query is None:
