@@ -24,6 +24,8 @@ and 16 connections for ``--duration`` seconds after a 2 s warm-up; each server i
 ``--repeats`` times, in turn with the other; the table gives the medians of requests/s, p99
 latency and the CPU time the server's processes took a request (user and system, from /proc: on
 a shared host the one figure that other jobs do not move much).
+``--json PATH`` also writes the medians there: ``bench/compare``'s ``torchserve`` case runs
+this script (from this venv) and reads them.
 """
 
 from __future__ import annotations
