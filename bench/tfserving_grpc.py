@@ -103,6 +103,63 @@ def start(repo: Path, cpu: int) -> tuple[subprocess.Popen[str], str]:
     raise SystemExit("the server printed no gRPC address")
 
 
+# the calls compared in each case: (label, path, message, the input the answer must hold)
+Call = tuple[str, str, bytes, np.ndarray]
+Measured = dict[tuple[str, int, str], list[tuple[Any, float]]]  # (measurement, CPU us a call)
+
+
+def calls() -> dict[str, list[Call]]:
+    small, large = tensor(SMALL), tensor(LARGE)
+    return {
+        "small": [
+            ("TF Predict (tensor_content)", PREDICT, predict_message(small), small),
+            ("OIP ModelInfer (fp32_contents)", INFER, infer_message(small, raw=False), small),
+            ("OIP ModelInfer (raw)", INFER, infer_message(small, raw=True), small),
+        ],
+        "1mib": [
+            ("TF Predict (tensor_content)", PREDICT, predict_message(large), large),
+            ("OIP ModelInfer (raw)", INFER, infer_message(large, raw=True), large),
+        ],
+    }
+
+
+def measure_all(load: Load, address: str, pid: int, repeats: int) -> Measured:
+    """Every call of every run, each answer checked first, ``repeats`` times interleaved (a busy
+    spell on a shared machine hits every call alike)."""
+    cases = calls()
+    measured: Measured = {}
+    with grpc.insecure_channel(address, [("grpc.max_receive_message_length", 64 << 20)]) as ch:
+        time.sleep(0.5)
+        for repeat in range(repeats):
+            for case, conns in RUNS:
+                for label, path, message, data in cases[case]:
+                    size = answer(ch, path, message, data)
+                    tag = f"{case}-c{conns}-r{repeat}"
+                    m, cpu = run(load, address, (path, message, size), tag, pid)
+                    measured.setdefault((case, conns, label), []).append((m, cpu))
+                    print(
+                        f"  r{repeat} {case} c{conns} {label}: {m.rps:.0f} req/s, "
+                        f"server CPU {cpu:.0f} us/call",
+                        flush=True,
+                    )
+    return measured
+
+
+def medians(
+    measured: Measured,
+) -> dict[tuple[str, int, str], tuple[float, float, float, float, int]]:
+    """req/s, p50 ms, p99 ms, server CPU us a call (medians over the repeats) and the errors."""
+    out = {}
+    for key, runs in measured.items():
+        ms = [m for m, _ in runs]
+        rps, p50, p99 = (
+            statistics.median(getattr(m, k) for m in ms) for k in ("rps", "p50", "p99")
+        )
+        cpu = statistics.median(c for _, c in runs)
+        out[key] = (rps, p50, p99, cpu, sum(m.errors for m in ms))
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--duration", type=int, default=10)
@@ -114,34 +171,8 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="tfgrpc_bench_"))
     proc, address = start(identity_repo(work), args.server_cpu)
     load = Load(args.load_cpu, args.duration, args.warmup, work)
-    small, large = tensor(SMALL), tensor(LARGE)
-    cases: dict[str, list[tuple[str, str, bytes, np.ndarray]]] = {
-        "small": [
-            ("TF Predict (tensor_content)", PREDICT, predict_message(small), small),
-            ("OIP ModelInfer (fp32_contents)", INFER, infer_message(small, raw=False), small),
-            ("OIP ModelInfer (raw)", INFER, infer_message(small, raw=True), small),
-        ],
-        "1mib": [
-            ("TF Predict (tensor_content)", PREDICT, predict_message(large), large),
-            ("OIP ModelInfer (raw)", INFER, infer_message(large, raw=True), large),
-        ],
-    }
-    measured: dict[tuple[str, int, str], list[Any]] = {}
     try:
-        with grpc.insecure_channel(address, [("grpc.max_receive_message_length", 64 << 20)]) as ch:
-            time.sleep(0.5)
-            for repeat in range(args.repeats):  # interleaved: a busy spell hits every call
-                for case, conns in RUNS:
-                    for label, path, message, data in cases[case]:
-                        size = answer(ch, path, message, data)
-                        tag = f"{case}-c{conns}-r{repeat}"
-                        m, cpu = run(load, address, (path, message, size), tag, proc.pid)
-                        measured.setdefault((case, conns, label), []).append((m, cpu))
-                        print(
-                            f"  r{repeat} {case} c{conns} {label}: {m.rps:.0f} req/s, "
-                            f"server CPU {cpu:.0f} us/call",
-                            flush=True,
-                        )
+        measured = measure_all(load, address, proc.pid, args.repeats)
     finally:
         proc.terminate()
         proc.wait(timeout=30)
@@ -150,13 +181,7 @@ def main() -> None:
         "server CPU us/call | errors |"
     )
     print("|---|---|---|---|---|---|---|---|")
-    for (case, conns, label), runs in measured.items():
-        ms = [m for m, _ in runs]
-        rps, p50, p99 = (
-            statistics.median(getattr(m, k) for m in ms) for k in ("rps", "p50", "p99")
-        )
-        cpu = statistics.median(c for _, c in runs)
-        errors = sum(m.errors for m in ms)
+    for (case, conns, label), (rps, p50, p99, cpu, errors) in medians(measured).items():
         print(
             f"| {case} | {conns} | {label} | {rps:.0f} | {p50:.2f} | {p99:.2f} | {cpu:.0f} | "
             f"{errors} |"

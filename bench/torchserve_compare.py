@@ -24,12 +24,15 @@ and 16 connections for ``--duration`` seconds after a 2 s warm-up; each server i
 ``--repeats`` times, in turn with the other; the table gives the medians of requests/s, p99
 latency and the CPU time the server's processes took a request (user and system, from /proc: on
 a shared host the one figure that other jobs do not move much).
+``--json PATH`` also writes the medians there: ``bench/compare``'s ``torchserve`` case runs
+this script (from this venv) and reads them.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import json
 import os
 import re
 import statistics
@@ -166,6 +169,7 @@ def main() -> None:
     parser.add_argument("--max-batch-delay", type=int, default=5, help="ms")
     parser.add_argument("--server-cpus", default="0,1")
     parser.add_argument("--load-cpus", default="1")
+    parser.add_argument("--json", type=Path, default=None, help="also write the medians here")
     args = parser.parse_args()
     if args.trees:
         names = [tree.split("=", 1)[0] for tree in args.trees]
@@ -186,28 +190,45 @@ def main() -> None:
                 runs[name].append(run_once(name, store, repo, work, args))
                 print(name, runs[name][-1], file=sys.stderr, flush=True)
     report(runs)
+    if args.json is not None:
+        write_json(args.json, runs)
 
 
-def report(runs: dict[str, list[Results]]) -> None:
-    """Medians of each server's runs: req/s, p99 ms, server CPU us a request; then the ratios."""
-    medians = {
-        name: {key: tuple(statistics.median(r[key][i] for r in results) for i in range(3))
+def medians(runs: dict[str, list[Results]]) -> dict[str, Results]:
+    """Medians of each server's runs: req/s, p99 ms, server CPU us a request."""
+    return {
+        name: {key: (statistics.median(r[key][0] for r in results),
+                     statistics.median(r[key][1] for r in results),
+                     statistics.median(r[key][2] for r in results))
                for key in results[0]}
         for name, results in runs.items()
     }  # fmt: skip
-    names = list(medians)
+
+
+def write_json(path: Path, runs: dict[str, list[Results]]) -> None:
+    """The medians as JSON, for bench/compare's torchserve case (which runs this script from
+    TorchServe's venv): {server: [[case, connections, req/s, p99 ms, CPU us a request], ...]}."""
+    rows = {name: [[*key, *values] for key, values in by.items()] for name, by in
+            medians(runs).items()}  # fmt: skip
+    path.write_text(json.dumps(rows))
+
+
+def report(runs: dict[str, list[Results]]) -> None:
+    """The medians of each server's runs; then the ratios to TorchServe."""
+    medians_ = medians(runs)
+    names = list(medians_)
     head = " | ".join(f"{n} req/s | p99 ms | CPU us/req" for n in names)
     others = names[1:] if names[0] == "torchserve" else []  # each against TorchServe
     ratios = "".join(f" | {n} / torchserve" for n in others)
     print(f"| case | connections | {head}{ratios} |")
     print("|---|---|" + "---|---|---|" * len(names) + "---|" * len(others))
-    for key in medians[names[0]]:
+    for key in medians_[names[0]]:
         cells = " | ".join(
-            f"{medians[n][key][0]:.0f} | {medians[n][key][1]:.1f} | {medians[n][key][2]:.0f}"
+            f"{medians_[n][key][0]:.0f} | {medians_[n][key][1]:.1f} | {medians_[n][key][2]:.0f}"
             for n in names
         )
         for n in others:
-            cells += f" | {medians[n][key][0] / medians[names[0]][key][0]:.1f}x"
+            cells += f" | {medians_[n][key][0] / medians_[names[0]][key][0]:.1f}x"
         print(f"| {key[0]} | {key[1]} | {cells} |")
 
 

@@ -39,7 +39,10 @@ from spec import (
 
 ROOT = Path(__file__).resolve().parents[2]
 BATCHING, BATCHING_CONTENDED, STARTUP = "batching", "batching-contended", "startup"
-ALL_CASES = (*CASES, *TLS_CASES, BATCHING, BATCHING_CONTENDED, STARTUP)
+# cases with servers of their own, measured by bench/ scripts (peer_cases.py)
+TORCHSERVE, TFSERVING_GRPC = "torchserve", "tfserving-grpc"
+PEER_CASES = (TORCHSERVE, TFSERVING_GRPC)
+ALL_CASES = (*CASES, *TLS_CASES, BATCHING, BATCHING_CONTENDED, STARTUP, *PEER_CASES)
 # busy-loop processes (bench/cpu_hog.py) on the server's core in the contended batching case
 CONTENDED_HOGS = 1
 CONTENDED_KEY = "rosettaserve-batching-contended"

@@ -34,6 +34,7 @@ from cases import (
     BATCHING,
     BATCHING_CONTENDED,
     CONTENDED_HOGS,
+    PEER_CASES,
     ROOT,
     RUNS,
     STARTUP,
@@ -45,6 +46,7 @@ from cases import (
 from host import cpu_times, loadavg, steal_shares
 from loadgen import Load
 from measurements import Results
+from peer_cases import measure_peer_cases
 from report import BEGIN, END, report, write_section
 from spec import ServerSpec
 
@@ -111,6 +113,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             if unknown:
                 print(f"unknown server keys {unknown}; known: {[s.key for s in specs]}")
             specs = [s for s in specs if s.key in args.servers]
+        if set(args.cases) <= set(PEER_CASES):  # they start servers of their own
+            specs = []
         runs = [(c, n) for c, n in RUNS if c in args.cases]
         body_cache: dict[str, Body] = {}
         body_sizes: dict[str, int] = {}
@@ -144,10 +148,11 @@ def main(argv: Sequence[str] | None = None) -> None:
                 )
             if examples is not None:
                 measure_startup(args, examples, repeat, results, load)
+        peers = measure_peer_cases(args, workdir, load)
         info["load_end"] = loadavg()
         info["steal"] = steal_shares(ticks, cpu_times())
         info["took"] = f"{(time.monotonic() - began) / 60:.1f} min"
-        section = report(args, specs, results, body_sizes, info)
+        section = report(args, specs, results, body_sizes, info, peers=peers)
     print()
     print(section)
     write_section(args.out, section)

@@ -12,6 +12,7 @@ from pathlib import Path
 from cases import BATCHING, BATCHING_CONTENDED
 from host import machine, tool_versions
 from measurements import Results
+from peer_cases import PeerCase
 from processes import SETTLE_BUSY, SETTLE_WINDOW
 from spec import GRPC_SMALL, REST_SMALL, ServerSpec
 from tables import (
@@ -38,6 +39,8 @@ def report(
     results: Results,
     body_sizes: dict[str, int],
     info: dict[str, str],
+    *,
+    peers: Sequence[PeerCase] = (),
 ) -> str:
     lines = [*setup_lines(args, info), *servers_table(results, specs)]
     if REST_SMALL in args.cases:
@@ -56,6 +59,8 @@ def report(
         lines += batching_section(results, info[BATCHING])
     if BATCHING_CONTENDED in info:
         lines += contended_section(results, info[BATCHING_CONTENDED])
+    for peer in peers:
+        lines += peer.section()
     lines += memory_section(args, results, specs)
     lines += [
         "",
@@ -63,11 +68,13 @@ def report(
         "",
         "Ratios of rosettaserve's medians to the same run's medians of the other server (the "
         "best MLServer configuration where there are several); for dynamic batching, the "
-        "server's time per batched request.",
+        "server's time per batched request; for the TorchServe and TF Predict cases, the ratios "
+        "their sections give.",
         "",
         row(["target", "measured", "result"]),
         row(["---", "---:", "---"]),
         *(row(t.cells()) for t in targets(results, specs, body_sizes)),
+        *(row(t.cells()) for peer in peers for t in peer.targets),
         *flagged_lines(results),
     ]
     return "\n".join(lines) + "\n"
