@@ -96,7 +96,9 @@ def test_triton_levels_put_1_first_and_0_at_the_default() -> None:
     assert one is not None
     assert two is not None
     assert share.MIN_PRIORITY <= one < two < 0  # before every request at the default
-    for hostile in (-1, 2**31 + 1, "1", 1.0, False):
+    assert share.triton_level(share.MAX_TRITON_LEVEL, "p") == -1  # the last level
+    assert share.triton_level(2**63 + 5, "p") is None  # past the last level: the default
+    for hostile in (-1, "1", 1.0, False):
         with pytest.raises(InvalidInput, match="Triton priority level"):
             share.triton_level(hostile, "request parameter 'priority'")
 

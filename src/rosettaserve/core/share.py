@@ -81,15 +81,16 @@ def priority(value: object, where: str) -> int:
 
 def triton_level(value: object, where: str) -> int | None:
     """Triton's ``priority`` parameter on this scale: 0 is the default level (None: the
-    request's priority is left as it is); 1 is the highest level, 2 the next, and so on, every
-    level before the default one (as with Triton's usual ``default_priority_level``, the
-    lowest): level n is priority n - 2**31 - 1."""
-    if type(value) is not int or not 0 <= value <= MAX_TRITON_LEVEL:
+    request's priority is left as it is; past the last level, 2**31, too, as Triton takes it);
+    1 is the highest level, 2 the next, and so on, every level before the default one (as with
+    Triton's usual ``default_priority_level``, the lowest): level n is priority n - 2**31 - 1."""
+    if type(value) is not int or value < 0:
         raise InvalidInput(
-            f"{where} must be a Triton priority level: a whole number in [0, "
-            f"{MAX_TRITON_LEVEL}], 1 the highest, 0 the default; got {value!r:.40}"
+            f"{where} must be a Triton priority level: a whole number, 1 the highest, 0 the "
+            f"default; got {value!r:.40}"
         )
-    return None if value == 0 else value - MAX_TRITON_LEVEL - 1
+    # past the last level: the default, as Triton takes it (tritonclient sends any uint64)
+    return None if value == 0 or value > MAX_TRITON_LEVEL else value - MAX_TRITON_LEVEL - 1
 
 
 def prioritise(value: int) -> None:
