@@ -27,12 +27,12 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.request
 from pathlib import Path
 
 import numpy as np
 from cpu_hog import busy_loops
+from served import start_ready
 
 BIN = Path(sys.executable).parent
 MODELS = ("mlp_unbatched", "mlp_batched")
@@ -88,22 +88,7 @@ def make_repo(root: Path, args: argparse.Namespace) -> None:
 def start_server(repo: Path, args: argparse.Namespace) -> tuple[subprocess.Popen[str], str]:
     cmd = ["taskset", "-c", str(args.server_cpu), str(BIN / "rosettaserve"), "serve", str(repo)]
     cmd += ["--http-port", "0", "--grpc-port", "0", "--log-level", "warning"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        if line.startswith("http: "):
-            url = line.split()[1]
-            break
-    else:
-        raise RuntimeError("the server did not start")
-    for _ in range(200):
-        try:
-            with urllib.request.urlopen(url + "/v2/health/ready") as r:
-                if r.status == 200:
-                    return proc, url
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError("the server never became ready")
+    return start_ready(cmd, tries=200)
 
 
 def request_body(args: argparse.Namespace) -> tuple[bytes, dict[str, str]]:

@@ -26,11 +26,11 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from served import start_ready
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -105,17 +105,7 @@ def make_repo(root: Path) -> Path:
 def start(repo: Path, workers: int, cpus: str) -> tuple[subprocess.Popen[str], str]:
     cmd = ["taskset", "-c", cpus, str(BIN / "rosettaserve"), "serve", str(repo)]
     cmd += ["--http-port", "0", "--grpc-port", "0", "--workers", str(workers)]
-    proc = subprocess.Popen([*cmd, "--log-level", "warning"], stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    url = next(line.split()[1] for line in proc.stdout if line.startswith("http: "))
-    for _ in range(400):
-        try:
-            with urllib.request.urlopen(url + "/v2/health/ready") as r:
-                if r.status == 200:
-                    return proc, url
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError("not ready")
+    return start_ready([*cmd, "--log-level", "warning"])
 
 
 def wrk(url: str, script: Path, args: argparse.Namespace) -> tuple[float, int]:

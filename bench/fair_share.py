@@ -28,8 +28,9 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
+
+from served import start_ready
 
 BIN = Path(sys.executable).parent
 KEYS = {"A": "key-a-flooding", "B": "key-b-quiet"}
@@ -67,22 +68,7 @@ def start_server(
     cmd += [str(repo), "--http-port", "0", "--grpc-port", "0", "--log-level", "warning"]
     cmd += ["--api-key-file", str(keys)]
     env = {**os.environ, "PYTHONPATH": str(Path(args.tree).resolve() / "src")}
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env)
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        if line.startswith("http: "):
-            url = line.split()[1]
-            break
-    else:
-        raise RuntimeError("the server did not start")
-    for _ in range(400):
-        try:
-            with urllib.request.urlopen(url + "/v2/health/ready") as r:
-                if r.status == 200:
-                    return proc, url
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError("the server never became ready")
+    return start_ready(cmd, env)
 
 
 def request_bytes(host: str, key: str) -> bytes:
