@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import io
 import itertools
-import json
 import logging
 import sys
 import uuid
@@ -24,6 +23,7 @@ from typing import Any, Protocol
 
 from rosettaserve.protocols.torchserve.wire import TsRequest
 from rosettaserve.runtimes.torchserve import frames
+from rosettaserve.runtimes.torchserve.answer_json import indented
 from rosettaserve.runtimes.torchserve.mar import Archive
 from rosettaserve.runtimes.torchserve.service import FrameSocket, decoded, load_service
 
@@ -174,6 +174,6 @@ def encode(answer: Any) -> bytes:
         torch.save(answer, buffer)
         return buffer.getvalue()
     try:
-        return json.dumps(answer, indent=2).encode("utf-8")
+        return indented(answer)
     except TypeError as exc:
         raise Unencodable(str(exc)) from exc

@@ -44,16 +44,19 @@ Deliver = Callable[[list["Pending"], frames.Frame, bool], None]  # (batch, frame
 
 
 class Pending:
-    __slots__ = ("first", "request", "stream")
+    __slots__ = ("ended", "first", "request", "stream")
 
     def __init__(self, request: TsRequest, loop: asyncio.AbstractEventLoop) -> None:
         self.request = request
         self.first: asyncio.Future[Event] = loop.create_future()
         self.stream: asyncio.Queue[Event] | None = None  # made when a second event comes
+        self.ended = False  # the end came right after the first event (no stream was made)
 
     def settle(self, event: Event) -> None:
         if not self.first.done():
             self.first.set_result(event)
+        elif event is None and self.stream is None:  # most answers: one reply, then the end
+            self.ended = True
         else:
             if self.stream is None:
                 self.stream = asyncio.Queue()
@@ -221,6 +224,8 @@ def _settle(batch: list[Pending], frame: frames.Frame, last: bool) -> None:
 async def _rest_of_stream(pending: Pending) -> AsyncIterator[bytes]:
     while True:
         if pending.stream is None:
+            if pending.ended:
+                return
             pending.stream = asyncio.Queue()
         event = await pending.stream.get()
         if not isinstance(event, frames.Reply):
