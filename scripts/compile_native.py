@@ -41,6 +41,7 @@ MODULES = [
     "rosettaserve/core/json_bulk.py",
     "rosettaserve/core/outputs.py",
     "rosettaserve/core/protowire.py",
+    "rosettaserve/core/queue_limit.py",
     "rosettaserve/core/registry.py",
     "rosettaserve/core/share.py",
     "rosettaserve/core/stats.py",

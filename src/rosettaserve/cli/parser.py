@@ -211,7 +211,8 @@ def add_scaling_options(serve: argparse.ArgumentParser) -> None:
         metavar="N",
         help="per model version: requests waiting beyond N are refused at once with 429 / "
         "RESOURCE_EXHAUSTED (0 = no limit; model.yaml max_queue_size wins); for an LLM, the "
-        "requests waiting are those beyond its engine's max_num_seqs",
+        "requests waiting are those beyond its engine's max_num_seqs; with API keys, a key "
+        "under its weighted share is still admitted (at most 2N waiting)",
     )
     serve.add_argument(
         "--request-timeout",

@@ -10,7 +10,7 @@ from typing import Any, Final, Protocol
 
 import numpy as np
 
-from rosettaserve.core import share, streaming
+from rosettaserve.core import queue_limit, share, streaming
 from rosettaserve.core.call import PROTOCOL, TIMEOUT_US, Call
 from rosettaserve.core.errors import (
     DeadlineExceeded,
@@ -18,7 +18,6 @@ from rosettaserve.core.errors import (
     InvalidInput,
     ModelNotFound,
     ModelNotReady,
-    Overloaded,
     ServingError,
 )
 from rosettaserve.core.invoker import Invocable
@@ -42,7 +41,6 @@ from rosettaserve.core.types import (
 )
 
 SERVER_NAME = "rosettaserve"
-RETRY_AFTER_S = "1"  # the Retry-After of an overloaded model's 429
 MAX_MODEL_NAME_BYTES = 255  # a folder name's limit (NAME_MAX of Linux's and macOS's file systems)
 SHOWN_NAME = 64  # the characters of a name from a request that an error message quotes
 # Final: compiled, a C static, not a lookup in the module's dict [cost: final-static]
@@ -184,13 +182,14 @@ class DataPlane:
         call = Call(perf_counter_ns())
         if share.PRIORITY in request.context:  # a protocol's own field (core/share.py)
             share.prioritise(request.context[share.PRIORITY])
+        held: share.Share | None = None  # counted against the queue limit by its key
         try:
             invoker = prepare(mv, request)
             if invoker.streams:
                 raise InvalidInput(
                     f"model '{mv.name}' streams its responses; call it through a streaming endpoint"
                 )
-            self.admit(mv, invoker)
+            held = self.admit(mv, invoker)
             with mv.in_use():
                 call.submitted = perf_counter_ns()
                 timeout_us = self._timeout_us(mv, request)
@@ -206,6 +205,9 @@ class DataPlane:
         except asyncio.CancelledError:  # the client went away
             self.failed(mv, request, call, "cancelled")
             raise
+        finally:
+            if held is not None:
+                queue_limit.release(mv, held)
         self.succeeded(mv, request, call, perf_counter_ns())
         return response
 
@@ -213,19 +215,14 @@ class DataPlane:
         """One response per item a streaming model yields (any model: its one answer)."""
         return streaming.responses(self, request)
 
-    def admit(self, mv: ModelVersion, invoker: Invocable) -> None:
-        """The queue limit: beyond it a request is refused at once, not queued."""
+    def admit(self, mv: ModelVersion, invoker: Invocable) -> share.Share | None:
+        """The queue limit: beyond it a request is refused at once, not queued, unless its API
+        key is under its share (core/queue_limit.py). Counted: what to ``release`` after it."""
         limit = self.limits.max_queue_size if mv.max_queue_size is None else mv.max_queue_size
         if limit <= 0:
-            return
+            return None
         waiting = invoker.waiting
-        depth = mv.inflight if waiting is None else waiting
-        if depth >= limit:
-            raise Overloaded(
-                f"model '{mv.name}' version {mv.version} is overloaded: {depth} requests are "
-                f"queued, its limit; retry later",
-                headers={"retry-after": RETRY_AFTER_S},
-            )
+        return queue_limit.admit(mv, limit, mv.inflight if waiting is None else waiting)
 
     async def _within(
         self,

@@ -26,15 +26,14 @@ from collections.abc import AsyncIterator
 from time import perf_counter_ns
 from typing import Any, Protocol
 
-from rosettaserve.core import share
+from rosettaserve.core import queue_limit, share
 from rosettaserve.core.bounded_store import BoundedStore
-from rosettaserve.core.dataplane import RETRY_AFTER_S, DataPlane
+from rosettaserve.core.dataplane import DataPlane
 from rosettaserve.core.errors import (
     DeadlineExceeded,
     InvalidInput,
     ModelNotFound,
     ModelNotReady,
-    Overloaded,
     ServingError,
 )
 from rosettaserve.core.executor import run_request_work
@@ -202,15 +201,17 @@ class GenerationPlane:
         series = self.observer.generation_series(mv) if self.observer is not None else None
         if request.priority is not None:  # a protocol's own field (core/share.py)
             share.prioritise(request.priority)
+        held: share.Share | None = None  # counted against the queue limit by its key
         try:
-            self.admit(mv, generator)
+            held = self.admit(mv, generator)
             can_serve(mv, generator, request, split)
             with mv:  # in flight while a long prompt is tokenized: unloading waits for it
                 await tokenize_long_prompt(generator, request)
                 await prepare_constraint(generator, request.sampling.constraint)
             stream = split.start(generator, request) if split else generator.generate(request)
-        except ServingError as exc:
-            if series is not None:
+        except BaseException as exc:  # (cancelled too: the client left while it was tokenized)
+            queue_limit.release(mv, held)
+            if series is not None and isinstance(exc, ServingError):
                 outcome, end = exc.kind.name.lower(), perf_counter_ns()
                 series.finished(family, outcome, prompt_tokens=0, tokens=0, start=start, end=end)
             raise
@@ -223,22 +224,18 @@ class GenerationPlane:
             series=series,
             start=start,
             timeout_s=self._timeout(mv),
+            held=held,
         )
 
-    def admit(self, mv: ModelVersion, generator: TextGenerator) -> None:
+    def admit(self, mv: ModelVersion, generator: TextGenerator) -> share.Share | None:
         """The queue limit (--max-queue-size, model.yaml max_queue_size): requests beyond the
-        engine's running sequences wait; beyond the limit a request is refused at once."""
+        engine's running sequences wait; beyond the limit a request is refused at once, unless
+        its API key is under its share (core/queue_limit.py). Counted: what to ``release``."""
         limits = self.dataplane.limits
         limit = limits.max_queue_size if mv.max_queue_size is None else mv.max_queue_size
         if limit <= 0:
-            return
-        waiting = max(0, mv.inflight - generator.info.max_num_seqs)
-        if waiting >= limit:
-            raise Overloaded(
-                f"model '{mv.name}' version {mv.version} is overloaded: {waiting} requests are "
-                f"queued, its limit; retry later",
-                headers={"retry-after": RETRY_AFTER_S},
-            )
+            return None
+        return queue_limit.admit(mv, limit, max(0, mv.inflight - generator.info.max_num_seqs))
 
     def _timeout(self, mv: ModelVersion) -> float:
         """The request timeout in seconds (0: none): model.yaml's, or --request-timeout."""
@@ -313,6 +310,7 @@ class Generation:
         series: GenerationSeries | None,
         start: int,
         timeout_s: float,
+        held: share.Share | None = None,
     ) -> None:
         self.mv = mv
         self.stream = stream
@@ -331,6 +329,7 @@ class Generation:
         self.timed = False  # the first token was timed
         self.last: dict[int, int] = {}  # perf_counter_ns of each sequence's latest token
         self.closed = False
+        self.held = held  # counted by its key against the queue limit until closed
         mv.__enter__()  # in flight until closed
 
     @property
@@ -401,6 +400,7 @@ class Generation:
         self.closed = True
         self.stream.cancel()
         self.mv.__exit__(None, None, None)
+        queue_limit.release(self.mv, self.held)
         self.mv.stats.last_inference_ms = time.time_ns() // 1_000_000  # its idle time from now
         if self.series is None:
             return

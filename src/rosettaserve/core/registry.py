@@ -10,6 +10,7 @@ from rosettaserve.core import dtypes
 from rosettaserve.core.executor import ExecutionPool
 from rosettaserve.core.invoker import Invocable
 from rosettaserve.core.model import Model
+from rosettaserve.core.queue_limit import Tenants
 from rosettaserve.core.stats import ModelStats
 from rosettaserve.core.types import TensorSpec
 
@@ -114,6 +115,7 @@ class ModelVersion:
     resident_bytes: int = 0  # the memory its load took (measured), 0 while not loaded
     loaded_ms: int = 0  # wall time of its last load (ms): idle since this or its last request
     inflight: int = 0
+    tenants: Tenants = field(default_factory=Tenants)  # in flight by API key, under a limit
     labels: list[str] = field(default_factory=list)
     class_labels: list[str] = field(default_factory=list)  # labels.txt: index -> class name
     extra: dict[str, Any] = field(default_factory=dict)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from rosettaserve.core.call import Call
 from rosettaserve.core.errors import ModelErrors, ServingError
 from rosettaserve.core.model import Arrays
+from rosettaserve.core.queue_limit import release
 
 if TYPE_CHECKING:
     from rosettaserve.core.dataplane import DataPlane
@@ -63,9 +64,10 @@ async def responses(dp: DataPlane, request: InferenceRequest) -> AsyncIterator[I
 
     mv = await dp.loaded_version(request.model_name, request.model_version)
     call = Call(perf_counter_ns())
+    held = None  # counted against the queue limit by its key (core/queue_limit.py)
     try:
         invoker = prepare(mv, request)
-        dp.admit(mv, invoker)
+        held = dp.admit(mv, invoker)
         with mv.in_use():
             call.submitted = call.ran = perf_counter_ns()
             async for result in invoker.stream(input_arrays(request), request.parameters, call):
@@ -76,5 +78,7 @@ async def responses(dp: DataPlane, request: InferenceRequest) -> AsyncIterator[I
     except (asyncio.CancelledError, GeneratorExit):  # the client went away mid-stream
         dp.failed(mv, request, call, "cancelled")
         raise
+    finally:
+        release(mv, held)
     call.done = perf_counter_ns()
     dp.succeeded(mv, request, call, call.done)

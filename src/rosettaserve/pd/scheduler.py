@@ -37,8 +37,8 @@ from functools import cached_property
 from typing import Any
 from urllib.parse import quote
 
-from rosettaserve.core.dataplane import RETRY_AFTER_S
 from rosettaserve.core.errors import DeadlineExceeded, ModelError, ModelNotReady, ServingError
+from rosettaserve.core.queue_limit import RETRY_AFTER_S
 from rosettaserve.core.status import BY_HTTP, ErrorKind
 from rosettaserve.core.timeouts import within
 from rosettaserve.pd import forwarding, wire

@@ -432,7 +432,8 @@ MODEL_YAML = Section(
         Key(
             "max_queue_size",
             Integer(0),
-            "requests waiting beyond this get 429 (0: no limit)",
+            "requests waiting beyond this get 429 (0: no limit), but for an API key under its "
+            "weighted share",
             default_doc="--max-queue-size",
         ),
         Key(
