@@ -391,6 +391,7 @@ def write(target: str, seeds: dict[str, bytes]) -> None:
 def pd_handovers() -> dict[str, bytes]:
     """What a scheduler sends a prefill instance (its PD headers) and what a prefill instance
     sends a decode instance (a hand-over's body), as pd/prefill.py writes them."""
+    from rosettaserve.core.share import Share
     from rosettaserve.pd import wire
 
     key = "Zx9_-" * 5
@@ -405,6 +406,9 @@ def pd_handovers() -> dict[str, bytes]:
             "kvBytes": 1536, "identity": {"id": "chatcmpl-1", "created": 1}}  # fmt: skip
     named = {**body, "pNodeAddr": "prefill-a;8000", "deltas": [logprobs], "kvBytes": 0}
     v6 = {**body, "pNodeAddr": "[::ffff:10.0.0.3];8000", "samplerState": None}
+    ((name, value),) = wire.tenant_header(Share("key#2", 2.5, 0)).items()  # (pd-tenant)
+    tenant = head + f"\n{name}: {value}".encode()
+    tenant_body = {**body, "tenant": "key#2", "weight": 2.5, "priority": -3}
     return {
         "handover.txt": head + b"\n\n" + json.dumps(body).encode(),
         "handover_named.txt": head.replace(b"false", b"true")
@@ -412,6 +416,7 @@ def pd_handovers() -> dict[str, bytes]:
         + json.dumps(named).encode(),
         "handover_v6.txt": b"req-id: 1\nreq-type: prefill\nd-target: 10.0.0.4\nd-port: 1\n\n"
         + json.dumps(v6).encode(),
+        "handover_tenant.txt": tenant + b"\n\n" + json.dumps(tenant_body).encode(),
     }
 
 

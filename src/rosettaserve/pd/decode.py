@@ -14,6 +14,10 @@ the client has them) and decodes on in the continuous batch. Every chunk goes ou
 non-streaming request: its whole JSON answer); a failure as ``error:<message>``; a sequence
 the KV budget preempted (or a full engine) as ``retry:<recompute body>``.
 
+The job queues in the engine under the request's priority and, when the prefill instance
+sends one, its scheduler's tenant (``tenant``, ``weight``: wire.Tenant, as P queued it) rather
+than under the prefill instance's key; a hand-over P does not confirm is never queued at all.
+
 A job is bound to its job key (``jobKey``, the secret the scheduler, P and D share): only a
 ``DELETE /v1/pd/decode/{reqId}`` that carries it (``pd-job-key``) cancels the job, and an id
 being decoded is not taken again (409). ``GET /v1/status`` counts the jobs, never names them.
@@ -54,6 +58,7 @@ from rosettaserve.pd.peers import KnownPeers
 from rosettaserve.pd.recompute import retry_body
 from rosettaserve.protocols import families
 from rosettaserve.protocols.llm_http import Endpoint
+from rosettaserve.security.keys import MAX_WEIGHT
 from rosettaserve.web.routing import HttpRequest, HttpResponse, Route, json_response
 
 log = logging.getLogger("rosettaserve.pd")
@@ -88,6 +93,7 @@ class DecodeParams:
     kv_bytes: int
     identity: dict[str, Any] = field(default_factory=dict)
     priority: int = 0  # the request's at the prefill instance (core/share.py): its X-Priority too
+    tenant: wire.Tenant | None = None  # the scheduler's tenant, as P queued it (None: none)
 
     @property
     def prior(self) -> list[int]:
@@ -143,7 +149,17 @@ def _params(f: Fields, limit: int) -> DecodeParams:
         size,
         dict(f.object("identity").doc),
         f.integer("priority", 0, share.MIN_PRIORITY, share.MAX_PRIORITY) or 0,
+        _tenant(f),
     )
+
+
+def _tenant(f: Fields) -> wire.Tenant | None:
+    """The scheduler's tenant (``tenant``, ``weight``), as P checked it (wire.tenant)."""
+    name = f.string("tenant")
+    if name is None:
+        return None
+    weight = f.number("weight", 1.0, 0.0, MAX_WEIGHT, lo_open=True) or 1.0
+    return wire.tenant(name, weight, "'tenant'")
 
 
 def _string(f: Fields, key: str) -> str:
@@ -332,7 +348,10 @@ class DecodeRole:
 
     async def _job(self, p: DecodeParams, endpoint: Endpoint, request: HttpRequest) -> None:
         split: DecodeSplit | None = None
-        if p.priority:  # (this job's own context) its place in the engine's waiting queue
+        # (this job's own context) its place in the engine's waiting queue
+        if p.tenant is not None:
+            share.SHARE.set(p.tenant.share(p.priority))
+        elif p.priority:
             share.prioritise(p.priority)
         try:
             payload = await self._fetch_kv(p)

@@ -14,11 +14,19 @@ refused (403) before any work or connection; so is a ``req-id`` whose lease is s
 (409) and a request whose lease would not fit ``--kv-lease-budget`` (503). The lease and the
 hand-over are bound to the request's job key (``pd-job-key``, made here when the scheduler
 sent none): the decode instance fetches the cache with it, and nobody else can.
+
+A ``pd-tenant`` header (the scheduler's client's key, wire.py) is taken from a peer only: when
+this instance checks API keys, from a request carrying its own peer key (``--peer-api-key``,
+the credential the scheduler and the instances share, which no client holds); without keys,
+from whoever reaches its port (kept private, as every PD header is taken from it). The request
+then queues under that tenant (``pd:<name>``, with its weight: core/share.py), and the decode
+instance is told of it with the hand-over. A tenant from anyone else is ignored (logged once).
 """
 
 from __future__ import annotations
 
 import base64
+import hmac
 import logging
 import secrets
 from dataclasses import dataclass, field, replace
@@ -41,6 +49,7 @@ from rosettaserve.pd.parts import Part, engine_of
 from rosettaserve.pd.peers import KnownPeers, UnknownPeer
 from rosettaserve.pd.recompute import Recompute, restore
 from rosettaserve.protocols.llm_http import Endpoint
+from rosettaserve.security.keys import presented
 from rosettaserve.web.routing import HttpRequest, HttpResponse, Route, json_response
 
 log = logging.getLogger("rosettaserve.pd")
@@ -112,6 +121,7 @@ class Handover:
     req_id: str
     target: Address
     key: str
+    tenant: wire.Tenant | None = None  # the scheduler's tenant it queues under (None: none)
 
 
 class PrefillRole:
@@ -125,6 +135,7 @@ class PrefillRole:
         self.leases = Leases(options.kv_lease_s, options.kv_lease_budget or default_budget())
         self.address = Address("127.0.0.1", 0)  # set once the port is bound
         self.handovers = 0
+        self.untrusted_tenant = False  # a tenant came from a request that is not a peer's
 
     def route(self, endpoint: Endpoint, route: Route) -> Route:
         """``route`` (the endpoint served whole) as this role serves it: with the PD headers."""
@@ -138,6 +149,9 @@ class PrefillRole:
         pd = wire.parse_prefill_headers(req.headers)
         if not self.plane.dataplane.ready():
             raise ModelNotReady("this prefill instance is not ready (its role status is unknown)")
+        tenant = pd.tenant if pd.tenant is not None and self._from_peer(req) else None
+        if tenant is not None:  # the scheduler's client, in this instance's queues
+            SHARE.set(tenant.share(SHARE.get().priority))
         if (pd.d_host, pd.d_port) == (self.address.host, self.address.port):
             return await endpoint.serve(self.plane, req, None)  # the flex shortcut: D is here
         target = await self._decode_instance(pd)
@@ -149,10 +163,30 @@ class PrefillRole:
             return response  # an error (forwarded unchanged), or nothing was generated
         output = await self._output(response, split)
         if not split.last:
-            handover = Handover(pd.req_id, target, pd.job_key or secrets.token_urlsafe(24))
+            key = pd.job_key or secrets.token_urlsafe(24)
+            handover = Handover(pd.req_id, target, key, tenant)
             await self._hand_over(handover, req.path, body, split)
         is_stream = response.stream is not None
         return json_response(wire.prefill_reply(pd.req_id, is_stream, output, split.last))
+
+    def _from_peer(self, req: HttpRequest) -> bool:
+        """Whether a request's ``pd-tenant`` is a peer's word: without API keys here (its key
+        check names no tenant), yes; with them, when it carries this instance's peer key."""
+        if not SHARE.get().tenant:
+            return True
+        peer = self.client.api_key.encode()
+        key = presented(req.headers.get("authorization"), req.headers.get("x-api-key"))
+        sent = (key or "").encode("utf-8", "surrogatepass")
+        if peer and hmac.compare_digest(peer, sent):
+            return True
+        if not self.untrusted_tenant:
+            self.untrusted_tenant = True
+            log.warning(
+                "a '%s' header came with a key that is not this instance's --peer-api-key: "
+                "ignored (so are the next ones; the request queues under its own key)",
+                wire.TENANT,
+            )
+        return False
 
     async def _decode_instance(self, pd: wire.PrefillHeaders) -> Address:
         """``d-target``'s address, if it is a known peer: else 403, before anything is done
@@ -232,6 +266,7 @@ class PrefillRole:
             "kvBytes": size,
             "identity": call.identity or None,
             "priority": SHARE.get().priority,  # the X-Priority header's too: D admits by it
+            **({"tenant": h.tenant.name, "weight": h.tenant.weight} if h.tenant else {}),
         }
 
     # -- the KV caches held for decode instances -------------------------------------------------

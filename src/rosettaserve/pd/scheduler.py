@@ -22,7 +22,9 @@ that has its model READY, its reply forwarded unchanged. The Responses API's sto
 here, not on the instances (responses_kept.py): ``GET`` / ``DELETE /v1/responses/{id}`` are
 answered by the scheduler.
 
-Header fields between the client and P: forwarding.py. A frame on ``/dresult`` is taken only
+Header fields between the client and P: forwarding.py; with API keys, the client's key's
+tenant goes to P as ``pd-tenant`` (wire.py), so the instances share themselves between the
+scheduler's keys by their weights (core/share.py). A frame on ``/dresult`` is taken only
 from the decode instance its request was assigned to; any other D's is dropped and logged.
 """
 
@@ -39,6 +41,7 @@ from urllib.parse import quote
 
 from rosettaserve.core.errors import DeadlineExceeded, ModelError, ModelNotReady, ServingError
 from rosettaserve.core.queue_limit import RETRY_AFTER_S
+from rosettaserve.core.share import SHARE
 from rosettaserve.core.status import BY_HTTP, ErrorKind
 from rosettaserve.core.timeouts import within
 from rosettaserve.pd import forwarding, wire
@@ -89,6 +92,7 @@ class Pending:
         self.retries = 0
         self.first = b""
         self.foreign = 0  # frames for it from a decode instance it was not assigned to
+        self.tenant = wire.tenant_header(SHARE.get())  # its client's key's tenant ({}: no keys)
 
     @cached_property
     def wanted(self) -> Wanted:
@@ -329,6 +333,7 @@ class Scheduler:
         headers |= wire.prefill_headers(
             pending.req_id, d.address.host, d.address.port, recompute, pending.key
         )
+        headers |= pending.tenant
         url = quote(req.path, safe="/:@!$&'()*+,;=-._~")
         url += f"?{req.query.decode('latin-1')}" if req.query else ""
         p.outstanding += len(body)

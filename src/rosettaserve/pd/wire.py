@@ -3,7 +3,10 @@
 Scheduler -> P: the client's URL and body unchanged, plus headers ``req-id`` (decimal; P accepts
 hex digits, at most 1024), ``req-type: prefill``, ``d-target: <D ip>[;<port>]``, ``d-port`` and
 ``is-recompute: true|false``; ours: ``pd-job-key`` (the request's secret, which binds its
-hand-over and its KV lease to the parties that know it; P makes one when it is absent).
+hand-over and its KV lease to the parties that know it; P makes one when it is absent) and
+``pd-tenant: <name>[;weight=<w>]`` (the client's API key as the scheduler's tenant: the key's
+place among its keys, never the key, and its weight; absent without keys), which P and D take
+from a peer only (prefill.py) and queue the request under, as ``pd:<name>`` (core/share.py).
 P -> scheduler: ``{"reqId", "isStream", "output", "isLastResp"}``; ``output`` and ``isLastResp``
 only when streaming or when the request ended at P (MindIE's SendResponseStream).
 D -> scheduler, ``GET /dresult``: one chunked ``text/event-stream`` of frames
@@ -25,19 +28,27 @@ import orjson
 
 from rosettaserve.core.errors import InvalidInput
 from rosettaserve.core.generate import GenerateDelta, TokenLogprob, TopLogprob
+from rosettaserve.core.share import Share
+from rosettaserve.security.keys import MAX_WEIGHT
 
-REQ_ID, REQ_TYPE, D_TARGET, D_PORT, IS_RECOMPUTE, JOB_KEY = (
+REQ_ID, REQ_TYPE, D_TARGET, D_PORT, IS_RECOMPUTE, JOB_KEY, TENANT = (
     "req-id",
     "req-type",
     "d-target",
     "d-port",
     "is-recompute",
     "pd-job-key",
+    "pd-tenant",
 )
-PD_HEADERS = (REQ_ID, REQ_TYPE, D_TARGET, D_PORT, IS_RECOMPUTE, JOB_KEY)
+PD_HEADERS = (REQ_ID, REQ_TYPE, D_TARGET, D_PORT, IS_RECOMPUTE, JOB_KEY, TENANT)
 MAX_REQ_ID = 1024
 _HEX = re.compile(r"[0-9a-fA-F]+")
 _JOB_KEY = re.compile(r"[0-9A-Za-z_-]{16,128}")
+# a scheduler's tenant at an instance: a name no key of the instance's own has (those are key#N)
+TENANT_PREFIX = "pd:"
+MAX_TENANT = 64
+_TENANT = re.compile(rf"[0-9A-Za-z_.:#-]{{1,{MAX_TENANT}}}")
+_WEIGHT = re.compile(r"[0-9]{1,16}(\.[0-9]{1,17})?([eE][-+]?[0-9]{1,3})?")  # (no nan, inf, sign)
 
 SEP = b"\0"
 DATA, LAST, ERROR, RETRY, CLOSE = "data", "lastData", "error", "retry", "close"
@@ -58,6 +69,7 @@ class PrefillHeaders:
     d_port: int
     recompute: bool
     job_key: str = ""  # "": none given
+    tenant: Tenant | None = None  # None: none given
 
     @property
     def d_addr(self) -> str:
@@ -86,7 +98,8 @@ def parse_prefill_headers(headers: Mapping[str, str]) -> PrefillHeaders:
     if recompute not in ("", "true", "false"):
         raise InvalidInput(f"header 'is-recompute' must be true or false, got {_shown(recompute)}")
     host, port = _d_target(headers[D_TARGET].strip(), headers.get(D_PORT, "").strip())
-    return PrefillHeaders(req_id, host, port, recompute == "true", job_key(headers))
+    tenant = parse_tenant(headers[TENANT]) if TENANT in headers else None
+    return PrefillHeaders(req_id, host, port, recompute == "true", job_key(headers), tenant)
 
 
 def job_key(headers: Mapping[str, str]) -> str:
@@ -100,6 +113,52 @@ def job_key(headers: Mapping[str, str]) -> str:
 
 def valid_job_key(key: str) -> bool:
     return _JOB_KEY.fullmatch(key) is not None
+
+
+@dataclass(frozen=True)
+class Tenant:
+    """Whose request it is at the scheduler: its key's tenant there (``key#N``) and weight."""
+
+    name: str
+    weight: float = 1.0
+
+    def share(self, priority: int) -> Share:
+        """The request's place in an instance's queues: under a name of the scheduler's."""
+        return Share(TENANT_PREFIX + self.name, self.weight, priority)
+
+
+def tenant_header(share: Share) -> dict[str, str]:
+    """What the scheduler tells P of its client's tenant ({} without keys: one tenant)."""
+    if not share.tenant:
+        return {}
+    return {TENANT: f"{share.tenant};weight={share.weight!r}"}
+
+
+def parse_tenant(text: str) -> Tenant:
+    """A ``pd-tenant`` header's value; InvalidInput (400) says what is wrong."""
+    where = f"header '{TENANT}'"
+    name, sep, weight = (part.strip() for part in text.partition(";"))
+    if sep and not weight.startswith("weight="):
+        raise InvalidInput(f"{where} must be '<name>' or '<name>;weight=<w>', got {_shown(text)}")
+    weight = weight.removeprefix("weight=") if sep else "1"
+    if not _WEIGHT.fullmatch(weight):
+        raise InvalidInput(f"{where}: a tenant's weight is a number, got {_shown(weight)}")
+    return tenant(name, float(weight), where)
+
+
+def tenant(name: str, weight: float, where: str) -> Tenant:
+    """A tenant's name (1 to 64 letters, digits or ``_.:#-``) and weight (in (0, MAX_WEIGHT],
+    a key file's range); InvalidInput otherwise."""
+    if not _TENANT.fullmatch(name):
+        raise InvalidInput(
+            f"{where}: a tenant's name is 1 to {MAX_TENANT} letters, digits or '_.:#-', "
+            f"got {_shown(name)}"
+        )
+    if not 0 < weight <= MAX_WEIGHT:  # (NaN and the infinities too)
+        raise InvalidInput(
+            f"{where}: a tenant's weight must be in (0, {MAX_WEIGHT:g}], got {weight!r}"
+        )
+    return Tenant(name, weight)
 
 
 def _d_target(target: str, d_port: str) -> tuple[str, int]:
