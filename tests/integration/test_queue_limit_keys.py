@@ -1,6 +1,7 @@
 """The queue limit shared between API keys in a real server: one key fills a model's queue (its
 max_queue_size), and another key's request is still admitted and answered while the first key
-gets 429 (RESOURCE_EXHAUSTED over gRPC); the same on an LLM (the generation plane's limit).
+gets 429 (RESOURCE_EXHAUSTED over gRPC); the same on an LLM (the generation plane's limit), and
+on an LLM without max_queue_size (the engine's own capacity, max_num_seqs + max_waiting).
 
 What waits is decided by the test (the gated model held, long generations running), and every
 step waits for /metrics to show it: states and answers, never times."""
@@ -28,6 +29,10 @@ runtime: llm
 max_queue_size: 2
 parameters: {threads: 1, max_num_seqs: 1, max_model_len: 400000}
 """
+ENGINE_YAML = """\
+runtime: llm
+parameters: {threads: 1, max_num_seqs: 1, max_waiting: 2, max_model_len: 400000}
+"""
 LONG = {"prompt": "Once upon a time", "max_tokens": 300_000, "temperature": 0, "ignore_eos": True}
 WAIT_S = 60.0  # upper bound of every wait below (300k tokens take far longer)
 
@@ -38,6 +43,8 @@ def gate(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gate]:
     gated_model(repo, "gated", "max_batch_size: 1\ndynamic_batching: {}\nmax_queue_size: 2\n")
     shutil.copytree(EXAMPLES / "tiny_llama", repo / "llm")
     (repo / "llm" / "model.yaml").write_text(LLM_YAML)
+    shutil.copytree(EXAMPLES / "tiny_llama", repo / "engine")
+    (repo / "engine" / "model.yaml").write_text(ENGINE_YAML)
     keys = repo / "keys.txt"
     keys.write_text(f"{KEY_A}\n{KEY_B}\n")
     server = start_server(repo, "--api-key-file", str(keys))
@@ -102,11 +109,11 @@ def test_a_flooding_key_fills_the_queue_and_the_quiet_key_is_still_answered(gate
     assert not {3.0, 4.0, 5.0} & gate.values()  # the refused ones never reached the model
 
 
-def open_stream(server: ServerProcess, key: str) -> socket.socket:
+def open_stream(server: ServerProcess, key: str, model: str = "llm") -> socket.socket:
     """A long streaming completion of ``key``'s, left open (closing it cancels it)."""
     host, port = server.http_hostport.rsplit(":", 1)
     sock = socket.create_connection((host, int(port)), timeout=WAIT_S)
-    body = orjson.dumps({**LONG, "model": "llm", "stream": True})
+    body = orjson.dumps({**LONG, "model": model, "stream": True})
     head = (
         f"POST /v1/completions HTTP/1.1\r\nhost: x\r\nx-api-key: {key}\r\n"
         f"content-length: {len(body)}\r\n\r\n"
@@ -115,8 +122,8 @@ def open_stream(server: ServerProcess, key: str) -> socket.socket:
     return sock
 
 
-def complete(server: ServerProcess, key: str) -> httpx.Response:
-    doc: dict[str, Any] = {"model": "llm", "prompt": "hi", "max_tokens": 2}
+def complete(server: ServerProcess, key: str, model: str = "llm") -> httpx.Response:
+    doc: dict[str, Any] = {"model": model, "prompt": "hi", "max_tokens": 2}
     url = f"{server.http_url}/v1/completions"
     return httpx.post(url, json=doc, headers={"x-api-key": key}, timeout=WAIT_S)
 
@@ -148,3 +155,33 @@ def test_the_same_on_an_llm(gate: Gate) -> None:
             sock.close()
     wait_for(lambda: gauge(server, "inflight_requests", "llm") == 0, WAIT_S)
     assert complete(server, KEY_A).status_code == 200  # and a is answered again
+
+
+def test_the_llm_engines_own_capacity_is_shared_too(gate: Gate) -> None:
+    """No max_queue_size: the engine's capacity (1 running + 2 waiting sequences) refuses. a's
+    long one runs and two more of a's wait (the capacity); b's is admitted past it (its share:
+    3 / 2, rounded up) and runs first when a's running one ends (fair order)."""
+    server = gate.server
+    streams: list[socket.socket] = []
+    try:
+        for n in (1, 2, 3):
+            streams.append(open_stream(server, KEY_A, "engine"))
+            wait_for(lambda n=n: gauge(server, "inflight_requests", "engine") == n, WAIT_S)
+        alone = complete(server, KEY_A, "engine")
+        assert alone.status_code == 429, alone.text
+        assert "(3 sequences running or queued, limit 3); retry later" in alone.text
+        quiet, answer = in_threads([lambda: complete(server, KEY_B, "engine")])
+        wait_for(lambda: answer[0] or gauge(server, "inflight_requests", "engine") == 4, WAIT_S)
+        assert answer[0] is None, answer[0].text  # waiting, not refused
+        flood = complete(server, KEY_A, "engine")
+        assert flood.status_code == 429, flood.text
+        assert "and 3 of those are this API key's, its share" in flood.text
+        streams.pop(0).close()  # a's running generation ends: b's runs next
+        quiet[0].join(WAIT_S)
+        assert answer[0].status_code == 200, answer[0].text
+        assert answer[0].json()["usage"]["completion_tokens"] == 2
+    finally:
+        for sock in streams:
+            sock.close()
+    wait_for(lambda: gauge(server, "inflight_requests", "engine") == 0, WAIT_S)
+    assert complete(server, KEY_A, "engine").status_code == 200  # and a is answered again

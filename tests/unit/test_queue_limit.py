@@ -127,6 +127,24 @@ def test_with_running_requests_a_share_is_of_the_limit_and_those_running() -> No
     assert mv.inflight == 6
 
 
+def test_the_rule_counts_places_of_any_size() -> None:
+    """As the LLM engine's capacity counts sequences (``n`` per request): a request's places,
+    with those its tenant holds, stay within the tenant's share, rounded up."""
+    tenants = queue_limit.Tenants()
+    tenants.hold(A, 4)
+    assert tenants.refusal(A, 1, 2, 4, 4) == queue_limit.ADMITTED  # within the limit
+    assert tenants.refusal(A, 4, 1, 4, 4) == queue_limit.AT_LIMIT  # alone
+    assert tenants.refusal(B, 4, 2, 4, 4) == queue_limit.ADMITTED  # 4 / 2
+    assert tenants.refusal(B, 4, 3, 4, 4) == queue_limit.AT_SHARE
+    tenants.hold(B, 2)
+    assert tenants.refusal(C, 6, 2, 4, 4) == queue_limit.ADMITTED  # 4 / 3, rounded up
+    assert tenants.refusal(C, 6, 3, 4, 4) == queue_limit.AT_TWICE  # 9 > 2 x 4
+    tenants.release(A, 4)
+    tenants.release(B, 2)
+    assert tenants.held == {}
+    assert tenants.weights == {}
+
+
 class Generator:
     info = GeneratorInfo("m", 64, 1, max_num_seqs=2, max_waiting=8, max_stop_sequences=4,
                          dtype="float32", device="cpu")  # fmt: skip

@@ -19,11 +19,16 @@ None without a limit), and given back by ``release`` where the request leaves, w
 Bound: however many tenants arrive, at 2L waiting every request is refused, whoever sends it (a
 tenant arriving while the others hold their shares gets its own share again, so without this
 the total would grow with the number of tenants).
+
+The rule itself (``Tenants.refusal``) counts places of any kind: here requests, one each; the
+LLM engine's own capacity (runtimes/llm/capacity.py) counts sequences, ``n`` per request, with
+the same rule.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NoReturn
+import math
+from typing import TYPE_CHECKING, Final, NoReturn
 
 from rosettaserve.core.errors import Overloaded
 from rosettaserve.core.share import SHARE, Share
@@ -32,6 +37,11 @@ if TYPE_CHECKING:
     from rosettaserve.core.registry import ModelVersion
 
 RETRY_AFTER_S = "1"  # the Retry-After of an overloaded model's 429
+# What ``Tenants.refusal`` finds: admitted, or refused, and why
+ADMITTED: Final = 0
+AT_LIMIT: Final = 1  # full, and no other tenant holds places: the plain limit
+AT_TWICE: Final = 2  # full to twice the limit: everyone is refused
+AT_SHARE: Final = 3  # full, and the tenant holds its share
 
 
 class Tenants:
@@ -43,14 +53,14 @@ class Tenants:
         self.held: dict[str, int] = {}
         self.weights: dict[str, float] = {}
 
-    def hold(self, share: Share) -> None:
+    def hold(self, share: Share, count: int = 1) -> None:
         tenant = share.tenant
-        self.held[tenant] = self.held.get(tenant, 0) + 1
+        self.held[tenant] = self.held.get(tenant, 0) + count
         self.weights[tenant] = share.weight
 
-    def release(self, share: Share) -> None:
+    def release(self, share: Share, count: int = 1) -> None:
         tenant = share.tenant
-        left = self.held[tenant] - 1
+        left = self.held[tenant] - count
         if left:
             self.held[tenant] = left
         else:
@@ -65,24 +75,41 @@ class Tenants:
                 total += weight
         return max(1.0, pool * share.weight / total)
 
+    def refusal(self, share: Share, used: int, need: int, limit: int, pool: int) -> int:
+        """Whether a request of ``share`` taking ``need`` places, ``used`` of ``limit`` (> 0)
+        taken, is ``ADMITTED`` or refused (``AT_LIMIT``, ``AT_TWICE``, ``AT_SHARE``); ``pool``:
+        the places its share is of (what the version holds when full). Up to the limit every
+        request is admitted; past it, one whose tenant's places, with its own, stay within its
+        share (rounded up: a request of one place is admitted while its tenant holds less)."""
+        if used + need <= limit:
+            return ADMITTED
+        held = self.held.get(share.tenant, 0)
+        if len(self.held) == (1 if held else 0):  # no other tenant: the plain limit
+            return AT_LIMIT
+        if used + need > 2 * limit:
+            return AT_TWICE
+        if held + need > math.ceil(self.share_of(share, pool)):
+            return AT_SHARE
+        return ADMITTED
+
 
 def admit(mv: ModelVersion, limit: int, waiting: int) -> Share:
     """Admit a request to ``mv`` (``waiting`` requests wait on it) under ``limit`` (> 0), or
     refuse it (``Overloaded``). Counted: the ``Share`` to ``release`` when it leaves."""
     share = SHARE.get()
     tenants = mv.tenants
-    if waiting >= limit:
-        held = tenants.held.get(share.tenant, 0)
-        if len(tenants.held) == (1 if held else 0):  # no other tenant: the plain limit
-            _refuse(mv, f"{waiting} requests are queued, its limit")
-        if waiting >= 2 * limit:
-            _refuse(mv, f"{waiting} requests are queued, twice its limit of {limit}")
-        if held >= tenants.share_of(share, limit + max(0, mv.inflight - waiting)):
-            _refuse(
-                mv,
-                f"{waiting} requests are queued, its limit, and {held} of those in flight "
-                "are this API key's, its share",
-            )
+    why = tenants.refusal(share, waiting, 1, limit, limit + max(0, mv.inflight - waiting))
+    if why == AT_LIMIT:
+        _refuse(mv, f"{waiting} requests are queued, its limit")
+    if why == AT_TWICE:
+        _refuse(mv, f"{waiting} requests are queued, twice its limit of {limit}")
+    if why == AT_SHARE:
+        held = tenants.held[share.tenant]
+        _refuse(
+            mv,
+            f"{waiting} requests are queued, its limit, and {held} of those in flight "
+            "are this API key's, its share",
+        )
     tenants.hold(share)
     return share
 

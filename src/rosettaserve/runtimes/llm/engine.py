@@ -16,10 +16,10 @@ Each iteration of the engine thread:
   5. hands the deltas to each request's event loop in one call per loop, and waits until the
      loop has passed them on (stream.py: ``hand_over``).
 Requests join and leave the batch between steps. ``generate`` refuses a request (Overloaded)
-when ``max_num_seqs + max_waiting`` sequences are already in the engine, so latency cannot grow
-without bound. ``submit`` with a ``Resume`` starts a sequence from elsewhere than its prompt and
-can stop it after its prefill (prefill/decode disaggregation, see resume.py); with
-``kv_budget_tokens`` a request waits until its KV cache fits, and a preemptible sequence is
+past ``max_num_seqs + max_waiting`` sequences, shared between API keys (capacity.py), so latency
+cannot grow without bound. ``submit`` with a ``Resume`` starts a sequence from elsewhere than
+its prompt and can stop it after its prefill (prefill/decode disaggregation, see resume.py);
+with ``kv_budget_tokens`` a request waits until its KV cache fits, and a preemptible sequence is
 dropped (``Preempted``) when the running ones outgrow the budget.
 """
 
@@ -35,10 +35,12 @@ from typing import Any
 
 import torch
 
-from rosettaserve.core.errors import InvalidInput, ModelError, Overloaded, ServingError
+from rosettaserve.core.errors import InvalidInput, ModelError, ServingError
 from rosettaserve.core.generate import GenerateRequest, GeneratorInfo, SamplingParams
+from rosettaserve.core.share import SHARE
 from rosettaserve.runtimes.llm.accept import Deltas
 from rosettaserve.runtimes.llm.batch import KV, DecodeBatch, Runner
+from rosettaserve.runtimes.llm.capacity import Capacity
 from rosettaserve.runtimes.llm.detok import (
     IncrementalDetokenizer,
     StopText,
@@ -120,7 +122,8 @@ class Engine:
         self._running: list[Sequence] = []  # in batch row order
         self._prefilling: list[PrefillJob] = []  # admitted, in admission order
         self.prefix_cache = PrefixCache(config.prefix_cache_tokens, config.prefix_block_tokens)
-        self._active = 0  # sequences submitted and not yet finished or dropped
+        # sequences submitted and not yet finished or dropped, by API key
+        self.capacity = Capacity(config.max_num_seqs + config.max_waiting)
         self._stopping = False
         self._outbox: dict[asyncio.AbstractEventLoop, list[tuple[GenerationStream, Item]]] = (
             defaultdict(list)
@@ -149,7 +152,7 @@ class Engine:
 
     @property
     def active(self) -> int:
-        return self._active
+        return self.capacity.active
 
     # -- submitting (event loop thread) ---------------------------------------------------------
 
@@ -173,14 +176,9 @@ class Engine:
             for seq in seqs:
                 set_generator_state(seq.tokens.generator, resume.sampler_state)
                 seq.preemptible = resume.preemptible
+        share = SHARE.get()  # whose request: its API key's (core/share.py)
         with self._cond:
-            limit = self.config.max_num_seqs + self.config.max_waiting
-            if self._active + request.n > limit:
-                raise Overloaded(
-                    f"the model is at capacity ({self._active} sequences running or queued, "
-                    f"limit {limit}); retry later"
-                )
-            self._active += request.n
+            self.capacity.take(seqs, share)
             group = Group(stream, prompt_ids, seqs, resume)  # its cost: the tokens it may hold
             enqueue(self._waiting, self._clock, group, request.n * (len(prompt_ids) + max_new))
             self._cond.notify()
@@ -445,7 +443,7 @@ class Engine:
             seq.retired = True
         if fresh:
             with self._cond:
-                self._active -= len(fresh)
+                self.capacity.give_back(fresh)
 
     def _advance(self, seqs: list[Sequence], logits: torch.Tensor) -> None:
         """Choose each sequence's next token and send what it produced."""

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rosettaserve.core.generate import SamplingParams
+from rosettaserve.core.share import DEFAULT, Share
 from rosettaserve.runtimes.llm.detok import IncrementalDetokenizer, StopText
 from rosettaserve.runtimes.llm.grammar import Matcher
 from rosettaserve.runtimes.llm.resume import Resume, kv_usage
@@ -67,6 +68,7 @@ class Sequence:
     finished: bool = False
     retired: bool = False  # no longer counted in the engine's load
     preemptible: bool = False
+    share: Share = DEFAULT  # whose it is (an API key's): counted as theirs (capacity.py)
 
 
 @dataclass(eq=False)
