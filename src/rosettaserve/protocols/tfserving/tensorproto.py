@@ -121,7 +121,9 @@ def to_array(proto: Any, alias: str) -> tuple[str, np.ndarray]:
     count = math.prod(shape)
     content = proto.tensor_content
     if content and datatype != "BYTES":
-        return datatype, _from_content(content, datatype, shape, count, alias)
+        return datatype, _from_content(
+            content, 0, len(content), datatype=datatype, shape=shape, count=count, alias=alias
+        )
     field, reads_as = _FIELDS[datatype]
     values = getattr(proto, field)
     if len(values) > count or (len(values) < count and count > MAX_FILLED):
@@ -147,26 +149,37 @@ def to_array(proto: Any, alias: str) -> tuple[str, np.ndarray]:
 
 
 def content_array(
-    dtype: int, dims: tuple[int, ...], content: bytes | memoryview, alias: str
+    dtype: int, dims: tuple[int, ...], data: bytes, *, start: int, end: int, alias: str
 ) -> tuple[str, np.ndarray]:
     """``to_array`` of a tensor whose (non-empty) values are all in ``tensor_content``, read
-    from the wire (``predict_wire``): its dtype, dims and content."""
+    from the wire (``predict_wire``): its dtype, dims, and its content ``data[start:end]``."""
     datatype, count = FROM_DT.get(dtype), _elements(dims)
     if datatype is None or count < 0 or datatype == "BYTES":
         raise parse_error(alias)
-    return datatype, _from_content(content, datatype, dims, count, alias)
+    return datatype, _from_content(
+        data, start, end, datatype=datatype, shape=dims, count=count, alias=alias
+    )
 
 
 def _from_content(
-    content: bytes | memoryview, datatype: str, shape: tuple[int, ...], count: int, alias: str
+    data: bytes,
+    start: int,
+    end: int,
+    *,
+    datatype: str,
+    shape: tuple[int, ...],
+    count: int,
+    alias: str,
 ) -> np.ndarray:
+    """The array of ``data[start:end]``, made in place (one numpy call: no view of the bytes,
+    no reshape)."""
     dt = dtypes.DTYPES[datatype]
-    if len(content) != count * dt.itemsize:
+    if end - start != count * dt.itemsize:
         raise parse_error(alias)
     if datatype == "BOOL":  # any nonzero byte is true, as a C++ bool copied from bytes reads
-        bools: np.ndarray = np.frombuffer(content, dtype=np.uint8).reshape(shape) != 0
+        bools: np.ndarray = np.ndarray(shape, np.uint8, data, start) != 0
         return bools
-    array = np.frombuffer(content, dt.numpy).reshape(shape)
+    array = np.ndarray(shape, dt.numpy, data, start)
     return array if _LITTLE else array.byteswap()
 
 
