@@ -117,7 +117,10 @@ def predict_response(mv: ModelVersion, signature: Signature, outputs: dict[str, 
             size += len(part)
         value_head = b"\x12" + tensorproto.varint(size)
         entry_size = len(key) + len(value_head) + size
-        parts += [b"\x0a" + tensorproto.varint(entry_size), key, value_head]
+        parts.append(b"\x0a")  # appended one by one: compiled, no list or bytes made for them
+        parts.append(tensorproto.varint(entry_size))
+        parts.append(key)
+        parts.append(value_head)
         parts.extend(tensor_parts)
     parts.append(_spec_field(mv, signature.name))
     return b"".join(parts)

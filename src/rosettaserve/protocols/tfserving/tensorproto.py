@@ -197,22 +197,25 @@ def wire_parts(data: np.ndarray, datatype: str) -> list[Part]:
     """``data`` as a serialized TensorProto, in parts, written as TF Serving answers:
     ``tensor_content``, or ``string_val`` for strings. Written by hand: a large tensor's values
     are copied once (into the reply), not into a message and again out of it."""
-    shape = b"".join([_DIMS[d] if d < 0x80 else field(2, b"\x08" + varint(d)) for d in data.shape])
-    parts: list[Part] = [_DTYPE_FIELDS[datatype], field(2, shape)]
+    dims: tuple[int, ...] = data.shape  # typed: compiled, each dim compared as a machine int
+    shape = b"".join([_DIMS[d] if d < 0x80 else field(2, b"\x08" + varint(d)) for d in dims])
     if datatype == "BYTES":
+        parts: list[Part] = [_DTYPE_FIELDS[datatype], field(2, shape)]
         parts.extend(field(8, _as_bytes(item)) for item in data.reshape(-1))
         return parts
     dt = dtypes.DTYPES[datatype]
+    size = dt.itemsize
+    for dim in dims:  # the bytes, without asking numpy (an attribute lookup)
+        size *= dim
     content: Part
-    if _LITTLE and data.size * dt.itemsize <= SMALL_COPY:
+    if _LITTLE and size <= SMALL_COPY:
         content = raw_bytes(data, dt)  # a copy of a few bytes costs less than a view of them
     else:  # the values themselves, not a copy: the caller's b"".join copies them into the reply
         array = np.ascontiguousarray(data, dtype=dt.numpy)
         if not _LITTLE:
             array = array.byteswap()
         content = array.reshape(-1).view(np.uint8).data
-    parts += [b"\x22" + varint(len(content)), content]
-    return parts
+    return [_DTYPE_FIELDS[datatype], field(2, shape), b"\x22" + varint(len(content)), content]
 
 
 def field(number: int, payload: bytes) -> bytes:
