@@ -175,8 +175,16 @@ class DataPlane:
 
     # -- inference -----------------------------------------------------------------------------
 
-    async def infer(self, request: InferenceRequest) -> InferenceResponse:
-        mv = self.resolve(request.model_name, request.model_version)
+    async def infer(
+        self, request: InferenceRequest, resolved: ModelVersion | None = None
+    ) -> InferenceResponse:
+        """``resolved``: the version ``resolve`` would find for the request, when the caller
+        has just found it by its own protocol's rules (not looked up a second time)."""
+        mv = (
+            self.resolve(request.model_name, request.model_version)
+            if resolved is None
+            else resolved
+        )
         if mv.state is not VersionState.READY:
             mv = await self.wake(request.model_name, mv)
         call = Call(perf_counter_ns())

@@ -15,6 +15,7 @@ from typing import Any
 from rosettaserve.core.dataplane import DataPlane
 from rosettaserve.core.errors import InvalidInput
 from rosettaserve.core.executor import run_request_work, run_sized
+from rosettaserve.core.registry import ModelVersion
 from rosettaserve.protocols.tfserving import convert, predict_wire, schema, service, signatures
 from rosettaserve.protocols.tfserving import grpc_convert as conv
 from rosettaserve.protocols.tfserving import messages as pb
@@ -62,15 +63,17 @@ class PredictionServicer:
             raise Aborted(FAILED_PRECONDITION, f'Serving signature key "{name}" not found.', ())
         signature = signatures.checked(found, name, schema.PREDICT)
         conv.check_inputs(call, signature)
+        resolved: ModelVersion | None = mv  # the data plane is handed the version found...
         if conv.typed_values(call) > INLINE_TYPED_VALUES:
             arrays = await run_request_work(conv.predict_inputs, call, signature)
+            resolved = None  # ...unless the registry may have changed meanwhile: looked up again
         else:
             arrays = conv.predict_inputs(call, signature)
         wanted = conv.output_specs(call, signature)
         # service.predict's steps, awaited here and not in a coroutine of its own
         # [cost: inline-await]
         core = convert.inference_request(mv, signature, arrays, list(wanted.values()), PROTOCOL)
-        response = await self.dp.infer(core)
+        response = await self.dp.infer(core, resolved)
         outputs = convert.by_alias(wanted, response.outputs)
         return conv.predict_response(mv, signature, outputs)  # serialized
 

@@ -45,15 +45,20 @@ _SIZE: Final = 1 << 3 | VARINT
 
 
 class Content:
-    """A TensorProto whose values are all in ``tensor_content``. A plain class: compiled, a
-    dataclass field of type memoryview does not build."""
+    """A TensorProto whose values are all in ``tensor_content``: where they lie in the
+    request's bytes (not copied; no memoryview made: the array is made over the bytes
+    themselves, ``tensorproto.content_array``)."""
 
-    __slots__ = ("content", "dims", "dtype")
+    __slots__ = ("data", "dims", "dtype", "end", "start")
 
-    def __init__(self, dtype: int, dims: tuple[int, ...], content: memoryview) -> None:
+    def __init__(
+        self, dtype: int, dims: tuple[int, ...], data: bytes, start: int, end: int
+    ) -> None:
         self.dtype = dtype  # tensorflow.DataType
         self.dims = dims
-        self.content = content  # of the request's bytes: not copied
+        self.data = data  # the request's bytes
+        self.start = start  # tensor_content is data[start:end]
+        self.end = end
 
 
 @dataclass(init=False, slots=True)  # compiled, a dataclass's own __init__ stays interpreted
@@ -204,7 +209,7 @@ def _tensor(data: bytes, at: int, end: int) -> Content:
     """A TensorProto of dtype, shape and ``tensor_content`` (its version_number skipped)."""
     dtype = 0
     dims: tuple[int, ...] | None = None
-    content = memoryview(b"")
+    first = last = 0  # tensor_content's span, empty until read
     while at < end:
         key, at = varint(data, at, end)
         if key in (_DTYPE, _VERSION_NUMBER):
@@ -214,14 +219,14 @@ def _tensor(data: bytes, at: int, end: int) -> Content:
         elif key == _SHAPE and dims is None:
             start, at = span(data, at, end)
             dims = _shape(data, start, at)
-        elif key == _CONTENT and not content:
-            start, at = span(data, at, end)
-            content = memoryview(data)[start:at]
+        elif key == _CONTENT and first == last:
+            first, at = span(data, at, end)
+            last = at
         else:
             raise Unexpected
-    if not content or dtype == DT_STRING:  # typed values (or none): protobuf's reading
+    if first == last or dtype == DT_STRING:  # typed values (or none): protobuf's reading
         raise Unexpected
-    return Content(dtype, () if dims is None else dims, content)
+    return Content(dtype, () if dims is None else dims, data, first, last)
 
 
 def _shape(data: bytes, at: int, end: int) -> tuple[int, ...]:

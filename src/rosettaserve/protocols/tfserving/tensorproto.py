@@ -121,7 +121,9 @@ def to_array(proto: Any, alias: str) -> tuple[str, np.ndarray]:
     count = math.prod(shape)
     content = proto.tensor_content
     if content and datatype != "BYTES":
-        return datatype, _from_content(content, datatype, shape, count, alias)
+        return datatype, _from_content(
+            content, 0, len(content), datatype=datatype, shape=shape, count=count, alias=alias
+        )
     field, reads_as = _FIELDS[datatype]
     values = getattr(proto, field)
     if len(values) > count or (len(values) < count and count > MAX_FILLED):
@@ -147,26 +149,37 @@ def to_array(proto: Any, alias: str) -> tuple[str, np.ndarray]:
 
 
 def content_array(
-    dtype: int, dims: tuple[int, ...], content: bytes | memoryview, alias: str
+    dtype: int, dims: tuple[int, ...], data: bytes, *, start: int, end: int, alias: str
 ) -> tuple[str, np.ndarray]:
     """``to_array`` of a tensor whose (non-empty) values are all in ``tensor_content``, read
-    from the wire (``predict_wire``): its dtype, dims and content."""
+    from the wire (``predict_wire``): its dtype, dims, and its content ``data[start:end]``."""
     datatype, count = FROM_DT.get(dtype), _elements(dims)
     if datatype is None or count < 0 or datatype == "BYTES":
         raise parse_error(alias)
-    return datatype, _from_content(content, datatype, dims, count, alias)
+    return datatype, _from_content(
+        data, start, end, datatype=datatype, shape=dims, count=count, alias=alias
+    )
 
 
 def _from_content(
-    content: bytes | memoryview, datatype: str, shape: tuple[int, ...], count: int, alias: str
+    data: bytes,
+    start: int,
+    end: int,
+    *,
+    datatype: str,
+    shape: tuple[int, ...],
+    count: int,
+    alias: str,
 ) -> np.ndarray:
+    """The array of ``data[start:end]``, made in place (one numpy call: no view of the bytes,
+    no reshape)."""
     dt = dtypes.DTYPES[datatype]
-    if len(content) != count * dt.itemsize:
+    if end - start != count * dt.itemsize:
         raise parse_error(alias)
     if datatype == "BOOL":  # any nonzero byte is true, as a C++ bool copied from bytes reads
-        bools: np.ndarray = np.frombuffer(content, dtype=np.uint8).reshape(shape) != 0
+        bools: np.ndarray = np.ndarray(shape, np.uint8, data, start) != 0
         return bools
-    array = np.frombuffer(content, dt.numpy).reshape(shape)
+    array = np.ndarray(shape, dt.numpy, data, start)
     return array if _LITTLE else array.byteswap()
 
 
@@ -184,22 +197,25 @@ def wire_parts(data: np.ndarray, datatype: str) -> list[Part]:
     """``data`` as a serialized TensorProto, in parts, written as TF Serving answers:
     ``tensor_content``, or ``string_val`` for strings. Written by hand: a large tensor's values
     are copied once (into the reply), not into a message and again out of it."""
-    shape = b"".join([_DIMS[d] if d < 0x80 else field(2, b"\x08" + varint(d)) for d in data.shape])
-    parts: list[Part] = [_DTYPE_FIELDS[datatype], field(2, shape)]
+    dims: tuple[int, ...] = data.shape  # typed: compiled, each dim compared as a machine int
+    shape = b"".join([_DIMS[d] if d < 0x80 else field(2, b"\x08" + varint(d)) for d in dims])
     if datatype == "BYTES":
+        parts: list[Part] = [_DTYPE_FIELDS[datatype], field(2, shape)]
         parts.extend(field(8, _as_bytes(item)) for item in data.reshape(-1))
         return parts
     dt = dtypes.DTYPES[datatype]
+    size = dt.itemsize
+    for dim in dims:  # the bytes, without asking numpy (an attribute lookup)
+        size *= dim
     content: Part
-    if _LITTLE and data.size * dt.itemsize <= SMALL_COPY:
+    if _LITTLE and size <= SMALL_COPY:
         content = raw_bytes(data, dt)  # a copy of a few bytes costs less than a view of them
     else:  # the values themselves, not a copy: the caller's b"".join copies them into the reply
         array = np.ascontiguousarray(data, dtype=dt.numpy)
         if not _LITTLE:
             array = array.byteswap()
         content = array.reshape(-1).view(np.uint8).data
-    parts += [b"\x22" + varint(len(content)), content]
-    return parts
+    return [_DTYPE_FIELDS[datatype], field(2, shape), b"\x22" + varint(len(content)), content]
 
 
 def field(number: int, payload: bytes) -> bytes:
