@@ -10,14 +10,16 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from rosettaserve.core.errors import InvalidInput, ModelError, Overloaded
-from rosettaserve.core.generate import GenerateRequest, GeneratorInfo, SamplingParams
+from rosettaserve.core.generate import Fields, GenerateRequest, GeneratorInfo, SamplingParams
 from rosettaserve.core.share import DEFAULT, SHARE, Share
 from rosettaserve.runtimes.vllm import engine as vllm_engine
+from rosettaserve.runtimes.vllm.args import engine_kwargs
 from rosettaserve.runtimes.vllm.engine import VllmConfig, VllmEngine
 from rosettaserve.runtimes.vllm.stream import VllmStream
 
@@ -98,6 +100,16 @@ def test_the_requests_priority_reaches_vllm() -> None:
     submit(e, DEFAULT)
     submit(e, DEFAULT.prioritised(-3))
     assert e.llm.priorities == [0, -3]
+
+
+@pytest.mark.parametrize(
+    ("engine_args", "policy"), [({}, "priority"), ({"scheduling_policy": "fcfs"}, "fcfs")]
+)
+def test_vllm_schedules_by_priority_unless_engine_args_say_otherwise(
+    engine_args: dict[str, str], policy: str
+) -> None:
+    params = Fields({"engine_args": engine_args}, "parameters")
+    assert engine_kwargs("m", params, Path("m"))["scheduling_policy"] == policy
 
 
 def test_a_priority_on_an_fcfs_engine_is_refused_and_counts_nothing() -> None:
