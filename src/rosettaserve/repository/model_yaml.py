@@ -267,7 +267,8 @@ VLLM_PARAMETERS = Section(
         Key(
             "engine_args",
             Free("a mapping", mapping=True),
-            "any other vLLM engine argument, as vLLM's AsyncEngineArgs names it",
+            "any other vLLM engine argument, as vLLM's AsyncEngineArgs names it "
+            "(scheduling_policy: priority unless set here; fcfs refuses a non-zero priority)",
             {},
         ),
         Key(

@@ -11,7 +11,8 @@ before tenants.
 
 Every sequence is counted, by its tenant, from ``take`` (the request submitted) to
 ``give_back`` (the engine retires it: finished, handed over, preempted, cancelled, failed, the
-model unloaded), both under the engine's lock.
+model unloaded), both under the engine's lock. Runtime vllm counts a request's ``n`` sequences
+with ``admit`` and ``release`` (runtimes/vllm/engine.py: from submission to its stream's end).
 """
 
 from __future__ import annotations
@@ -34,7 +35,20 @@ class Capacity:
 
     def take(self, seqs: list[Sequence], share: Share) -> None:
         """Count ``seqs`` (one request's) as ``share``'s, or refuse them (``Overloaded``)."""
-        active, limit, need = self.active, self.limit, len(seqs)
+        self.admit(share, len(seqs))
+        for seq in seqs:
+            seq.share = share
+
+    def give_back(self, seqs: list[Sequence]) -> None:
+        """``seqs`` left the engine (each given back once: the engine retires it once)."""
+        for seq in seqs:
+            self.release(seq.share, 1)
+
+    def admit(self, share: Share, need: int) -> None:
+        """Count ``need`` sequences (one request's) as ``share``'s, or refuse them
+        (``Overloaded``); an engine that keeps no ``Sequence`` of its own (runtime vllm) calls
+        this and ``release`` directly."""
+        active, limit = self.active, self.limit
         why = self.tenants.refusal(share, active, need, limit, limit)
         if why != ADMITTED:
             where = f"{active} sequences running or queued"
@@ -48,11 +62,8 @@ class Capacity:
             raise Overloaded(f"the model is at capacity ({where}; retry later")
         self.active += need
         self.tenants.hold(share, need)
-        for seq in seqs:
-            seq.share = share
 
-    def give_back(self, seqs: list[Sequence]) -> None:
-        """``seqs`` left the engine (each given back once: the engine retires it once)."""
-        self.active -= len(seqs)
-        for seq in seqs:
-            self.tenants.release(seq.share)
+    def release(self, share: Share, count: int) -> None:
+        """``count`` sequences ``admit`` counted as ``share``'s left the engine (once each)."""
+        self.active -= count
+        self.tenants.release(share, count)

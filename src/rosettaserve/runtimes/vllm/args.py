@@ -23,7 +23,7 @@ def model_folder(params: Fields, version_folder: Path) -> Path:
 
 def engine_kwargs(name: str, params: Fields, folder: Path) -> dict[str, Any]:
     """``AsyncEngineArgs`` keyword arguments: the declared parameters, then ``engine_args``
-    (any other engine argument, as vLLM spells it)."""
+    (any other engine argument, as vLLM spells it, over the defaults set here)."""
     dtype = params.string("dtype") or "float32"
     if dtype not in DTYPES:
         raise ConfigError(f"parameters.dtype must be one of {', '.join(DTYPES)}, not {dtype!r}")
@@ -34,6 +34,10 @@ def engine_kwargs(name: str, params: Fields, folder: Path) -> dict[str, Any]:
         "dtype": dtype,
         "seed": params.integer("seed", 0, 0) or 0,
         "disable_log_stats": True,
+        # vLLM's default, "fcfs", ignores a request's priority; "priority" orders its queue by
+        # it, then by arrival: with equal priorities that is fcfs's order (engine_args may set
+        # "fcfs": a non-zero priority is then refused, engine.py)
+        "scheduling_policy": "priority",
     }
     optional = {
         "max_model_len": params.integer("max_model_len", None, 2),

@@ -3,7 +3,8 @@
 ``stop``, ``stats`` and ``config``.
 
 Requests are checked here first (prompt length, the room left for output, ``n``, the engine's
-queue) so that their errors read as the built-in engine's; vLLM then does the scheduling,
+capacity: the built-in engine's, shared between API keys) so that their errors read as the
+built-in engine's; vLLM then does the scheduling (by the request's priority, core/share.py),
 sampling, detokenisation and stop strings.
 """
 
@@ -13,7 +14,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from rosettaserve.core.errors import InvalidInput, Overloaded
+from rosettaserve.core.errors import InvalidInput
 from rosettaserve.core.generate import (
     DeltaStream,
     GenerateDelta,
@@ -21,6 +22,8 @@ from rosettaserve.core.generate import (
     GeneratorInfo,
     SamplingParams,
 )
+from rosettaserve.core.share import SHARE, Share
+from rosettaserve.runtimes.llm.capacity import Capacity
 from rosettaserve.runtimes.llm.detok import encoder
 from rosettaserve.runtimes.llm.prompts import max_new_tokens, prompt_ids
 from rosettaserve.runtimes.vllm.stream import VllmStream, vllm_sampling
@@ -34,6 +37,7 @@ class VllmConfig:
     max_num_seqs: int
     max_waiting: int
     kv_budget_tokens: int = 0  # vLLM sizes its KV cache itself
+    by_priority: bool = True  # vLLM's scheduling_policy is "priority" (args.py), not "fcfs"
 
 
 class VllmStats:
@@ -72,6 +76,8 @@ class VllmEngine:
         self.config = config
         self.vocab = vocab
         self.stats = VllmStats(llm, config.max_num_seqs)
+        # sequences submitted and not yet ended, by API key (the built-in engine's rule)
+        self.capacity = Capacity(config.max_num_seqs + config.max_waiting)
         self.kv = None  # no KV cache hand-over: a decode instance recomputes it (``resume``)
 
     def stop(self) -> None:
@@ -121,21 +127,47 @@ class VllmEngine:
     ) -> VllmStream:
         if not 1 <= request.n <= self.info.max_n:
             raise InvalidInput(f"n must be in [1, {self.info.max_n}], got {request.n}")
-        limit = self.config.max_num_seqs + self.config.max_waiting
-        held = self.stats.unfinished
-        if held + request.n > limit:
-            raise Overloaded(
-                f"the model is at capacity ({held} sequences running or queued, limit {limit}); "
-                "retry later"
+        share = SHARE.get()  # whose request and its priority (core/share.py)
+        if share.priority and not self.config.by_priority:
+            raise InvalidInput(
+                f"priority {share.priority} needs vLLM's priority scheduling: this model's "
+                "engine_args set scheduling_policy 'fcfs', which would ignore it; send "
+                "priority 0 or leave scheduling_policy unset"
             )
+        self.capacity.admit(share, request.n)  # Overloaded past it: nothing to give back
+        try:  # from here the stream's end gives them back (stream.py: ``end``)
+            return self._submit(
+                request, ids, max_new, share, prompt_tokens=prompt_tokens, prior=prior
+            )
+        except BaseException:
+            self.capacity.release(share, request.n)
+            raise
+
+    def _submit(
+        self,
+        request: GenerateRequest,
+        ids: list[int],
+        max_new: int,
+        share: Share,
+        *,
+        prompt_tokens: int | None,
+        prior: int,
+    ) -> VllmStream:
         params = vllm_sampling(request.sampling, request.n, max_new)
         request_id = f"{request.request_id or 'gen'}-{uuid.uuid4().hex}"
         prompt = {"type": "token", "prompt_token_ids": ids}  # rendered: vLLM tokenizes nothing
-        outputs = self.llm.generate(prompt, params, request_id)
+        outputs = self.llm.generate(prompt, params, request_id, priority=share.priority)
         self.stats.prefills += 1
         counted = len(ids) if prompt_tokens is None else prompt_tokens
         return VllmStream(
-            self, outputs, request_id, counted, request.sampling, n=request.n, prior=prior
+            self,
+            outputs,
+            request_id,
+            counted,
+            request.sampling,
+            n=request.n,
+            prior=prior,
+            share=share,
         )
 
     def prompt_ids(self, request: GenerateRequest) -> list[int]:

@@ -89,6 +89,7 @@ def vllm_engine(name: str, params: Fields, llm: Any, tokenizer: Any) -> VllmEngi
         max_model_len=int(model_config.max_model_len),
         max_num_seqs=max_num_seqs,
         max_waiting=params.integer("max_waiting", MAX_WAITING, 0) or 0,
+        by_priority=vllm_config.scheduler_config.policy == "priority",
     )
     info = GeneratorInfo(
         model_id=name,

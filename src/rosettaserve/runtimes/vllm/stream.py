@@ -26,6 +26,7 @@ from rosettaserve.core.generate import (
     TopLogprob,
     Usage,
 )
+from rosettaserve.core.share import DEFAULT, Share
 from rosettaserve.core.structured_output import ConstraintKind, OutputConstraint
 
 log = logging.getLogger("rosettaserve.vllm")
@@ -122,7 +123,11 @@ def finish(reason: str | None, stop_reason: int | str | None) -> FinishReason | 
 
 
 class VllmStream:
-    """The deltas of one request (all ``n`` sequences); ``cancel`` aborts it in vLLM."""
+    """The deltas of one request (all ``n`` sequences); ``cancel`` aborts it in vLLM.
+
+    Its ``n`` sequences are counted in the engine's capacity (as ``share``'s) until it ends:
+    vLLM finished it, it failed, or it was cancelled (the plane cancels every stream it is done
+    with, read or not), whichever comes first."""
 
     def __init__(
         self,
@@ -134,6 +139,7 @@ class VllmStream:
         *,
         n: int,
         prior: int = 0,
+        share: Share = DEFAULT,
     ) -> None:
         self.engine = engine  # a VllmEngine (engine.py): its AsyncLLM, counters and info
         self.outputs = outputs
@@ -143,6 +149,8 @@ class VllmStream:
         self.seed = sampling.seed
         self.top_logprobs = sampling.top_logprobs
         self.counts: dict[int, int] = {0: prior} if prior else {}  # each sequence's tokens
+        self.n = n
+        self.share = share
         self.open = n  # sequences whose last delta has not come
         self.pending: deque[GenerateDelta] = deque()
         self.prompt_logprobs: PromptLogprobs | None = None  # until a delta carries them
@@ -159,16 +167,16 @@ class VllmStream:
             try:
                 self.pending.extend(self.deltas(await self.outputs.__anext__()))
             except StopAsyncIteration:
-                self.ended = True
+                self.end()
                 raise
             except ServingError:
-                self.ended = True
+                self.end()
                 raise
             except Exception as exc:
-                self.ended = True
+                self.end()
                 raise serving_error(exc) from exc
             if self.open <= 0:  # vLLM's generator ends here (no abort when it is collected)
-                self.ended = True
+                self.end()
                 async for _ in self.outputs:
                     pass
         return self.pending.popleft()
@@ -203,7 +211,7 @@ class VllmStream:
         """Abort the request in vLLM (its scheduler frees the sequence and its KV blocks)."""
         if self.ended:
             return
-        self.ended = True
+        self.end()
         self.pending.clear()
         self.engine.stats.cancelled += 1
         try:
@@ -211,6 +219,12 @@ class VllmStream:
         except RuntimeError:  # no loop (a stream dropped at exit): vLLM aborts it when collected
             return
         self.aborting = loop.create_task(self._abort())
+
+    def end(self) -> None:
+        """The request left vLLM (or never reaches it): its sequences leave the capacity."""
+        if not self.ended:
+            self.ended = True
+            self.engine.capacity.release(self.share, self.n)
 
     async def _abort(self) -> None:
         try:
