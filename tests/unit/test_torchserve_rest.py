@@ -49,6 +49,20 @@ def test_multipart_files_keep_their_media_type() -> None:
     ]
 
 
+def test_a_part_whose_header_parameters_cannot_be_read_is_kept_unnamed() -> None:
+    # the standard library's parser raised IndexError on "nam*" cut short (found by fuzzing):
+    # the part is kept, with no name and no type, and its neighbours are read as usual
+    body = (
+        b'--B\r\nContent-Disposition: form-data; name="n"\r\n\r\nhi\r\n'
+        b"--B\r\nContent-Disposition: form-data; nam*\r\n\r\nthere\r\n--B--\r\n"
+    )
+    got = rest.ts_request(request(body, "multipart/form-data; boundary=B"))
+    assert [(p.name, p.content_type, p.value) for p in got.parameters] == [
+        ("n", "", b"hi"),
+        ("", "", b"there"),
+    ]
+
+
 def test_errors_have_torchserves_shape_and_layout() -> None:
     response = rest.error(404, "ModelNotFoundException", "Model not found: m")
     assert response.status == 404

@@ -11,6 +11,7 @@ Errors are TorchServe's ``{"code", "type", "message"}``, pretty-printed as its f
 
 from __future__ import annotations
 
+import email.errors
 import email.parser
 import email.policy
 import json
@@ -173,11 +174,17 @@ def _multipart(content_type: str, body: bytes) -> list[Parameter]:
     message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(head + body)
     parameters = []
     for part in message.iter_parts():
-        name = part.get_param("name", header="content-disposition") or ""
         payload = part.get_payload(decode=True)
         payload = payload if isinstance(payload, bytes) else b""
-        is_file = part.get_filename() is not None
-        parameters.append(Parameter(str(name), part.get_content_type() if is_file else "", payload))
+        try:
+            name = part.get_param("name", header="content-disposition") or ""
+            media = part.get_content_type() if part.get_filename() is not None else ""
+        except (IndexError, ValueError, email.errors.MessageError):
+            # the standard library's header parser fails on some malformed parameters (a
+            # "nam*" with nothing after it): such a part is kept, unnamed and untyped, as the
+            # parser keeps its other defects, rather than failing the request with a 500
+            name, media = "", ""
+        parameters.append(Parameter(str(name), media, payload))
     return parameters
 
 
