@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
+import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 import tritonclient.utils.shared_memory as shm
 
@@ -122,6 +123,22 @@ def test_a_request_naming_shared_memory_reads_the_region_each_time(
             assert rest.infer("cached", [x, t]).as_numpy("OUT").tolist() == doubled
     finally:
         rest.unregister_system_shared_memory("x")
+
+
+def test_a_grpc_hit_answers_the_models_answer(
+    server: ServerProcess, rest: httpclient.InferenceServerClient
+) -> None:
+    with grpcclient.InferenceServerClient(server.grpc_address) as client:
+        before = counts(rest)
+        first = client.infer("cached", inputs(grpcclient, [4.0], [b"g"]), request_id="g1")
+        second = client.infer("cached", inputs(grpcclient, [4.0], [b"g"]), request_id="g1")
+        assert second.get_response() == first.get_response()
+        assert calls(second) == calls(first)
+        assert second.as_numpy("OUT").tolist() == [8.0]
+        other = client.infer("cached", inputs(grpcclient, [4.0], [b"g"]), request_id="g2")
+        assert other.get_response().id == "g2"
+    hits, misses, successes, _ = counts(rest)
+    assert (hits, misses, successes) == (before[0] + 2, before[1] + 1, before[2] + 3)
 
 
 def test_a_model_loaded_again_starts_without_entries(
