@@ -1,8 +1,9 @@
 """The response cache's first tier (protocols/oip/answer_tier.py) on a real server, with
-tritonclient.http, tritonclient.grpc and raw HTTP: a hit answers the bytes of the model's
-answer and counts as a hit; a request that differs in a byte or in the header the route reads
-is not answered from another's entry; a request naming shared memory is never answered by the
-tier (its region's contents change under the same bytes); a model loaded again starts empty."""
+tritonclient.http and raw HTTP (gRPC: tests_tritongrpc/test_response_cache_tritongrpc.py): a hit
+answers the bytes of the model's answer and counts as a hit; a request that differs in a byte or
+in the header the route reads is not answered from another's entry; a request naming shared
+memory is never answered by the tier (its region's contents change under the same bytes); a
+model loaded again starts empty."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
-import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 import tritonclient.utils.shared_memory as shm
 
@@ -123,22 +123,6 @@ def test_a_request_naming_shared_memory_reads_the_region_each_time(
             assert rest.infer("cached", [x, t]).as_numpy("OUT").tolist() == doubled
     finally:
         rest.unregister_system_shared_memory("x")
-
-
-def test_a_grpc_hit_answers_the_models_answer(
-    server: ServerProcess, rest: httpclient.InferenceServerClient
-) -> None:
-    with grpcclient.InferenceServerClient(server.grpc_address) as client:
-        before = counts(rest)
-        first = client.infer("cached", inputs(grpcclient, [4.0], [b"g"]), request_id="g1")
-        second = client.infer("cached", inputs(grpcclient, [4.0], [b"g"]), request_id="g1")
-        assert second.get_response() == first.get_response()
-        assert calls(second) == calls(first)
-        assert second.as_numpy("OUT").tolist() == [8.0]
-        other = client.infer("cached", inputs(grpcclient, [4.0], [b"g"]), request_id="g2")
-        assert other.get_response().id == "g2"
-    hits, misses, successes, _ = counts(rest)
-    assert (hits, misses, successes) == (before[0] + 2, before[1] + 1, before[2] + 3)
 
 
 def test_a_model_loaded_again_starts_without_entries(
