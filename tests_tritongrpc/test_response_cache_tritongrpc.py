@@ -1,6 +1,7 @@
 """The response cache over gRPC with ``tritonclient.grpc`` (REST: tests/integration/
 test_response_cache.py): an answer cached for a REST request answers the same inputs over gRPC,
-unary and streaming; ModelStatistics shows the hits."""
+unary and streaming; ModelStatistics shows the hits; a repeated ModelInfer is answered from
+its bytes (the first tier, protocols/oip/answer_tier.py)."""
 
 from __future__ import annotations
 
