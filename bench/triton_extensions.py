@@ -317,11 +317,16 @@ def _pairs(figures: Mapping[str, Any]) -> dict[str, tuple[str, str]]:
 
 
 def main() -> None:
-    args = arguments(__doc__).parse_args()
+    parser = arguments(__doc__)
+    parser.add_argument(
+        "--cache-only", action="store_true", help="only the response cache's small cases"
+    )
+    args = parser.parse_args()
     pin_servers(args.server_core)
     rng = np.random.default_rng(20261129)
     sizes = [
-        Regions(label, rng.standard_normal((1, n // 4), np.float32)) for label, n in SIZES.items()
+        Regions(label, rng.standard_normal((1, n // 4), np.float32))
+        for label, n in ({} if args.cache_only else SIZES).items()
     ]
     deaths: list[str] = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -47,6 +47,7 @@ MODULES = [
     "rosettaserve/core/stats.py",
     "rosettaserve/core/types.py",
     "rosettaserve/observability/metrics.py",
+    "rosettaserve/protocols/oip/answer_tier.py",
     "rosettaserve/protocols/oip/convert.py",
     "rosettaserve/protocols/oip/grpc_convert.py",
     "rosettaserve/protocols/oip/grpc_infer.py",

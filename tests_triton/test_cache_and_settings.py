@@ -8,6 +8,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
 from google.protobuf.json_format import MessageToDict
 from tritonclient.utils import InferenceServerException
 
@@ -42,6 +44,28 @@ def test_the_same_inputs_answer_from_the_cache(server: Peer, protocol: str) -> N
     }
     entry = stats(server, "cached")
     assert int(entry["execution_count"]) == int(after["cache_miss"])  # a hit runs nothing
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_a_hit_answers_the_requests_own_id(server: Peer, protocol: str) -> None:
+    """The same request twice, then the same inputs under another id: both hits (the id is not
+    an input), each answering the id it was sent with (rosettaserve answers the first from the
+    request's bytes, the second from its inputs)."""
+    module: Any = httpclient if protocol == "http" else grpcclient
+    x = np.array([5.0, 6.0 if protocol == "http" else 7.0], np.float32)
+    tensor = module.InferInput("IN", [2], "FP32")
+    tensor.set_data_from_numpy(x)
+    before = cache_counts(server)
+    with client(server, protocol) as c:
+        ids = [c.infer("cached", [tensor], request_id=i).get_response() for i in ("a", "a", "b")]
+    found = [r["id"] if protocol == "http" else r.id for r in ids]
+    assert found == ["a", "a", "b"]
+    counted(server, {"cached": before["success"]}, 3)
+    after = cache_counts(server)
+    assert (after["cache_hit"] - before["cache_hit"], after["success"] - before["success"]) == (
+        2,
+        3,
+    )
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)

@@ -1,6 +1,7 @@
 """The response cache over gRPC with ``tritonclient.grpc`` (REST: tests/integration/
 test_response_cache.py): an answer cached for a REST request answers the same inputs over gRPC,
-unary and streaming; ModelStatistics shows the hits."""
+unary and streaming; ModelStatistics shows the hits; a repeated ModelInfer is answered from
+its bytes (the first tier, protocols/oip/answer_tier.py)."""
 
 from __future__ import annotations
 
@@ -69,3 +70,26 @@ def test_a_grpc_stream_is_answered_from_the_cache_too(
         grpc.stop_stream()
     assert calls(second) == calls(first)
     assert second.as_numpy("TEXT").tolist() == [b"s!"]
+
+
+def test_a_repeated_modelinfer_is_answered_from_its_bytes(server: ServerProcess) -> None:
+    """The first tier (protocols/oip/answer_tier.py): the same message again answers the very
+    reply, as a hit; another request id is another message (answered by the tensor path, with
+    its own id)."""
+    with (
+        grpcclient.InferenceServerClient(server.grpc_address) as client,
+        httpx.Client(base_url=server.http_url) as rest,
+    ):
+        path = "/v2/models/cached/stats"
+        before = rest.get(path).json()["model_stats"][0]["inference_stats"]
+        first = client.infer("cached", inputs(grpcclient, [4.0], [b"g"]), request_id="g1")
+        second = client.infer("cached", inputs(grpcclient, [4.0], [b"g"]), request_id="g1")
+        assert second.get_response() == first.get_response()
+        assert calls(second) == calls(first)
+        assert second.as_numpy("OUT").tolist() == [8.0]
+        other = client.infer("cached", inputs(grpcclient, [4.0], [b"g"]), request_id="g2")
+        assert other.get_response().id == "g2"
+        after = rest.get(path).json()["model_stats"][0]["inference_stats"]
+    assert after["cache_hit"]["count"] == before["cache_hit"]["count"] + 2
+    assert after["cache_miss"]["count"] == before["cache_miss"]["count"] + 1
+    assert after["success"]["count"] == before["success"]["count"] + 3

@@ -84,6 +84,9 @@ class DataPlane:
         self.control = control  # None: model control is off
         self.limits = limits or Limits()
         self.observer: Observer | None = None
+        # --cache-size set: versions with response_cache may have encoded answers (a protocol
+        # looks for them only then: other servers' requests pay nothing for the lookup)
+        self.answers_cached = False
         # loads a version that is served but not loaded (load: lazy, unloaded when idle or
         # evicted) before its request goes on; the repository's (None: versions never wait)
         self.waker = waker
@@ -272,6 +275,15 @@ class DataPlane:
                 stats.record_execution(size, call.submitted - call.start, done - ran, end - done)
         if self.observer is not None:
             self.observer.observe(mv, request.context.get(PROTOCOL, ""), "success", call, end)
+
+    def answered_from_cache(self, mv: ModelVersion, protocol: str, start: int) -> None:
+        """A request a protocol answered with an encoded answer the response cache kept (it
+        never reached ``infer``): counted as a hit there is, its lookup the whole request."""
+        end = perf_counter_ns()
+        call = Call(start, cache_hit_ns=max(1, end - start))
+        mv.stats.record_cache_hit(call, end)
+        if self.observer is not None:
+            self.observer.observe(mv, protocol, "success", call, end)
 
     def failed(self, mv: ModelVersion, request: InferenceRequest, call: Call, outcome: str) -> None:
         if outcome != "cancelled":

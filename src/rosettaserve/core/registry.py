@@ -23,6 +23,21 @@ KEEP_ALIVE = "keep_alive_s"
 ON_DEMAND = "on_demand"
 
 
+# An encoded answer as the response cache keeps it: the body, the buffers sent after it (REST's
+# binary tensor data) and REST's Inference-Header-Content-Length (None: no binary data)
+Encoded = tuple[bytes, tuple[bytes, ...], int | None]
+
+
+class EncodedAnswers(Protocol):
+    """A cached version's store of encoded answers (scheduling/response_cache.py), for the
+    protocols that answer a small request again without parsing it: ``parts`` is all that
+    makes the answer's bytes (the protocol, the request's bytes, the headers read)."""
+
+    def encoded(self, parts: tuple[bytes | str | None, ...]) -> Encoded | None: ...
+
+    def keep_encoded(self, parts: tuple[bytes | str | None, ...], answer: Encoded) -> None: ...
+
+
 class VersionState(Enum):
     LOADING = "LOADING"
     READY = "READY"
@@ -111,6 +126,7 @@ class ModelVersion:
     max_queue_size: int | None = None  # None: the server's default (0: no limit)
     timeout_us: int | None = None  # default request timeout; None: the server's (0: none)
     response_cache: bool = False  # its answers are cached (model.yaml asks, --cache-size is set)
+    answers: EncodedAnswers | None = None  # this load's encoded answers (response_cache)
     load_seconds: float = 0.0
     resident_bytes: int = 0  # the memory its load took (measured), 0 while not loaded
     loaded_ms: int = 0  # wall time of its last load (ms): idle since this or its last request

@@ -158,7 +158,7 @@ class ModelRepository(OnDemand):
                 else:
                     if entry.config.response_cache and self._cache is not None:
                         assert mv.invoker is not None
-                        mv.invoker = CachedInvoker(mv.invoker, self._cache, mv)
+                        mv.invoker = mv.answers = CachedInvoker(mv.invoker, self._cache, mv)
                         mv.response_cache = True
                     await _warm_up(mv, invoker, entry.dir.path, entry.config)
                     await self._hold(mv, residency.resident(mv, before))
@@ -438,7 +438,7 @@ async def _warm_up(
         await run_loading(mv.model.unload)
         if mv.instances is not None:
             mv.instances.close()
-        mv.model = mv.invoker = mv.instances = None
+        mv.model = mv.invoker = mv.instances = mv.answers = None
         return
     mv.state = VersionState.READY
 

@@ -117,5 +117,5 @@ class OnDemand:
 
 def _forget(mv: ModelVersion, state: VersionState, reason: str) -> None:
     """A released version holds nothing: its next load starts afresh."""
-    mv.model = mv.invoker = mv.instances = None
+    mv.model = mv.invoker = mv.instances = mv.answers = None
     mv.state, mv.reason, mv.resident_bytes = state, reason, 0

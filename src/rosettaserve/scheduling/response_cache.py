@@ -17,6 +17,12 @@ asks for (and their parameters) are chosen from it afresh, and every protocol sh
   go first, and an answer that alone exceeds the bound is not cached.
 - An entry is a copy, made read-only: a model that later changes the arrays it returned (or
   returns a view of its inputs) cannot change what a hit answers.
+- A small request of the OIP REST and gRPC infer routes is first looked for by its own bytes
+  (``CachedInvoker.encoded``; protocols/oip/answer_tier.py says which requests, and why): the
+  entry keeps the encoded answer, so a hit neither parses the request nor encodes the answer.
+  Such an entry is one more entry of the same LRU, in the same byte budget, its key compared
+  whole on a hit like any other; its key's parameters (``("encoded", ...)``) are never those
+  of a tensor key (``frozen``'s ``("map", ...)``), so the two kinds never answer each other.
 - Hits and misses are counted in the version's statistics (``cache_hit``, ``cache_miss``: count
   and ns, as Triton's statistics extension shows them) and in /metrics under Triton's names.
 """
@@ -37,7 +43,7 @@ from rosettaserve.core.call import Call
 from rosettaserve.core.executor import run_request_work
 from rosettaserve.core.invoker import Invocable
 from rosettaserve.core.model import Arrays
-from rosettaserve.core.registry import ModelVersion
+from rosettaserve.core.registry import Encoded, ModelVersion
 
 # Answers larger than this are copied into the cache on the request-work threads (the event loop
 # serves other requests meanwhile). A key is made on the loop: hashing its bytes holds the
@@ -91,7 +97,7 @@ class Key:
 @dataclass(slots=True)
 class Entry:
     key: Key
-    answer: dict[str, np.ndarray]
+    answer: Any  # the model's arrays by name, or an encoded answer (an ``Encoded`` key's)
     size: int
 
 
@@ -107,11 +113,16 @@ class ResponseCache:
         return len(self._entries)
 
     def get(self, key: Key) -> dict[str, np.ndarray] | None:
+        answer = self.find(key)
+        return None if answer is None else dict(answer)
+
+    def find(self, key: Key) -> Any:
+        """The answer kept for ``key``, as it is kept (None: none)."""
         entry = self._entries.get(key)  # (found only if the whole key is equal)
         if entry is None:
             return None
         self._entries.move_to_end(key)
-        return dict(entry.answer)
+        return entry.answer
 
     def put(self, entry: Entry) -> bool:
         """Keep ``entry``, the least recently used ones out to make room; False: it alone
@@ -174,6 +185,19 @@ class CachedInvoker:
         if entry is not None:
             self.cache.put(entry)
 
+    def encoded(self, parts: tuple[bytes | str | None, ...]) -> Encoded | None:
+        """The encoded answer kept for a request whose bytes (and headers read) are ``parts``;
+        the caller counts a hit (it knows when the answer went out)."""
+        answer: Encoded | None = self.cache.find(encoded_key(self.scope, parts))
+        return answer
+
+    def keep_encoded(self, parts: tuple[bytes | str | None, ...], answer: Encoded) -> None:
+        """Keep an encoded answer (immutable bytes: nothing can change it under the cache)."""
+        key = encoded_key(self.scope, parts)
+        body, tail, _ = answer
+        size = ENTRY_OVERHEAD + key.size + len(body) + sum(len(b) + TENSOR_OVERHEAD for b in tail)
+        self.cache.put(Entry(key, answer, size))
+
     def stream(
         self, inputs: Arrays, parameters: dict[str, Any], call: Call | None = None
     ) -> AsyncIterator[Any]:
@@ -200,6 +224,12 @@ def request_key(scope: Scope, inputs: Arrays, parameters: dict[str, Any]) -> Key
         return Key(scope, tuple(parts), frozen(parameters), size)
     except TypeError:  # an unhashable parameter value
         return None
+
+
+def encoded_key(scope: Scope, parts: tuple[bytes | str | None, ...]) -> Key:
+    """The key of a request's bytes (an encoded answer's): ``parts`` as its parameters."""
+    size = sum(len(p) for p in parts if p is not None)
+    return Key(scope, (), ("encoded", parts), size)
 
 
 def _input_bytes(arr: np.ndarray) -> bytes | None:

@@ -86,6 +86,7 @@ class Server:
             limits,
             self.repository.wake,
         )
+        self.dataplane.answers_cached = bool(settings.cache_size)
         self.model_calls = ModelCalls(self.dataplane)  # models calling models (BLS, ensembles)
         self.metrics = Metrics()
         self.dataplane.observer = self.metrics

@@ -5,19 +5,29 @@ there, each call cost an interpreted coroutine and a Python frame more [cost: gr
 
 from __future__ import annotations
 
+from time import perf_counter_ns
 from typing import Any
 
 from rosettaserve.core.call import TIMEOUT_US
 from rosettaserve.core.dataplane import DataPlane
 from rosettaserve.core.executor import LargeWork, run_request_work
 from rosettaserve.core.types import InferenceRequest
+from rosettaserve.protocols.oip import answer_tier
 from rosettaserve.protocols.oip.convert import answered_by_extensions
-from rosettaserve.protocols.oip.grpc_wire import reply_bytes, request_from
+from rosettaserve.protocols.oip.grpc_wire import model_named, reply_bytes, request_from
 from rosettaserve.protocols.oip.requested import answer
 
 
 async def model_infer(dp: DataPlane, request: bytes, context: Any) -> bytes:
     """One ModelInfer call: ``context`` is the call's (its deadline)."""
+    found = None
+    if dp.answers_cached:  # (a server without a response cache never looks)
+        start = perf_counter_ns()
+        found = answer_tier.slot(dp, "oip_grpc", model_named(request), None, request)
+        if found is not None:
+            kept = answer_tier.hit(dp, found, start)
+            if kept is not None:
+                return kept[0]
     try:
         core = request_from(request, True)
     except LargeWork:  # contents too large to decode on the event loop
@@ -26,9 +36,12 @@ async def model_infer(dp: DataPlane, request: bytes, context: Any) -> bytes:
     if answered_by_extensions(core):
         answer(dp, core, response)
     try:
-        return reply_bytes(response, True)
+        reply = reply_bytes(response, True)
     except LargeWork:  # a BYTES output too large to encode on the event loop
-        return await run_request_work(reply_bytes, response, False)
+        reply = await run_request_work(reply_bytes, response, False)
+    if found is not None:
+        found.keep(reply, [], None)
+    return reply
 
 
 def within_deadline(request: InferenceRequest, context: Any) -> InferenceRequest:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from time import perf_counter_ns
 from typing import Any
 
 from rosettaserve.core.dataplane import DataPlane
 from rosettaserve.core.errors import InvalidInput, Unsupported
 from rosettaserve.core.executor import LargeWork, run_request_work
-from rosettaserve.protocols.oip import convert, requested, shared_memory
+from rosettaserve.protocols.oip import answer_tier, convert, requested, shared_memory
 from rosettaserve.protocols.oip import extensions as ext
 from rosettaserve.protocols.oip.raw_request import is_raw, raw_request
 from rosettaserve.web.routing import HttpRequest, HttpResponse, Route, json_response
@@ -105,6 +107,14 @@ def infer_routes(dp: DataPlane) -> list[Route]:
     async def infer(req: HttpRequest) -> HttpResponse:
         raw, header = req.body, req.header(convert.HEADER_LENGTH)
         model, version = req.params["model"], _version(req)
+        found = None
+        if dp.answers_cached:  # (a server without a response cache never looks)
+            start = perf_counter_ns()
+            found = answer_tier.slot(dp, "oip_rest", (model, version), header, raw)
+            if found is not None:
+                kept = answer_tier.hit(dp, found, start)
+                if kept is not None:
+                    return _answer(*kept)
         try:
             if is_raw(header):
                 request = raw_request(raw, dp.resolve(model, version))
@@ -121,12 +131,18 @@ def infer_routes(dp: DataPlane) -> list[Route]:
         except LargeWork:  # a BYTES output too large to encode on the event loop
             encode = convert.encode_infer
             body, blobs, header_length = await run_request_work(encode, response, request)
-        if header_length is None:
-            return HttpResponse(200, body)
-        headers = {convert.HEADER_LENGTH: str(header_length)}
-        return HttpResponse(200, body, "application/octet-stream", headers, tail=tuple(blobs))
+        if found is not None:
+            found.keep(body, blobs, header_length)
+        return _answer(body, blobs, header_length)
 
     return [Route("POST", MODEL + "/infer", infer)]
+
+
+def _answer(body: bytes, blobs: Sequence[Any], header_length: int | None) -> HttpResponse:
+    if header_length is None:
+        return HttpResponse(200, body)
+    headers = {convert.HEADER_LENGTH: str(header_length)}
+    return HttpResponse(200, body, "application/octet-stream", headers, tail=tuple(blobs))
 
 
 def repository_routes(dp: DataPlane) -> list[Route]:
