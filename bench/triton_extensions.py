@@ -282,12 +282,12 @@ def report(results: Figures, repeats: int) -> None:
         ratio = theirs[name][0] / ours[name][0]
         print(f"| {name} | {cell(ours[name])} | {cell(theirs[name])} | {ratio:.2f} |")
     pairs = _pairs(ours)
-    print("\n| server | " + " | ".join(f"{n} shm / binary" for n in pairs) + " |")
-    print("|---|" + "---:|" * len(pairs))
-    for server, figures in results.items():
-        print(
-            f"| {server} | " + " | ".join(_ratio(figures, *pair) for pair in pairs.values()) + " |"
-        )
+    if pairs:  # (none with --cache-only)
+        print("\n| server | " + " | ".join(f"{n} shm / binary" for n in pairs) + " |")
+        print("|---|" + "---:|" * len(pairs))
+        for server, figures in results.items():
+            ratios = " | ".join(_ratio(figures, *pair) for pair in pairs.values())
+            print(f"| {server} | {ratios} |")
     print("\n| server | REST hit / run | gRPC hit / run |")
     print("|---|---:|---:|")
     for server, figures in results.items():
