@@ -32,6 +32,7 @@ from rosettaserve.core.registry import ModelVersion, VersionState
 from rosettaserve.core.share import SHARE, Share
 from rosettaserve.core.types import InferenceRequest, Tensor, TensorSpec
 from rosettaserve.protocols.vllm.rest import CumulativeFramer
+from tests.unit.metrics_support import OneModel
 from tests.unit.test_generation_plane import Endless
 
 A, B = Share("a", 1.0, 0), Share("b", 1.0, 0)
@@ -65,20 +66,6 @@ class Streaming(Model):
         yield {"Y": inputs["X"]}
         await self.gate.wait()
         yield {"Y": inputs["X"]}
-
-
-class OneModel:
-    def __init__(self, mv: ModelVersion) -> None:
-        self.mv = mv
-
-    def model_names(self) -> list[str]:
-        return ["m"]
-
-    def versions(self, name: str) -> list[ModelVersion] | None:
-        return [self.mv] if name == "m" else None
-
-    def version_for_label(self, name: str, label: str) -> str | None:
-        return None
 
 
 def served(model: Model) -> tuple[DataPlane, ModelVersion]:

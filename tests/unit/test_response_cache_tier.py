@@ -19,24 +19,9 @@ from rosettaserve.scheduling.response_cache import (
     encoded_key,
     request_key,
 )
+from tests.unit.metrics_support import OneModel
 
 BODY = b'{"inputs":[{"name":"X","datatype":"FP32","shape":[1],"data":[1.0]}]}'
-
-
-class Models:
-    """A registry of one model, ``m``, with one version."""
-
-    def __init__(self, mv: ModelVersion) -> None:
-        self.mv = mv
-
-    def model_names(self) -> list[str]:
-        return ["m"]
-
-    def versions(self, name: str) -> list[ModelVersion] | None:
-        return [self.mv] if name == "m" else None
-
-    def version_for_label(self, name: str, label: str) -> str | None:
-        return None
 
 
 class Never:
@@ -56,7 +41,7 @@ def plane(capacity: int = 1 << 20) -> tuple[DataPlane, ModelVersion, ResponseCac
     mv = ModelVersion("m", "1", "python", state=VersionState.READY)
     cache = ResponseCache(capacity)
     mv.invoker = mv.answers = CachedInvoker(Never(), cache, mv)
-    dp = DataPlane(Models(mv))
+    dp = DataPlane(OneModel(mv))
     dp.answers_cached = True
     return dp, mv, cache
 

@@ -22,6 +22,7 @@ from rosettaserve.core.invoker import Invoker
 from rosettaserve.core.registry import DynamicBatching, ModelVersion, VersionState
 from rosettaserve.core.types import InferenceRequest, InferenceResponse, Tensor, TensorSpec
 from rosettaserve.scheduling.batcher import DynamicBatcher, _stack, schedule
+from tests.unit.metrics_support import OneModel
 
 
 class Recorder(Model):
@@ -69,20 +70,6 @@ def served(
     )
     mv.invoker = schedule(mv, Invoker(model), policy or DynamicBatching())
     return mv
-
-
-class OneModel:
-    def __init__(self, mv: ModelVersion) -> None:
-        self.mv = mv
-
-    def model_names(self) -> list[str]:
-        return ["m"]
-
-    def versions(self, name: str) -> list[ModelVersion] | None:
-        return [self.mv] if name == "m" else None
-
-    def version_for_label(self, name: str, label: str) -> str | None:
-        return None
 
 
 def plane(mv: ModelVersion, limits: Limits | None = None) -> DataPlane:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,24 +21,9 @@ from rosettaserve.runtimes.vllm import engine as vllm_engine
 from rosettaserve.runtimes.vllm.args import engine_kwargs
 from rosettaserve.runtimes.vllm.engine import VllmConfig, VllmEngine
 from rosettaserve.runtimes.vllm.stream import VllmStream
+from tests.unit.vllm_outputs import Output, Sequence
 
 A, B = Share("key#1", 1.0, 0), Share("key#2", 1.0, 0)
-
-
-@dataclass
-class Sequence:  # vllm.outputs.CompletionOutput, as a delta
-    index: int
-    text: str
-    token_ids: list[int]
-    finish_reason: str | None = None
-    stop_reason: int | str | None = None
-    logprobs: Any = None
-
-
-@dataclass
-class Output:  # vllm.outputs.RequestOutput
-    outputs: list[Sequence]
-    prompt_logprobs: Any = None
 
 
 class FakeLlm:

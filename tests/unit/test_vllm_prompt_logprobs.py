@@ -5,13 +5,13 @@ tests_vllm), gathered by the plane, rendered in completions and chat replies."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import pytest
 
 from rosettaserve.core.generate import Completion, GeneratorInfo, SamplingParams, Usage
 from rosettaserve.protocols.openai import convert
 from rosettaserve.runtimes.vllm.stream import VllmStream
+from tests.unit.vllm_outputs import Output, Sequence
 
 
 @dataclass
@@ -19,22 +19,6 @@ class Logprob:  # vllm.logprobs.Logprob
     logprob: float
     rank: int | None
     decoded_token: str | None
-
-
-@dataclass
-class Sequence:  # vllm.outputs.CompletionOutput, as a delta
-    index: int
-    text: str
-    token_ids: list[int]
-    finish_reason: str | None = None
-    stop_reason: int | str | None = None
-    logprobs: Any = None
-
-
-@dataclass
-class Output:  # vllm.outputs.RequestOutput
-    outputs: list[Sequence]
-    prompt_logprobs: Any = None
 
 
 @dataclass
