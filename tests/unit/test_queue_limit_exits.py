@@ -34,6 +34,7 @@ from rosettaserve.core.types import InferenceRequest, Tensor, TensorSpec
 from rosettaserve.protocols.vllm.rest import CumulativeFramer
 from tests.unit.metrics_support import OneModel
 from tests.unit.test_generation_plane import Endless
+from tests.unit.test_scheduling_batcher import until
 
 A, B = Share("a", 1.0, 0), Share("b", 1.0, 0)
 
@@ -91,14 +92,6 @@ def as_key(share: Share, call: Callable[[], Awaitable[Any]]) -> asyncio.Task[Any
         return await call()
 
     return asyncio.ensure_future(keyed())
-
-
-async def until(check: Callable[[], bool]) -> None:
-    for _ in range(10_000):
-        if check():
-            return
-        await asyncio.sleep(0)
-    raise AssertionError("condition never reached")
 
 
 async def two_keys_in_flight(dp: DataPlane, mv: ModelVersion) -> list[asyncio.Task[Any]]:
