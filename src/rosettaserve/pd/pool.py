@@ -17,7 +17,8 @@ Choice (``policy="load"``): the prefill instance with the least outstanding prom
 bytes sent and not yet answered), the decode instance with the fewest active sequences, then
 the least KV in use; ties go round-robin. ``policy="prefix"`` (the default) chooses the prefill
 instance by its outstanding work plus the part of the prompt it does not hold in its prefix
-cache (prefix_affinity.py), the decode instance as ``load`` does. ``policy="round-robin"``
+cache (prefix_affinity.py: as the instance's status reports it, else as the scheduler guesses
+from what it sent where), the decode instance as ``load`` does. ``policy="round-robin"``
 ignores load (for tests).
 
 Instances given by DNS name (a headless Service) come and go with the name's addresses
@@ -39,6 +40,7 @@ import orjson
 from rosettaserve.pd.discovery import DEFAULT_INTERVAL_S, Resolver, is_name, resolve
 from rosettaserve.pd.http_client import Address, HttpClientError, PeerClient, Response
 from rosettaserve.pd.prefix_affinity import PrefixTable
+from rosettaserve.pd.prefix_report import read_report
 from rosettaserve.pd.wire import CLOSE, Frame, FrameParser
 from rosettaserve.web.routing import HttpRequest
 
@@ -356,7 +358,7 @@ class Pool:
 
     async def _status(self, instance: Instance) -> None:
         """Load figures, readiness and model states of one instance."""
-        epoch = instance.epoch
+        epoch, stamp = instance.epoch, self.prefixes.stamp
         try:
             status, _, body = await self.client.fetch(
                 instance.address, "GET", "/v1/status", timeout=2.0
@@ -371,6 +373,8 @@ class Pool:
             return  # its /dresult broke or came back meanwhile: maybe another process's status
         instance.failures = 0
         read_status(instance, doc)
+        if instance.role == "prefill" and self.policy == "prefix":
+            self.prefixes.report(instance.url, read_report(doc), stamp)
 
     async def _read(self, d: Instance) -> None:
         """Keep one /dresult stream open to ``d``; its frames go to ``on_frame``."""
