@@ -159,6 +159,7 @@ def test_the_pool_chooses_by_the_status_reports_under_the_prefix_policy() -> Non
     assert p1.healthy
     assert p2.healthy
     assert pool.pick_prefill(set(), blocks=lambda: blocks) is p2  # the reports win
+    assert [p.view()["prefix_blocks"] for p in (p1, p2)] == [0, len(blocks)]
     client.docs[2] = status(None)  # p2 no longer reports: the table's guess for it
     client.docs[1] = status(None)
     asyncio.run(poll())
@@ -221,3 +222,15 @@ def test_a_prefill_instance_reports_its_cache_to_its_peers_only() -> None:
     assert read_report(no_keys) == frozenset(a)
     mixed = _Plane(_Engine(PrefixCache(TOKENS, 16)), _Engine(None))  # a cache it cannot read
     assert read_report(_status_doc(mixed, Share("key#1", 1.0, 0), PEER_KEY)) is None
+
+
+def test_what_is_kept_is_bounded_by_what_the_cache_can_hold() -> None:
+    cache = PrefixCache(capacity=16, block=16)  # one block: a quarter of a prompt's tokens
+    held = HeldPrefixes(max_kept=2 * 2)
+    for n, letter in enumerate("xyz"):
+        prefilled(cache, ids(n * TOKENS))
+        held.record(PATH, body(letter), ids(n * TOKENS), cache)
+    assert held.kept == 4  # per prompt: the text block a quarter covers and 1 digest
+    assert len(held) == 2  # the oldest prompt went to stay within max_kept
+    assert held.held() == prompt_blocks(PATH, body("z"))[:1]  # only z's block is cached
+    assert (len(held), held.kept) == (1, 2)  # y's was evicted: y is forgotten

@@ -97,6 +97,7 @@ class Instance:
     failures: int = 0  # status polls failed in a row
     source: str = ""  # the DNS-named URL it was found through ("": given as it is)
     listed: bool = True  # False: its name no longer has its address (it is leaving)
+    prefix_blocks: int | None = None  # prefill: prefixes its cache holds, as last reported
 
     def __post_init__(self) -> None:
         self.address = Address.parse(self.url)
@@ -137,7 +138,7 @@ class Instance:
 
     def view(self) -> dict[str, Any]:
         keys: tuple[str, ...] = ("url", "role", "healthy", "ready", "outstanding", "active")
-        keys += ("kv_tokens", "running", "error", "source", "listed", "models")
+        keys += ("kv_tokens", "running", "error", "source", "listed", "models", "prefix_blocks")
         return {k: getattr(self, k) for k in keys} | {"dresult_connections": self.connections}
 
 
@@ -374,7 +375,9 @@ class Pool:
         instance.failures = 0
         read_status(instance, doc)
         if instance.role == "prefill" and self.policy == "prefix":
-            self.prefixes.report(instance.url, read_report(doc), stamp)
+            held = read_report(doc)
+            self.prefixes.report(instance.url, held, stamp)
+            instance.prefix_blocks = None if held is None else len(held)
 
     async def _read(self, d: Instance) -> None:
         """Keep one /dresult stream open to ``d``; its frames go to ``on_frame``."""
