@@ -160,6 +160,7 @@ def test_the_pool_chooses_by_the_status_reports_under_the_prefix_policy() -> Non
     assert p2.healthy
     assert pool.pick_prefill(set(), blocks=lambda: blocks) is p2  # the reports win
     assert [p.view()["prefix_blocks"] for p in (p1, p2)] == [0, len(blocks)]
+    assert [p.view()["statuses"] for p in (p1, p2)] == [1, 1]
     client.docs[2] = status(None)  # p2 no longer reports: the table's guess for it
     client.docs[1] = status(None)
     asyncio.run(poll())

@@ -95,6 +95,7 @@ class Instance:
     error: str = ""  # why it is not healthy
     connections: int = 0  # decode: /dresult connections made
     failures: int = 0  # status polls failed in a row
+    statuses: int = 0  # status polls answered
     source: str = ""  # the DNS-named URL it was found through ("": given as it is)
     listed: bool = True  # False: its name no longer has its address (it is leaving)
     prefix_blocks: int | None = None  # prefill: prefixes its cache holds, as last reported
@@ -138,7 +139,8 @@ class Instance:
 
     def view(self) -> dict[str, Any]:
         keys: tuple[str, ...] = ("url", "role", "healthy", "ready", "outstanding", "active")
-        keys += ("kv_tokens", "running", "error", "source", "listed", "models", "prefix_blocks")
+        keys += ("kv_tokens", "running", "error", "source", "listed", "models", "statuses")
+        keys += ("prefix_blocks",)
         return {k: getattr(self, k) for k in keys} | {"dresult_connections": self.connections}
 
 
@@ -373,6 +375,7 @@ class Pool:
         if instance.epoch != epoch:
             return  # its /dresult broke or came back meanwhile: maybe another process's status
         instance.failures = 0
+        instance.statuses += 1
         read_status(instance, doc)
         if instance.role == "prefill" and self.policy == "prefix":
             held = read_report(doc)
