@@ -350,6 +350,7 @@ class Pool:
         for pool in (self.prefill, self.decode):
             for instance in [i for i in pool if not i.listed and i.active == 0]:
                 pool.remove(instance)
+                self.prefixes.report(instance.url, None, 0)  # (its report: kept no longer)
                 reader = self._readers.pop(instance, None)
                 if reader is not None:
                     reader.cancel()
