@@ -343,10 +343,14 @@ def pd_scheduler_inputs() -> dict[str, bytes]:
     mindie = {"service": {"roleStatus": "RoleUnknown", "currentRole": "prefill"},
               "resource": {"availSlotsNum": 200, "freeNpuBlockNums": 10},
               "linkStatus": {"peers": [{"target": 1, "link": "ok"}]}}  # fmt: skip
+    held = base64.b64encode(bytes(range(36))).decode()  # 3 hashes (pd/prefix_report.py)
+    prefill = {"service": {"roleStatus": "RoleReady", "currentRole": "prefill"},
+               "prefill": {"leases": 0, "prefixBlocks": held}}  # fmt: skip
     body = b'{"model": "tiny_llama", "prompt": "hi", "max_tokens": 4}'
     return {
         "dresult.bin": frames,
         "status_ours.json": json.dumps(ours).encode(),
+        "status_prefill.json": json.dumps(prefill).encode(),
         "status_mindie.json": json.dumps(mindie).encode(),
         "body.json": body,
         "headers.txt": b"connection: keep-alive, x-hop\nx-hop: 1\ncontent-encoding: gzip\n"

@@ -110,8 +110,36 @@ class EngineLoad(Protocol):
     def preempted(self) -> int: ...
 
 
+class PrefixHolder(Protocol):
+    """An engine's prefix cache as a prefill instance reports it (pd/prefix_report.py): blocks
+    named by opaque digests, a prompt's prefix held when its leading digests are."""
+
+    @property
+    def block(self) -> int:
+        """Tokens a block."""
+        ...
+
+    @property
+    def capacity(self) -> int:
+        """Tokens it holds at most (0: the cache is off)."""
+        ...
+
+    def digests(self, tokens: list[int], count: int) -> list[bytes]:
+        """The names of the whole blocks of ``tokens[:count]``, in order."""
+        ...
+
+    def held(self, digests: list[bytes]) -> int:
+        """How many of ``digests``, from the first, it holds now (touching nothing)."""
+        ...
+
+
 class KvHandover(Protocol):
     """An engine that hands KV caches over and takes them."""
+
+    @property
+    def prefix_cache(self) -> PrefixHolder:
+        """The engine's prefix cache, which a prefill instance reports the contents of."""
+        ...
 
     def check_ids(self, ids: list[int]) -> None:
         """InvalidInput unless every id is in the vocabulary and they fit the window."""

@@ -9,7 +9,9 @@ their POST routes to the role:
 ``routes`` are the role's own:
 - every role: ``GET /v1/status`` (MindIE's shape: role, role status, slots, KV in use; ours:
   the state of every LLM model's versions), which the scheduler polls for health and load
-  (counts only: no request id is listed);
+  (counts only: no request id is listed); a prefill instance's, asked by a peer (its peer key,
+  as for ``pd-tenant``), says which prompt prefixes its engines' prefix caches hold, by hash
+  (prefix_report.py);
 - ``prefill``: ``GET`` and ``DELETE /v1/pd/kv/{reqId}`` serve the held caches;
 - ``decode``: ``POST /v1/pd/decode``, ``GET /dresult`` (decode.py); ``GET /dresult`` on any
   other role is a 400.
@@ -30,6 +32,7 @@ from rosettaserve.core.pd_engine import pd_engine
 from rosettaserve.pd.http_client import Address, PeerClient
 from rosettaserve.pd.options import PdOptions
 from rosettaserve.pd.peers import KnownPeers, parse_peer
+from rosettaserve.pd.prefix_report import FIELD
 from rosettaserve.pd.wire import REQ_TYPE
 from rosettaserve.protocols import families
 from rosettaserve.web.routing import HttpRequest, HttpResponse, Route, json_response
@@ -127,7 +130,12 @@ class PdInstance:
         raise InvalidInput(f"only a decode instance serves /dresult; this one is {self.role}")
 
     async def _status(self, req: HttpRequest) -> HttpResponse:
-        return json_response(self.status())
+        doc = self.status()
+        if self.prefill is not None and self.prefill.from_peer(req):
+            engines = [e for _, g in self.plane.generators() if (e := pd_engine(g))]
+            if engines and all(e.kv is not None for e in engines):  # each cache can be read
+                doc["prefill"][FIELD] = self.prefill.prefixes.report()
+        return json_response(doc)
 
     def models(self) -> dict[str, dict[str, str]]:
         """Every LLM and embedding model's versions and their states (READY, LOADING, ...):

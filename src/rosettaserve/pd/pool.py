@@ -17,7 +17,8 @@ Choice (``policy="load"``): the prefill instance with the least outstanding prom
 bytes sent and not yet answered), the decode instance with the fewest active sequences, then
 the least KV in use; ties go round-robin. ``policy="prefix"`` (the default) chooses the prefill
 instance by its outstanding work plus the part of the prompt it does not hold in its prefix
-cache (prefix_affinity.py), the decode instance as ``load`` does. ``policy="round-robin"``
+cache (prefix_affinity.py: as the instance's status reports it, else as the scheduler guesses
+from what it sent where), the decode instance as ``load`` does. ``policy="round-robin"``
 ignores load (for tests).
 
 Instances given by DNS name (a headless Service) come and go with the name's addresses
@@ -39,6 +40,7 @@ import orjson
 from rosettaserve.pd.discovery import DEFAULT_INTERVAL_S, Resolver, is_name, resolve
 from rosettaserve.pd.http_client import Address, HttpClientError, PeerClient, Response
 from rosettaserve.pd.prefix_affinity import PrefixTable
+from rosettaserve.pd.prefix_report import read_report
 from rosettaserve.pd.wire import CLOSE, Frame, FrameParser
 from rosettaserve.web.routing import HttpRequest
 
@@ -93,8 +95,10 @@ class Instance:
     error: str = ""  # why it is not healthy
     connections: int = 0  # decode: /dresult connections made
     failures: int = 0  # status polls failed in a row
+    statuses: int = 0  # status polls answered
     source: str = ""  # the DNS-named URL it was found through ("": given as it is)
     listed: bool = True  # False: its name no longer has its address (it is leaving)
+    prefix_blocks: int | None = None  # prefill: prefixes its cache holds, as last reported
 
     def __post_init__(self) -> None:
         self.address = Address.parse(self.url)
@@ -135,7 +139,8 @@ class Instance:
 
     def view(self) -> dict[str, Any]:
         keys: tuple[str, ...] = ("url", "role", "healthy", "ready", "outstanding", "active")
-        keys += ("kv_tokens", "running", "error", "source", "listed", "models")
+        keys += ("kv_tokens", "running", "error", "source", "listed", "models", "statuses")
+        keys += ("prefix_blocks",)
         return {k: getattr(self, k) for k in keys} | {"dresult_connections": self.connections}
 
 
@@ -345,6 +350,7 @@ class Pool:
         for pool in (self.prefill, self.decode):
             for instance in [i for i in pool if not i.listed and i.active == 0]:
                 pool.remove(instance)
+                self.prefixes.report(instance.url, None, 0)  # (its report: kept no longer)
                 reader = self._readers.pop(instance, None)
                 if reader is not None:
                     reader.cancel()
@@ -356,7 +362,7 @@ class Pool:
 
     async def _status(self, instance: Instance) -> None:
         """Load figures, readiness and model states of one instance."""
-        epoch = instance.epoch
+        epoch, stamp = instance.epoch, self.prefixes.stamp
         try:
             status, _, body = await self.client.fetch(
                 instance.address, "GET", "/v1/status", timeout=2.0
@@ -370,7 +376,12 @@ class Pool:
         if instance.epoch != epoch:
             return  # its /dresult broke or came back meanwhile: maybe another process's status
         instance.failures = 0
+        instance.statuses += 1
         read_status(instance, doc)
+        if instance.role == "prefill" and self.policy == "prefix":
+            held = read_report(doc)
+            self.prefixes.report(instance.url, held, stamp)
+            instance.prefix_blocks = None if held is None else len(held)
 
     async def _read(self, d: Instance) -> None:
         """Keep one /dresult stream open to ``d``; its frames go to ``on_frame``."""

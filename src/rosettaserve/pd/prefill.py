@@ -47,6 +47,7 @@ from rosettaserve.pd.leases import Leases, default_budget
 from rosettaserve.pd.options import PdOptions
 from rosettaserve.pd.parts import Part, engine_of
 from rosettaserve.pd.peers import KnownPeers, UnknownPeer
+from rosettaserve.pd.prefix_report import HeldPrefixes
 from rosettaserve.pd.recompute import Recompute, restore
 from rosettaserve.protocols.llm_http import Endpoint
 from rosettaserve.security.keys import presented
@@ -135,6 +136,7 @@ class PrefillRole:
         self.leases = Leases(options.kv_lease_s, options.kv_lease_budget or default_budget())
         self.address = Address("127.0.0.1", 0)  # set once the port is bound
         self.handovers = 0
+        self.prefixes = HeldPrefixes()  # the prompts prefilled here, for the status's report
         self.untrusted_tenant = False  # a tenant came from a request that is not a peer's
 
     def route(self, endpoint: Endpoint, route: Route) -> Route:
@@ -162,6 +164,8 @@ class PrefillRole:
         if response.status != 200 or not (split.part or split.whole):
             return response  # an error (forwarded unchanged), or nothing was generated
         output = await self._output(response, split)
+        if split.kv is not None and split.prompt_ids:  # prefilled: in the engine's prefix cache
+            self.prefixes.record(req.path, body, split.prompt_ids, split.kv.prefix_cache)
         if not split.last:
             key = pd.job_key or secrets.token_urlsafe(24)
             handover = Handover(pd.req_id, target, key, tenant)
@@ -169,15 +173,20 @@ class PrefillRole:
         is_stream = response.stream is not None
         return json_response(wire.prefill_reply(pd.req_id, is_stream, output, split.last))
 
-    def _from_peer(self, req: HttpRequest) -> bool:
-        """Whether a request's ``pd-tenant`` is a peer's word: without API keys here (its key
-        check names no tenant), yes; with them, when it carries this instance's peer key."""
+    def from_peer(self, req: HttpRequest) -> bool:
+        """Whether a request is a peer's: without API keys here (its key check names no
+        tenant), yes (the port is kept private); with them, when it carries this instance's
+        peer key."""
         if not SHARE.get().tenant:
             return True
         peer = self.client.api_key.encode()
         key = presented(req.headers.get("authorization"), req.headers.get("x-api-key"))
         sent = (key or "").encode("utf-8", "surrogatepass")
-        if peer and hmac.compare_digest(peer, sent):
+        return bool(peer) and hmac.compare_digest(peer, sent)
+
+    def _from_peer(self, req: HttpRequest) -> bool:
+        """Whether a request's ``pd-tenant`` is a peer's word (``from_peer``; not: logged once)."""
+        if self.from_peer(req):
             return True
         if not self.untrusted_tenant:
             self.untrusted_tenant = True

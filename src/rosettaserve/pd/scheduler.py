@@ -188,6 +188,10 @@ class Scheduler:
                 "decode": [i.view() for i in self.pool.decode],
                 "pending": len(self.pending),
                 "stats": dict(self.stats),
+                "prefix": {  # requests sent where a prefix of theirs was cached (policy prefix)
+                    "hits": self.pool.prefixes.hits,
+                    "matchedChars": self.pool.prefixes.matched_chars,
+                },
             }
         )
 

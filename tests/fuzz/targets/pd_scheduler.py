@@ -1,14 +1,16 @@
 """What the PD scheduler reads off the network: a decode instance's ``/dresult`` bytes
 (``wire.FrameParser``), an instance's ``/v1/status`` document (``pool.read_status``), a client's
 body for the model it names (``pool.model_of``), the client's header fields it forwards
-(``forwarding.to_prefill``) and a prefill instance's coded reply (``forwarding.reply_body``).
+(``forwarding.to_prefill``), a prefill instance's coded reply (``forwarding.reply_body``) and the
+prefix report in its status (``prefix_report.read_report``).
 
 Properties: the frame parser raises only ValueError, and the same bytes cut anywhere carry the
 same body bytes for each request (a NUL that ends a body may come out as a frame of its own);
 a status document of any shape leaves typed figures and says ready only for ``RoleReady`` in the
 instance's role; a body names a model as two strings, never an error; no hop-by-hop,
 representation or PD field is forwarded, and the prefill instance is asked for no coding; an
-unreadable reply is a 500 (the instance's fault), nothing else.
+unreadable reply is a 500 (the instance's fault), nothing else; a prefix report is None or at
+most ``MAX_REPORT`` whole hashes, which the prefix table takes and matches by.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ import orjson
 from rosettaserve.core.errors import ModelError
 from rosettaserve.pd import forwarding, wire
 from rosettaserve.pd.pool import Instance, model_of, read_status
+from rosettaserve.pd.prefix_affinity import BLOCK, DIGEST, PrefixTable
+from rosettaserve.pd.prefix_report import MAX_REPORT, read_report
 from rosettaserve.web.routing import HttpRequest
 
 CODINGS = ("gzip", "deflate", "identity", "gzip, gzip", "br", "x-gzip", "")
@@ -73,6 +77,19 @@ def _status(data: bytes) -> None:
         assert instance.healthy == (said and service.get("currentRole") == role)
         assert isinstance(instance.state(("", "")), str)
         assert isinstance(instance.state(("m", "1")), str)
+    _report(doc)
+
+
+def _report(doc: object) -> None:
+    held = read_report(doc)
+    if held is None:
+        return
+    assert len(held) <= MAX_REPORT
+    assert all(isinstance(d, bytes) and len(d) == DIGEST for d in held)
+    table = PrefixTable()
+    table.report("p", held, table.stamp)
+    blocks = sorted(held)[:3]
+    assert table.matched(blocks) == ({"p": len(blocks) * BLOCK} if blocks else {})
 
 
 def _forwarded(data: bytes) -> None:

@@ -1,6 +1,7 @@
 """The engine's KV cache hand-over, as prefill/decode disaggregation asks for it
 (core/pd_engine.py ``KvHandover``): what a cache of its model looks like, a cache read from the
-wire moved to its device, and sequences submitted from elsewhere than their prompt."""
+wire moved to its device, sequences submitted from elsewhere than their prompt, and its prefix
+cache (which a prefill instance reports the contents of)."""
 
 from __future__ import annotations
 
@@ -17,12 +18,17 @@ from rosettaserve.runtimes.llm.stream import GenerationStream
 
 if TYPE_CHECKING:
     from rosettaserve.runtimes.llm.engine import Engine
+    from rosettaserve.runtimes.llm.prefix_cache import PrefixCache
 
 
 class KvPort:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._geometry: Geometry | None = None
+
+    @property
+    def prefix_cache(self) -> PrefixCache:
+        return self.engine.prefix_cache
 
     def check_ids(self, ids: list[int]) -> None:
         vocab = self.engine.vocab

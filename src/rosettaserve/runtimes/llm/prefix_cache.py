@@ -68,6 +68,17 @@ class PrefixCache:
         ]
         return len(found) * self.block, kv
 
+    def held(self, digests: list[bytes]) -> int:
+        """How many of ``digests``, from the first, name blocks the cache holds now; unlike
+        ``lookup`` it touches nothing (a report of the contents must not keep them alive).
+        Safe from another thread: each membership test is one dict operation."""
+        count = 0
+        for digest in digests:
+            if digest not in self._blocks:
+                break
+            count += 1
+        return count
+
     def insert(self, tokens: list[int], kv: KV, count: int) -> None:
         """Keep the KV of the whole blocks of ``tokens[:count]`` (``kv`` covers at least them)."""
         if not self.enabled:
