@@ -159,7 +159,8 @@ def test_a_decode_restart_with_a_slow_load_never_gives_a_500(cluster: dict[str, 
     statuses = Counter(status for status, _, _ in answers)
     assert set(statuses) <= {200, 503}, [a for a in answers if a[0] not in (200, 503)][:3]
     refused = [(text, headers) for status, text, headers in answers if status == 503]
-    assert all(headers.get("retry-after") == "1" for _, headers in refused)
+    without = [(text, headers) for text, headers in refused if headers.get("retry-after") != "1"]
+    assert not without, without[:3]
     assert any("not ready" in text for text, _ in refused)  # the loading time was met
     for status, text, _ in answers[served_from + 1 :]:  # sent once it was ready again
         assert status == 200, text

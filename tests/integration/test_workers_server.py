@@ -67,7 +67,9 @@ def workers(repo: Path) -> Iterator[ServerProcess]:
 
 def pid_over_rest(url: str, **parameters: float) -> int:
     # a new connection each time: the kernel spreads connections over the workers
-    reply = httpx.post(f"{url}/v2/models/pid/infer", json={**BODY, "parameters": parameters})
+    # (a generous timeout: the slow requests one worker takes run one after another)
+    body = {**BODY, "parameters": parameters}
+    reply = httpx.post(f"{url}/v2/models/pid/infer", json=body, timeout=60)
     assert reply.status_code == 200, reply.text
     return int(reply.json()["outputs"][0]["data"][0])
 

@@ -325,6 +325,29 @@ def test_a_lost_decode_instance_fails_its_requests_at_once() -> None:
     assert scheduler.stats["failed"] == 1
 
 
+def test_a_lost_decode_instance_refuses_a_waiting_request_with_retry_after() -> None:
+    """Before any output (not streamed), its loss is a 503 the client may retry, as every
+    other 503 of the scheduler's: with Retry-After."""
+    decodes: list[FakeDecode] = []
+
+    async def script(req: HttpRequest) -> HttpResponse:
+        decodes[0].frames.put_nowait(None)  # its /dresult stream ends (the process died)
+        return reply(req, b"", last=False, stream=False)
+
+    async def scenario() -> httpx.Response:
+        scheduler, url, _, ds, servers = await cluster(script)
+        decodes.extend(ds)
+        async with httpx.AsyncClient() as client:
+            r = await client.post(url + "/generate", content=b'{"prompt": "x"}')
+        await stop(scheduler, servers)
+        return r
+
+    r = run(scenario)
+    assert r.status_code == 503
+    assert "went away" in r.json()["error"]
+    assert r.headers["retry-after"] == "1"
+
+
 @pytest.mark.parametrize("policy", ["prefix", "load", "round-robin"])
 def test_choice_skips_instances_that_are_down_or_excluded(policy: str) -> None:
     from rosettaserve.pd.pool import Pool

@@ -12,9 +12,9 @@ Failures reach the client in its family's own form: before any output, as the fa
 reply (P's own error replies are forwarded unchanged); after, as the family's error chunk. A
 prefill instance that cannot be reached is marked down and the next one is tried; so is a
 decode instance a prefill instance could not hand over to. A decode instance whose /dresult
-stream breaks fails its requests at once. While no prefill or no decode instance has the
-request's model READY, the request is refused at once with 503 and ``Retry-After`` (as a
-loading MindIE or vLLM instance answers), in the family's error form.
+stream breaks fails its requests at once (503 and ``Retry-After``). While no prefill or no
+decode instance has the request's model READY, the request is refused at once with 503 and
+``Retry-After`` (as a loading MindIE or vLLM instance answers), in the family's error form.
 
 The routes a family serves whole (``count_tokens``, ...) and the embedding and rerank routes
 (protocols/pooling.py) are not split: each request goes whole to one instance of either role
@@ -39,7 +39,7 @@ from functools import cached_property
 from typing import Any
 from urllib.parse import quote
 
-from rosettaserve.core.errors import DeadlineExceeded, ModelError, ModelNotReady, ServingError
+from rosettaserve.core.errors import DeadlineExceeded, ModelError, ServingError
 from rosettaserve.core.queue_limit import RETRY_AFTER_S
 from rosettaserve.core.share import SHARE
 from rosettaserve.core.status import BY_HTTP, ErrorKind
@@ -449,7 +449,7 @@ class Scheduler:
         for pending in self.pending.values():
             if pending.decode is d:
                 pending.queue.put_nowait(
-                    ModelNotReady(f"decode instance {d.address} went away: {why}")
+                    Unavailable(f"decode instance {d.address} went away: {why}")
                 )
 
     def _rekey(self, pending: Pending, d: Instance) -> None:
