@@ -7,6 +7,7 @@ wake that fails releases it, and it loads afresh. Ollama's keep_alive takes the 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,10 +19,12 @@ from rosettaserve import Model
 from rosettaserve.core.dataplane import DataPlane
 from rosettaserve.core.registry import KEEP_ALIVE, ModelVersion, VersionState
 from rosettaserve.core.types import TensorSpec
+from rosettaserve.protocols.oip.rest import repository_routes
 from rosettaserve.repository import residency
 from rosettaserve.repository.config import ModelConfig
 from rosettaserve.repository.manager import ModelRepository
 from rosettaserve.repository.residency import Demand
+from rosettaserve.web.routing import HttpRequest
 from tests.unit.test_dataplane import request
 
 MIB = 1 << 20
@@ -91,8 +94,11 @@ class Served:
         assert versions is not None
         return versions[0]
 
-    def row(self, name: str = "m") -> dict[str, Any]:
-        return next(vars(r) for r in self.repo.index() if r.name == name)
+    async def row(self, name: str = "m") -> dict[str, Any]:
+        """``name``'s row of the repository index, as Triton's REST index answers it."""
+        (index, *_) = repository_routes(self.dp)
+        answer = await index.handler(HttpRequest("POST", index.pattern, b"", {}, b"{}"))
+        return next(dict(r) for r in json.loads(answer.body) if r["name"] == name)
 
     async def answer(self) -> list[int]:
         response = await self.dp.infer(request([1, 2]))
@@ -134,7 +140,7 @@ def test_an_idle_version_sleeps_its_model_kept_and_the_index_says_so(tmp_path: P
         assert mv.model is model
         assert served.made == [model]
         assert (model.sleeps, model.unloads) == (1, 0)
-        row = served.row()
+        row = await served.row()
         assert (row["state"], row["reason"], row["asleep"]) == ("UNLOADED", "idle", True)
         assert row["resident_bytes"] == held  # it holds its memory still
         await served.repo.unload_all()
@@ -152,7 +158,7 @@ def test_its_next_request_wakes_it_rather_than_loading_it(tmp_path: Path) -> Non
         assert (model.loads, model.wakes, model.unloads) == (1, 1, 0)
         assert mv.ready
         assert mv.model is model
-        assert served.row()["asleep"] is False
+        assert "asleep" not in await served.row()  # (the key is there only when asleep)
         await served.repo.unload_all()
 
     asyncio.run(scenario())
@@ -186,7 +192,7 @@ def test_the_budget_releases_a_sleeping_version_fully(tmp_path: Path) -> None:
         await served.repo.wake(served.version("other"))  # asleep, it still counts: evicted
         first = served.made[0]
         assert (first.unloads, mv.model, mv.asleep) == (1, None, False)
-        row = served.row()
+        row = await served.row()
         assert (row["state"], row["reason"], row["resident_bytes"]) == ("UNLOADED", "evicted", 0)
         assert await served.answer() == [2, 4]  # loaded afresh
         assert served.made[-1] is not first
@@ -217,7 +223,7 @@ def test_unloading_releases_a_sleeping_version_fully(tmp_path: Path, how: str) -
         mv = await asleep(served)
         if how == "model control":
             await served.repo.unload_model("m")
-            assert served.row()["reason"] == "unloaded"
+            assert (await served.row())["reason"] == "unloaded"
         else:
             await served.repo.unload_all()
         (model,) = served.made
@@ -255,7 +261,7 @@ def test_a_sleep_that_fails_unloads_it(tmp_path: Path) -> None:
         first.fail_sleep = True
         await idle_until(served, lambda: mv.state is VersionState.UNLOADED)
         assert (first.sleeps, first.unloads, mv.model, mv.asleep) == (1, 1, None, False)
-        assert served.row()["reason"] == "idle"
+        assert (await served.row())["reason"] == "idle"
         assert await served.answer() == [2, 4]
         assert served.made[-1] is not first
         await served.repo.unload_all()
@@ -286,7 +292,7 @@ def test_a_model_that_cannot_sleep_now_unloads_as_before(tmp_path: Path) -> None
         await idle_until(served, lambda: mv.state is VersionState.UNLOADED)
         (model,) = served.made
         assert (model.sleeps, model.unloads, mv.model, mv.asleep) == (0, 1, None, False)
-        assert "asleep" not in {k for k, v in served.row().items() if v}
+        assert "asleep" not in await served.row()
         await served.repo.unload_all()
 
     asyncio.run(scenario())
