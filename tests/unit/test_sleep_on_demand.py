@@ -174,6 +174,8 @@ def test_requests_that_come_together_wake_it_once(tmp_path: Path) -> None:
         answers = [asyncio.ensure_future(served.answer()) for _ in range(4)]
         while not model.wakes:
             await asyncio.sleep(0.01)
+        assert served.version().state is VersionState.LOADING
+        assert served.dp.ready()  # the server's readiness does not wait for it, as for a load
         model.gate.set()
         assert await asyncio.gather(*answers) == [[2, 4]] * 4
         assert (model.loads, model.wakes) == (1, 1)

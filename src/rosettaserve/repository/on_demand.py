@@ -92,11 +92,11 @@ class OnDemand:
         while mv.state is VersionState.UNLOADING:  # unloading when idle: then loaded again
             await asyncio.sleep(0.01)
         mv.state, mv.reason = VersionState.LOADING, ""
-        if mv.asleep and await self._rouse(mv):
-            return
-        mv.state, mv.reason = VersionState.LOADING, ""  # (released while it waited its turn)
-        mv.extra[ON_DEMAND] = True
+        mv.extra[ON_DEMAND] = True  # (the server's readiness does not wait for it)
         try:
+            if mv.asleep and await self._rouse(mv):
+                return
+            mv.state, mv.reason = VersionState.LOADING, ""  # (released while it waited its turn)
             await self._load_one(entry, mv)
         finally:
             del mv.extra[ON_DEMAND]
