@@ -130,6 +130,7 @@ class ModelVersion:
     load_seconds: float = 0.0
     resident_bytes: int = 0  # the memory its load took (measured), 0 while not loaded
     loaded_ms: int = 0  # wall time of its last load (ms): idle since this or its last request
+    asleep: bool = False  # UNLOADED, its model kept asleep (core/sleep.py): it holds memory
     inflight: int = 0
     tenants: Tenants = field(default_factory=Tenants)  # in flight by API key, under a limit
     labels: list[str] = field(default_factory=list)
@@ -180,6 +181,7 @@ class IndexEntry:
     state: str
     reason: str
     resident_bytes: int = 0  # the memory a loaded version holds (measured at its load)
+    asleep: bool = False  # its model sleeps (core/sleep.py), holding resident_bytes still
 
 
 class ModelControl(Protocol):

@@ -176,8 +176,9 @@ class ModelRepository(OnDemand):
         log.info("unloaded model %s version %s", mv.name, mv.version)
 
     async def _release(self, mv: ModelVersion, deadline: float) -> None:
-        """The one way a version's model is released: drained, unloaded, its instances closed."""
-        mv.state = VersionState.UNLOADING
+        """The one way a version's model is released: drained, unloaded, its instances closed
+        (asleep or not)."""
+        mv.state, mv.asleep = VersionState.UNLOADING, False
         while mv.inflight and time.monotonic() < deadline:
             await asyncio.sleep(0.01)
         if mv.model is not None:
@@ -214,7 +215,7 @@ class ModelRepository(OnDemand):
                 rows.append(IndexEntry(name, "", VersionState.UNAVAILABLE.value, why))
                 continue
             rows.extend(
-                IndexEntry(name, v.version, v.state.value, v.reason, v.resident_bytes)
+                IndexEntry(name, v.version, v.state.value, v.reason, v.resident_bytes, v.asleep)
                 for v in entry.versions
             )
         return rows

@@ -1,15 +1,21 @@
 """Loading on demand, unloading when idle, a memory budget: the model repository's part that
-serves more models than fit in memory at once (residency.py: the measures and choices)."""
+serves more models than fit in memory at once (residency.py: the measures and choices).
+
+A version whose model can sleep (core/sleep.py: runtime vllm where vLLM's platform has sleep
+mode) sleeps when idle instead: ``UNLOADED`` with reason ``idle`` and ``asleep``, its model kept
+and its memory still counted against the budget; its next request wakes it. The budget's
+eviction, model control's unload and the server's stop release it fully."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from rosettaserve.core.errors import ModelNotReady
 from rosettaserve.core.registry import KEEP_ALIVE, ON_DEMAND, ModelVersion, VersionState
+from rosettaserve.core.sleep import Sleeper, sleeper
 from rosettaserve.core.timeouts import within
 from rosettaserve.repository import residency
 from rosettaserve.repository.residency import Demand
@@ -30,6 +36,7 @@ class OnDemand:
     demand: Demand
     _waking: dict[ModelVersion, asyncio.Future[None]]
     _sizes: dict[tuple[str, str], int]
+    _loads: asyncio.Lock
 
     async def _load_one(self, entry: ModelEntry, mv: ModelVersion) -> None:
         raise NotImplementedError
@@ -85,20 +92,65 @@ class OnDemand:
         while mv.state is VersionState.UNLOADING:  # unloading when idle: then loaded again
             await asyncio.sleep(0.01)
         mv.state, mv.reason = VersionState.LOADING, ""
-        mv.extra[ON_DEMAND] = True
+        mv.extra[ON_DEMAND] = True  # (the server's readiness does not wait for it)
         try:
+            if mv.asleep and await self._rouse(mv):
+                return
+            mv.state, mv.reason = VersionState.LOADING, ""  # (released while it waited its turn)
             await self._load_one(entry, mv)
         finally:
             del mv.extra[ON_DEMAND]
         log.info("loaded model %s version %s on demand", mv.name, mv.version)
 
+    async def _rouse(self, mv: ModelVersion) -> bool:
+        """``mv`` asleep: woken (True). A wake that fails releases it fully (False: it then
+        loads afresh), as does an eviction while its request waited for its turn."""
+        async with self._loads:  # its memory moves: not while a load measures its own
+            if not mv.asleep:
+                return False
+            mv.asleep = False
+            try:
+                await cast(Sleeper, mv.model).wake()
+            except Exception:
+                log.exception("waking model %s version %s failed: it loads afresh", *_named(mv))
+                await self._release(mv, time.monotonic() + DRAIN_TIMEOUT_S)
+                _forget(mv, VersionState.LOADING, "")
+                return False
+            mv.state, mv.loaded_ms = VersionState.READY, time.time_ns() // 1_000_000
+        log.info("woke model %s version %s", *_named(mv))
+        return True
+
     async def park(self, mv: ModelVersion, reason: str) -> None:
-        """Unload ``mv`` but keep serving it: its next request loads it again."""
-        if not residency.idle(mv):
+        """Unload ``mv`` but keep serving it: its next request loads it again. Idle, a model
+        that can sleep sleeps instead (never under ``_loads``: the budget's evictions, which
+        are, release fully)."""
+        if residency.sleeping(mv):  # asleep, released to make room
+            pass
+        elif not residency.idle(mv):
+            return
+        elif reason == residency.IDLE and sleeper(mv.model) is not None:
+            await self._sleep(mv)
             return
         await self._release(mv, time.monotonic() + DRAIN_TIMEOUT_S)
         _forget(mv, VersionState.UNLOADED, reason)
         log.info("unloaded model %s version %s (%s)", mv.name, mv.version, reason)
+
+    async def _sleep(self, mv: ModelVersion) -> None:
+        """``mv`` idle: asleep, its model kept. A sleep that fails releases it fully."""
+        async with self._loads:  # its memory moves: not while a load measures its own
+            model = sleeper(mv.model)
+            if model is None or not residency.idle(mv):  # a request came while it waited
+                return
+            mv.state = VersionState.UNLOADING  # requests that come now wait, then wake it
+            try:
+                await within(model.sleep(), DRAIN_TIMEOUT_S)
+            except Exception:
+                log.exception("model %s version %s failed to sleep: unloaded", *_named(mv))
+                await self._release(mv, time.monotonic() + DRAIN_TIMEOUT_S)
+                _forget(mv, VersionState.UNLOADED, residency.IDLE)
+                return
+            mv.state, mv.reason, mv.asleep = VersionState.UNLOADED, residency.IDLE, True
+        log.info("model %s version %s is asleep (idle)", *_named(mv))
 
     async def unload_idle_forever(self, interval: float = 0.25) -> None:
         """Versions unused for their model.yaml's unload_after_idle seconds (or their last
@@ -118,4 +170,8 @@ class OnDemand:
 def _forget(mv: ModelVersion, state: VersionState, reason: str) -> None:
     """A released version holds nothing: its next load starts afresh."""
     mv.model = mv.invoker = mv.instances = mv.answers = None
-    mv.state, mv.reason, mv.resident_bytes = state, reason, 0
+    mv.state, mv.reason, mv.resident_bytes, mv.asleep = state, reason, 0, False
+
+
+def _named(mv: ModelVersion) -> tuple[str, str]:
+    return mv.name, mv.version

@@ -82,6 +82,12 @@ def idle(mv: ModelVersion) -> bool:
     return engine is None or not (engine.running or engine.waiting)
 
 
+def sleeping(mv: ModelVersion) -> bool:
+    """Unloaded for being idle with its model kept asleep, and no request waking it: it still
+    holds memory, and may be released to make room."""
+    return mv.asleep and mv.state is VersionState.UNLOADED
+
+
 def idle_for_s(mv: ModelVersion) -> float:
     return (time.time_ns() // 1_000_000 - last_used_ms(mv)) / 1000
 
@@ -90,11 +96,12 @@ def to_evict(
     versions: Iterable[ModelVersion], loading: ModelVersion, needed: int, budget: int
 ) -> list[ModelVersion]:
     """The least recently used idle versions to unload so that ``needed`` more bytes fit in
-    ``budget`` (as many as there are, if even all of them do not make enough room)."""
-    held = [v for v in versions if v is not loading and v.state is VersionState.READY]
+    ``budget`` (as many as there are, if even all of them do not make enough room). A version
+    asleep holds memory too: it counts, and is released like an idle one."""
+    held = [v for v in versions if v is not loading and (v.state is VersionState.READY or v.asleep)]
     over = sum(v.resident_bytes for v in held) + needed - budget
     chosen: list[ModelVersion] = []
-    for mv in sorted((v for v in held if idle(v)), key=last_used_ms):
+    for mv in sorted((v for v in held if idle(v) or sleeping(v)), key=last_used_ms):
         if over <= 0:
             break
         chosen.append(mv)

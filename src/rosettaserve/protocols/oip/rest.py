@@ -155,6 +155,7 @@ def repository_routes(dp: DataPlane) -> list[Route]:
             [
                 {"name": r.name, "state": r.state, "reason": r.reason}
                 | ({"version": r.version, "resident_bytes": r.resident_bytes} if r.version else {})
+                | ({"asleep": True} if r.asleep else {})  # UNLOADED, its model kept asleep
                 for r in rows
             ]
         )

@@ -21,9 +21,12 @@ def model_folder(params: Fields, version_folder: Path) -> Path:
     return folder
 
 
-def engine_kwargs(name: str, params: Fields, folder: Path) -> dict[str, Any]:
+def engine_kwargs(
+    name: str, params: Fields, folder: Path, sleep_mode: bool = False
+) -> dict[str, Any]:
     """``AsyncEngineArgs`` keyword arguments: the declared parameters, then ``engine_args``
-    (any other engine argument, as vLLM spells it, over the defaults set here)."""
+    (any other engine argument, as vLLM spells it, over the defaults set here). ``sleep_mode``:
+    vLLM's platform has sleep mode, so the engine is built able to sleep when idle (sleep.py)."""
     dtype = params.string("dtype") or "float32"
     if dtype not in DTYPES:
         raise ConfigError(f"parameters.dtype must be one of {', '.join(DTYPES)}, not {dtype!r}")
@@ -39,6 +42,8 @@ def engine_kwargs(name: str, params: Fields, folder: Path) -> dict[str, Any]:
         # "fcfs": a non-zero priority is then refused, engine.py)
         "scheduling_policy": "priority",
     }
+    if sleep_mode:  # any version may go idle (unload_after_idle, Ollama's keep_alive)
+        kwargs["enable_sleep_mode"] = True
     optional = {
         "max_model_len": params.integer("max_model_len", None, 2),
         "max_num_seqs": params.integer("max_num_seqs", None, 1, 4096),

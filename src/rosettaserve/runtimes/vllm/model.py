@@ -25,12 +25,13 @@ from rosettaserve.runtimes.vllm.args import (
     model_folder,
 )
 from rosettaserve.runtimes.vllm.engine import VllmConfig, VllmEngine
+from rosettaserve.runtimes.vllm.sleep import VllmSleep, sleep_mode_available
 from rosettaserve.runtimes.vllm.stream import check_constraint
 
 CHECKED_CONSTRAINTS = 256
 
 
-class VllmModel(LlmModel):
+class VllmModel(VllmSleep, LlmModel):
     platform = "vllm"
     _checked: dict[OutputConstraint, None]
 
@@ -43,10 +44,12 @@ class VllmModel(LlmModel):
 
         params = Fields(self.config.get("parameters") or {}, "parameters")
         folder = model_folder(params, self.path)
+        kwargs = engine_kwargs(self.name, params, folder, sleep_mode_available())
         try:
-            args = AsyncEngineArgs(**engine_kwargs(self.name, params, folder))
+            args = AsyncEngineArgs(**kwargs)
         except TypeError as exc:  # an engine argument vLLM does not know
             raise ConfigError(f"parameters.engine_args: {exc}") from None
+        self.built_to_sleep(kwargs)
         llm: Any = AsyncLLM.from_engine_args(args)
         self.tokenizer = llm.get_tokenizer()
         # the built-in engine's surface, which LlmModel and the metrics use (engine.py)
@@ -55,6 +58,10 @@ class VllmModel(LlmModel):
         self._checked = {}  # constraints vLLM's checks passed (the oldest go first)
         self.inputs = [TensorSpec(INPUT, "BYTES", (-1,))]
         self.outputs = [TensorSpec(OUTPUT, "BYTES", (-1,))]
+
+    def vllm_llm(self) -> Any:
+        engine: Any = self.engine  # a VllmEngine (engine.py)
+        return engine.llm
 
     # vLLM compiles a constraint itself; its checks run here first (cached), so what it cannot
     # compile is a 400 before a stream begins, as on the built-in engine

@@ -35,11 +35,12 @@ from rosettaserve.runtimes.embedding import (
 )
 from rosettaserve.runtimes.embedding import folder as st_folder
 from rosettaserve.runtimes.vllm.args import engine_kwargs, model_folder
+from rosettaserve.runtimes.vllm.sleep import VllmSleep, sleep_mode_available
 
 TASKS = ("generate", hub.EMBED, hub.RERANK)
 
 
-class VllmPoolingModel(Model):
+class VllmPoolingModel(VllmSleep, Model):
     platform = "vllm"
 
     def load(self) -> None:
@@ -53,11 +54,13 @@ class VllmPoolingModel(Model):
 
         params = Fields(self.config.get("parameters") or {}, "parameters")
         where = model_folder(params, self.path)
-        kwargs = engine_kwargs(self.name, params, where) | {"runner": "pooling"}
+        kwargs = engine_kwargs(self.name, params, where, sleep_mode_available())
+        kwargs |= {"runner": "pooling"}
         try:
             args = AsyncEngineArgs(**kwargs)
         except TypeError as exc:  # an engine argument vLLM does not know
             raise ConfigError(f"parameters.engine_args: {exc}") from None
+        self.built_to_sleep(kwargs)
         self.llm: Any = AsyncLLM.from_engine_args(args)
         self.tokenizer = self.llm.get_tokenizer()
         model_config = self.llm.vllm_config.model_config
@@ -87,6 +90,9 @@ class VllmPoolingModel(Model):
 
     def unload(self) -> None:
         self.llm.shutdown()
+
+    def vllm_llm(self) -> Any:
+        return self.llm
 
     async def predict(
         self, inputs: Arrays, parameters: dict[str, Any] | None = None
