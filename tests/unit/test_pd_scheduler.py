@@ -301,23 +301,30 @@ def test_p_errors_are_forwarded_and_decode_refusals_retried_elsewhere() -> None:
     assert scheduler.stats["decode_refusals"] == 1
 
 
-def test_a_lost_decode_instance_fails_its_requests_at_once() -> None:
+def lost_decode(doc: bytes, first: bytes) -> tuple[httpx.Response, Scheduler]:
+    """The answer to ``doc`` (on /generate) when P answers ``first`` and the decode instance's
+    /dresult stream ends meanwhile (its process died)."""
     decodes: list[FakeDecode] = []
+    streamed = b'"stream": true' in doc
 
     async def script(req: HttpRequest) -> HttpResponse:
-        decodes[0].frames.put_nowait(None)  # its /dresult stream ends (the process died)
-        return reply(req, b'{"text":["a"]}\n', last=False)
+        decodes[0].frames.put_nowait(None)
+        return reply(req, first, last=False, stream=streamed)
 
     async def scenario() -> tuple[httpx.Response, Scheduler]:
         scheduler, url, _, ds, servers = await cluster(script)
         decodes.extend(ds)
         async with httpx.AsyncClient() as client:
-            doc = b'{"prompt": "x", "stream": true}'
             r = await client.post(url + "/generate", content=doc)
         await stop(scheduler, servers)
         return r, scheduler
 
-    r, scheduler = run(scenario)
+    found: tuple[httpx.Response, Scheduler] = run(scenario)
+    return found
+
+
+def test_a_lost_decode_instance_fails_its_requests_at_once() -> None:
+    r, scheduler = lost_decode(b'{"prompt": "x", "stream": true}', b'{"text":["a"]}\n')
     lines = r.content.splitlines()
     assert lines[0] == b'{"text":["a"]}'  # vLLM's framing, delimiter kept
     assert "went away" in orjson.loads(lines[1])["error"]
@@ -328,21 +335,7 @@ def test_a_lost_decode_instance_fails_its_requests_at_once() -> None:
 def test_a_lost_decode_instance_refuses_a_waiting_request_with_retry_after() -> None:
     """Before any output (not streamed), its loss is a 503 the client may retry, as every
     other 503 of the scheduler's: with Retry-After."""
-    decodes: list[FakeDecode] = []
-
-    async def script(req: HttpRequest) -> HttpResponse:
-        decodes[0].frames.put_nowait(None)  # its /dresult stream ends (the process died)
-        return reply(req, b"", last=False, stream=False)
-
-    async def scenario() -> httpx.Response:
-        scheduler, url, _, ds, servers = await cluster(script)
-        decodes.extend(ds)
-        async with httpx.AsyncClient() as client:
-            r = await client.post(url + "/generate", content=b'{"prompt": "x"}')
-        await stop(scheduler, servers)
-        return r
-
-    r = run(scenario)
+    r, _ = lost_decode(b'{"prompt": "x"}', b"")
     assert r.status_code == 503
     assert "went away" in r.json()["error"]
     assert r.headers["retry-after"] == "1"
