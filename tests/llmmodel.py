@@ -1,9 +1,10 @@
-"""The tiny example Llama loaded in the test process, for the engine's unit tests."""
+"""The tiny example Llama loaded in the test process, for the engine's unit tests, and the
+reading of a generation stream to its end (any engine's)."""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
@@ -38,3 +39,13 @@ def held_engine(**parameters: Any) -> Iterator[LlmModel]:
         with contextlib.suppress(RuntimeError):  # the test started it already
             model.engine.start()
         model.unload()
+
+
+async def drain(stream: AsyncIterator[Any]) -> BaseException | None:
+    """Read ``stream`` to its end: the error it ended with, or None."""
+    try:
+        async for _ in stream:
+            pass
+    except Exception as exc:
+        return exc
+    return None

@@ -20,7 +20,7 @@ from rosettaserve.core.share import DEFAULT, SHARE, Share
 from rosettaserve.runtimes.llm import LlmModel
 from rosettaserve.runtimes.llm.resume import Handoff, Preempted, Resume
 from rosettaserve.runtimes.llm.stream import GenerationStream
-from tests.llmmodel import held_engine
+from tests.llmmodel import drain, held_engine
 from tests.unit.test_llm_engine import FIRST_TOKEN, THIRD_TOKEN, wait_until
 
 A, B, C, D = (Share(f"key#{i}", 1.0, 0) for i in range(1, 5))
@@ -110,15 +110,6 @@ def counted(llm: LlmModel, who: Share, req: GenerateRequest, **kw: Any) -> Gener
         stream = submit(llm, who, req, **kw)
         assert llm.engine.capacity.tenants.held[who.tenant] >= req.n
     return stream
-
-
-async def drain(stream: GenerationStream) -> BaseException | None:
-    try:
-        async for _ in stream:
-            pass
-    except Exception as exc:
-        return exc
-    return None
 
 
 async def finished(llm: LlmModel) -> None:

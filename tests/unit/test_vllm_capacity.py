@@ -21,6 +21,7 @@ from rosettaserve.runtimes.vllm import engine as vllm_engine
 from rosettaserve.runtimes.vllm.args import engine_kwargs
 from rosettaserve.runtimes.vllm.engine import VllmConfig, VllmEngine
 from rosettaserve.runtimes.vllm.stream import VllmStream
+from tests.llmmodel import drain
 from tests.unit.vllm_outputs import Output, Sequence
 
 A, B = Share("key#1", 1.0, 0), Share("key#2", 1.0, 0)
@@ -124,15 +125,6 @@ def test_a_quiet_key_is_admitted_while_the_flooding_key_is_refused_at_its_share(
         "those are this API key's, its share; retry later"
     )
     assert e.capacity.tenants.held == {"key#1": 4, "key#2": 2}
-
-
-async def drain(stream: VllmStream) -> BaseException | None:
-    try:
-        async for _ in stream:
-            pass
-    except Exception as exc:
-        return exc
-    return None
 
 
 async def finished(e: VllmEngine) -> None:
