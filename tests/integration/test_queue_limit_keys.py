@@ -128,24 +128,23 @@ def complete(server: ServerProcess, key: str, model: str = "llm") -> httpx.Respo
     return httpx.post(url, json=doc, headers={"x-api-key": key}, timeout=WAIT_S)
 
 
-def test_the_same_on_an_llm(gate: Gate) -> None:
-    """One sequence runs at a time: a's long one runs and two more of a's wait (the limit);
-    b's is admitted, and runs first when a's running one ends (fair order)."""
-    server = gate.server
+def flooded_then_fair(server: ServerProcess, model: str) -> tuple[httpx.Response, httpx.Response]:
+    """One sequence runs at a time: a's long one runs and two more of a's wait; a's next is
+    refused, b's is admitted past the limit (waiting, not refused), a's next after that is
+    refused again, and b's runs first when a's running one ends (fair order); once a's are
+    gone, a is answered again. Returns a's two refusals (alone, then beside b's)."""
     streams: list[socket.socket] = []
     try:
         for n in (1, 2, 3):
-            streams.append(open_stream(server, KEY_A))
-            wait_for(lambda n=n: gauge(server, "inflight_requests", "llm") == n, WAIT_S)
-        alone = complete(server, KEY_A)
+            streams.append(open_stream(server, KEY_A, model))
+            wait_for(lambda n=n: gauge(server, "inflight_requests", model) == n, WAIT_S)
+        alone = complete(server, KEY_A, model)
         assert alone.status_code == 429, alone.text
-        assert "2 requests are queued, its limit;" in alone.text
-        quiet, answer = in_threads([lambda: complete(server, KEY_B)])
-        wait_for(lambda: answer[0] or gauge(server, "inflight_requests", "llm") == 4, WAIT_S)
+        quiet, answer = in_threads([lambda: complete(server, KEY_B, model)])
+        wait_for(lambda: answer[0] or gauge(server, "inflight_requests", model) == 4, WAIT_S)
         assert answer[0] is None, answer[0].text  # waiting, not refused
-        flood = complete(server, KEY_A)
+        flood = complete(server, KEY_A, model)
         assert flood.status_code == 429, flood.text
-        assert flood.json()["error"]["type"] == "rate_limit_error"
         streams.pop(0).close()  # a's running generation ends: b's runs next
         quiet[0].join(WAIT_S)
         assert answer[0].status_code == 200, answer[0].text
@@ -153,35 +152,21 @@ def test_the_same_on_an_llm(gate: Gate) -> None:
     finally:
         for sock in streams:
             sock.close()
-    wait_for(lambda: gauge(server, "inflight_requests", "llm") == 0, WAIT_S)
-    assert complete(server, KEY_A).status_code == 200  # and a is answered again
+    wait_for(lambda: gauge(server, "inflight_requests", model) == 0, WAIT_S)
+    assert complete(server, KEY_A, model).status_code == 200  # and a is answered again
+    return alone, flood
+
+
+def test_the_same_on_an_llm(gate: Gate) -> None:
+    """The generation plane's limit (max_queue_size 2)."""
+    alone, flood = flooded_then_fair(gate.server, "llm")
+    assert "2 requests are queued, its limit;" in alone.text
+    assert flood.json()["error"]["type"] == "rate_limit_error"
 
 
 def test_the_llm_engines_own_capacity_is_shared_too(gate: Gate) -> None:
-    """No max_queue_size: the engine's capacity (1 running + 2 waiting sequences) refuses. a's
-    long one runs and two more of a's wait (the capacity); b's is admitted past it (its share:
-    3 / 2, rounded up) and runs first when a's running one ends (fair order)."""
-    server = gate.server
-    streams: list[socket.socket] = []
-    try:
-        for n in (1, 2, 3):
-            streams.append(open_stream(server, KEY_A, "engine"))
-            wait_for(lambda n=n: gauge(server, "inflight_requests", "engine") == n, WAIT_S)
-        alone = complete(server, KEY_A, "engine")
-        assert alone.status_code == 429, alone.text
-        assert "(3 sequences running or queued, limit 3); retry later" in alone.text
-        quiet, answer = in_threads([lambda: complete(server, KEY_B, "engine")])
-        wait_for(lambda: answer[0] or gauge(server, "inflight_requests", "engine") == 4, WAIT_S)
-        assert answer[0] is None, answer[0].text  # waiting, not refused
-        flood = complete(server, KEY_A, "engine")
-        assert flood.status_code == 429, flood.text
-        assert "and 3 of those are this API key's, its share" in flood.text
-        streams.pop(0).close()  # a's running generation ends: b's runs next
-        quiet[0].join(WAIT_S)
-        assert answer[0].status_code == 200, answer[0].text
-        assert answer[0].json()["usage"]["completion_tokens"] == 2
-    finally:
-        for sock in streams:
-            sock.close()
-    wait_for(lambda: gauge(server, "inflight_requests", "engine") == 0, WAIT_S)
-    assert complete(server, KEY_A, "engine").status_code == 200  # and a is answered again
+    """No max_queue_size: the engine's capacity (1 running + 2 waiting sequences) refuses; b's
+    is admitted past it (its share: 3 / 2, rounded up)."""
+    alone, flood = flooded_then_fair(gate.server, "engine")
+    assert "(3 sequences running or queued, limit 3); retry later" in alone.text
+    assert "and 3 of those are this API key's, its share" in flood.text
